@@ -1,0 +1,27 @@
+#!/bin/sh
+# The one list of Debian packages cube needs: to build, to test, to run its
+# end-to-end suites. Idempotent: installs only what is missing, so `make` can
+# call it every time at no cost. Runs as root on a fresh Debian 12.
+set -eu
+
+BUILD="build-essential pkg-config cmake libssl-dev libevent-dev libjansson-dev libyaml-dev libsqlite3-dev"
+TEST="libcmocka-dev openssl curl python3 python3-pytest python3-yaml"
+
+missing=""
+for p in $BUILD $TEST; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+	echo "deps.sh: missing packages:$missing (run as root, or install them yourself)" >&2
+	exit 1
+fi
+echo "deps.sh: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing

@@ -1,0 +1,325 @@
+#include "base/clock.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Virtual time: wall = virt_wall, mono = virt_mono; both move together. */
+static atomic_bool virt_on;
+static atomic_llong virt_wall;
+static atomic_llong virt_mono;
+static atomic_llong wall_offset;
+
+static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct timer_set **sets;
+static size_t nsets, capsets;
+
+struct timer {
+	struct timer_set *set;
+	timer_cb cb;
+	void *arg;
+	int64_t deadline;
+	uint64_t seq;    /* arming order: breaks ties between equal deadlines */
+	ptrdiff_t index; /* position in the heap, -1 when not armed */
+};
+
+struct timer_set {
+	struct timer **heap;
+	size_t len, cap;
+	uint64_t seq;
+	void (*on_change)(void *arg);
+	void *on_change_arg;
+};
+
+static int64_t ts_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * NS_PER_SEC + ts.tv_nsec;
+}
+
+int64_t clock_now(void)
+{
+	if (atomic_load(&virt_on))
+		return atomic_load(&virt_wall) + atomic_load(&wall_offset);
+	return ts_ns(CLOCK_REALTIME) + atomic_load(&wall_offset);
+}
+
+void clock_set_offset(int64_t offset_ns)
+{
+	atomic_store(&wall_offset, offset_ns);
+}
+
+int64_t clock_offset(void)
+{
+	return atomic_load(&wall_offset);
+}
+
+int64_t clock_mono(void)
+{
+	if (atomic_load(&virt_on))
+		return atomic_load(&virt_mono);
+	return ts_ns(CLOCK_MONOTONIC);
+}
+
+int64_t clock_now_sec(void)
+{
+	int64_t ns = clock_now();
+	return ns >= 0 ? ns / NS_PER_SEC : -((-ns + NS_PER_SEC - 1) / NS_PER_SEC);
+}
+
+bool clock_is_virtual(void)
+{
+	return atomic_load(&virt_on);
+}
+
+void clock_use_virtual(int64_t wall_ns)
+{
+	atomic_store(&virt_wall, wall_ns);
+	/* Start mono well away from zero so "0 = unset" bugs show. */
+	atomic_store(&virt_mono, 1000 * NS_PER_SEC);
+	atomic_store(&virt_on, true);
+}
+
+void clock_use_real(void)
+{
+	atomic_store(&virt_on, false);
+}
+
+static void virt_step_to(int64_t mono)
+{
+	int64_t d = mono - atomic_load(&virt_mono);
+	if (d <= 0)
+		return;
+	atomic_fetch_add(&virt_mono, d);
+	atomic_fetch_add(&virt_wall, d);
+}
+
+/* The set holding the globally earliest deadline, or NULL. */
+static struct timer_set *earliest_set(int64_t *deadline)
+{
+	struct timer_set *best = NULL;
+	int64_t bestd = INT64_MAX;
+
+	pthread_mutex_lock(&sets_lock);
+	for (size_t i = 0; i < nsets; i++) {
+		int64_t d = timers_next(sets[i]);
+		if (d < bestd) {
+			bestd = d;
+			best = sets[i];
+		}
+	}
+	pthread_mutex_unlock(&sets_lock);
+	*deadline = bestd;
+	return best;
+}
+
+int clock_advance(int64_t d_ns)
+{
+	int64_t target;
+	int fired = 0;
+
+	if (!atomic_load(&virt_on) || d_ns < 0)
+		return 0;
+	target = atomic_load(&virt_mono) + d_ns;
+	for (;;) {
+		int64_t deadline;
+		struct timer_set *set = earliest_set(&deadline);
+		if (!set || deadline > target)
+			break;
+		virt_step_to(deadline);
+		fired += timers_run(set);
+	}
+	virt_step_to(target);
+	return fired;
+}
+
+/* ---- the heap ---------------------------------------------------------- */
+
+static bool before(const struct timer *a, const struct timer *b)
+{
+	return a->deadline < b->deadline || (a->deadline == b->deadline && a->seq < b->seq);
+}
+
+static void heap_place(struct timer_set *s, size_t i, struct timer *t)
+{
+	s->heap[i] = t;
+	t->index = (ptrdiff_t)i;
+}
+
+static void heap_up(struct timer_set *s, size_t i)
+{
+	struct timer *t = s->heap[i];
+	while (i > 0) {
+		size_t parent = (i - 1) / 2;
+		if (!before(t, s->heap[parent]))
+			break;
+		heap_place(s, i, s->heap[parent]);
+		i = parent;
+	}
+	heap_place(s, i, t);
+}
+
+static void heap_down(struct timer_set *s, size_t i)
+{
+	struct timer *t = s->heap[i];
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= s->len)
+			break;
+		if (c + 1 < s->len && before(s->heap[c + 1], s->heap[c]))
+			c++;
+		if (!before(s->heap[c], t))
+			break;
+		heap_place(s, i, s->heap[c]);
+		i = c;
+	}
+	heap_place(s, i, t);
+}
+
+static void heap_remove(struct timer_set *s, struct timer *t)
+{
+	size_t i = (size_t)t->index;
+	struct timer *last = s->heap[--s->len];
+
+	t->index = -1;
+	if (last == t)
+		return;
+	heap_place(s, i, last);
+	heap_up(s, i);
+	heap_down(s, (size_t)last->index);
+}
+
+struct timer_set *timers_new(void)
+{
+	struct timer_set *s = calloc(1, sizeof(*s));
+	if (!s)
+		abort();
+	pthread_mutex_lock(&sets_lock);
+	if (nsets == capsets) {
+		capsets = capsets ? capsets * 2 : 8;
+		sets = realloc(sets, capsets * sizeof(*sets));
+		if (!sets)
+			abort();
+	}
+	sets[nsets++] = s;
+	pthread_mutex_unlock(&sets_lock);
+	return s;
+}
+
+void timers_free(struct timer_set *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&sets_lock);
+	for (size_t i = 0; i < nsets; i++) {
+		if (sets[i] == s) {
+			sets[i] = sets[--nsets];
+			break;
+		}
+	}
+	if (nsets == 0) {
+		free(sets);
+		sets = NULL;
+		capsets = 0;
+	}
+	pthread_mutex_unlock(&sets_lock);
+	free(s->heap);
+	free(s);
+}
+
+void timers_on_change(struct timer_set *s, void (*cb)(void *), void *arg)
+{
+	s->on_change = cb;
+	s->on_change_arg = arg;
+}
+
+int64_t timers_next(const struct timer_set *s)
+{
+	return s->len ? s->heap[0]->deadline : INT64_MAX;
+}
+
+int timers_count(const struct timer_set *s)
+{
+	return (int)s->len;
+}
+
+int timers_run(struct timer_set *s)
+{
+	int64_t now = clock_mono();
+	int fired = 0;
+
+	/* A callback may arm, cancel or free timers, this one included. */
+	while (s->len && s->heap[0]->deadline <= now) {
+		struct timer *t = s->heap[0];
+		heap_remove(s, t);
+		t->cb(t->arg);
+		fired++;
+	}
+	return fired;
+}
+
+struct timer *timer_new(struct timer_set *s, timer_cb cb, void *arg)
+{
+	struct timer *t = calloc(1, sizeof(*t));
+	if (!t)
+		abort();
+	t->set = s;
+	t->cb = cb;
+	t->arg = arg;
+	t->index = -1;
+	return t;
+}
+
+void timer_free(struct timer *t)
+{
+	if (!t)
+		return;
+	timer_cancel(t);
+	free(t);
+}
+
+void timer_cancel(struct timer *t)
+{
+	if (t->index >= 0)
+		heap_remove(t->set, t);
+}
+
+void timer_at(struct timer *t, int64_t deadline)
+{
+	struct timer_set *s = t->set;
+	int64_t old_next = timers_next(s);
+
+	timer_cancel(t);
+	if (s->len == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 16;
+		s->heap = realloc(s->heap, s->cap * sizeof(*s->heap));
+		if (!s->heap)
+			abort();
+	}
+	t->deadline = deadline;
+	t->seq = s->seq++;
+	s->heap[s->len] = t;
+	t->index = (ptrdiff_t)s->len++;
+	heap_up(s, (size_t)t->index);
+	if (s->on_change && timers_next(s) < old_next)
+		s->on_change(s->on_change_arg);
+}
+
+void timer_after(struct timer *t, int64_t delay_ns)
+{
+	timer_at(t, clock_mono() + (delay_ns > 0 ? delay_ns : 0));
+}
+
+bool timer_pending(const struct timer *t)
+{
+	return t->index >= 0;
+}
+
+int64_t timer_deadline(const struct timer *t)
+{
+	return t->index >= 0 ? t->deadline : INT64_MAX;
+}

@@ -1,0 +1,41 @@
+/*
+ * jx — small helpers over jansson.
+ *
+ * Objects are jansson values; these helpers read and write them by dotted
+ * path ("metadata.name", "status.conditions"), parse with a message that
+ * names line and column, and dump compactly. Ownership follows jansson:
+ * jx_get and the typed getters borrow; jx_set steals the value it is given;
+ * jx_parse and jx_load_file return new references.
+ *
+ * Pure functions over the values given; the caller serialises access to a
+ * value shared between threads (cached objects are immutable by convention).
+ */
+#ifndef CUBE_BASE_JX_H
+#define CUBE_BASE_JX_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Parse JSON text; NULL and ERR_PARSE ("line L column C: ...") on failure. */
+json_t *jx_parse(const char *buf, size_t len);
+json_t *jx_load_file(const char *path);
+
+/* The value at a dotted path, or NULL. Borrowed. */
+json_t *jx_get(const json_t *root, const char *path);
+/* The string at path, or NULL when missing or not a string. Borrowed. */
+const char *jx_str(const json_t *root, const char *path);
+/* The integer at path, or `dflt` when missing or not an integer. */
+int64_t jx_int(const json_t *root, const char *path, int64_t dflt);
+bool jx_bool(const json_t *root, const char *path, bool dflt);
+/*
+ * Set the value at path, creating intermediate objects; steals `value`.
+ * Returns 0, or ERR_INVALID when an intermediate exists and is not an object.
+ */
+int jx_set(json_t *root, const char *path, json_t *value);
+int jx_set_str(json_t *root, const char *path, const char *s);
+
+/* Compact JSON with key order kept; malloc'd. */
+char *jx_dump(const json_t *v);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * cli — what every cube subcommand shares: the command table, usage and
+ * error reporting, and the exit codes (0 fine, 1 the thing checked is not
+ * fine or the operation failed, 2 the command line is wrong).
+ *
+ * Main thread only.
+ */
+#ifndef CUBE_CLI_H
+#define CUBE_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#define EXIT_USAGE 2
+
+struct cli_command {
+	const char *name;
+	const char *summary;
+	int (*run)(int argc, char **argv);
+	const char *usage; /* full --help text */
+};
+
+/* Find and run argv[1] among cmds; prints the group's help otherwise. */
+int cli_dispatch(const char *group, const struct cli_command *cmds, int argc, char **argv);
+/* "cube <cmd>: <message>\nRun 'cube <cmd> --help' for usage." → EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "error: <message>" on stderr → 1. */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print usage text (stdout) and return 0: for --help. */
+int cli_help(const char *usage);
+
+int cmd_pki(int argc, char **argv);
+int cmd_certs(int argc, char **argv);
+
+#endif

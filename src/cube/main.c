@@ -1,0 +1,152 @@
+/*
+ * cube — one binary, many components (like k3s): the first argument names
+ * the subcommand. Global flags come before it.
+ */
+#include "cube/cli.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CUBE_VERSION "0.1.0"
+#define CUBE_K8S_VERSION "v1.32.0"
+
+static const char main_usage[] =
+	"cube - a small Kubernetes-compatible control plane, for rehearsing node\n"
+	"certificate rotation and its failures.\n"
+	"\n"
+	"Usage: cube [global flags] <command> [flags]\n"
+	"\n"
+	"Commands:\n"
+	"  pki init            create a cluster's PKI (CA, serving and client certs, kubeconfigs)\n"
+	"  certs               check-expiration, inspect, verify, sign-csr\n"
+	"  version             print cube's version\n"
+	"\n"
+	"Global flags:\n"
+	"  -v, --v N                 log verbosity (klog levels)\n"
+	"      --clock-offset DUR    live as if the wall clock were DUR later (\"400d\", \"-2h\"):\n"
+	"                            rehearse expiry without waiting; also CUBE_CLOCK_OFFSET\n"
+	"  -h, --help                this help\n"
+	"\n"
+	"Run 'cube <command> --help' for a command's flags.\n";
+
+static int cmd_version(int argc, char **argv)
+{
+	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
+		return cli_help("Usage: cube version\n\nPrint cube's version and the Kubernetes "
+				"version it emulates.\n");
+	printf("cube %s (Kubernetes %s)\n", CUBE_VERSION, CUBE_K8S_VERSION);
+	return 0;
+}
+
+static const struct cli_command commands[] = {
+	{"pki", "cluster PKI: init", cmd_pki, NULL},
+	{"certs", "certificate tools", cmd_certs, NULL},
+	{"version", "print the version", cmd_version, NULL},
+	{NULL, NULL, NULL, NULL},
+};
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "cube %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nRun 'cube %s --help' for usage.\n", cmd);
+	return EXIT_USAGE;
+}
+
+int cli_fail(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "error: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+int cli_help(const char *usage)
+{
+	fputs(usage, stdout);
+	return 0;
+}
+
+int cli_dispatch(const char *group, const struct cli_command *cmds, int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+	    !strcmp(argv[1], "help")) {
+		printf("Usage: cube %s <command> [flags]\n\nCommands:\n", group);
+		for (const struct cli_command *c = cmds; c->name; c++)
+			printf("  %-20s %s\n", c->name, c->summary);
+		printf("\nRun 'cube %s <command> --help' for a command's flags.\n", group);
+		return argc < 2 ? EXIT_USAGE : 0;
+	}
+	for (const struct cli_command *c = cmds; c->name; c++)
+		if (!strcmp(c->name, argv[1]))
+			return c->run(argc - 1, argv + 1);
+	fprintf(stderr, "cube %s: unknown command \"%s\"\nRun 'cube %s --help' for usage.\n",
+		group, argv[1], group);
+	return EXIT_USAGE;
+}
+
+static int set_offset(const char *s)
+{
+	int64_t ns;
+	if (duration_parse(s, &ns) < 0)
+		return cli_usage_error("--clock-offset", "%s", err_msg());
+	clock_set_offset(ns);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"v", required_argument, NULL, 'v'},
+		{"clock-offset", required_argument, NULL, 'o'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *env = getenv("CUBE_CLOCK_OFFSET");
+	int c;
+
+	if (env && *env && set_offset(env))
+		return EXIT_USAGE;
+	/* "+" stops at the first non-option: the subcommand parses the rest. */
+	while ((c = getopt_long(argc, argv, "+v:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'v':
+			log_set_verbosity(atoi(optarg));
+			break;
+		case 'o':
+			if (set_offset(optarg))
+				return EXIT_USAGE;
+			break;
+		case 'h':
+			return cli_help(main_usage);
+		default:
+			fputs(main_usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	optind = 0; /* subcommands run getopt afresh */
+	if (argc < 1) {
+		fputs(main_usage, stderr);
+		return EXIT_USAGE;
+	}
+	for (const struct cli_command *cmd = commands; cmd->name; cmd++)
+		if (!strcmp(cmd->name, argv[0]))
+			return cmd->run(argc, argv);
+	fprintf(stderr, "cube: unknown command \"%s\"\nRun 'cube --help' for usage.\n", argv[0]);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,356 @@
+#include "pki/cluster.h"
+
+#include "pki/kubeconfig.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/file.h"
+
+#include <arpa/inet.h>
+#include <openssl/x509v3.h>
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* One certificate the cluster needs: a file pair or a kubeconfig. */
+struct leaf {
+	const char *name;       /* kubeadm's name: "apiserver", "admin.conf" */
+	const char *cn;
+	const char *const *orgs;
+	const char *const *dns, *const *ips;
+	unsigned usages;
+	enum pki_purpose purpose;
+	const char *user;       /* kubeconfig user; NULL for a .crt/.key pair */
+};
+
+struct ctx {
+	const struct cluster_pki_opts *o;
+	X509 *ca;
+	EVP_PKEY *ca_key;
+	char *ca_pem;
+	bool new_ca;
+	int64_t now;
+};
+
+char *cluster_path(const char *dir, const char *rel)
+{
+	return file_join(dir, rel);
+}
+
+static void say(const struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const struct ctx *c, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	if (!c->o->say)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	c->o->say(c->o->say_arg, line);
+}
+
+static bool same_set(const struct strv *have, const char *const *want)
+{
+	size_t n = 0;
+	for (; want && want[n]; n++)
+		if (!strv_has(have, want[n]))
+			return false;
+	return n == have->n;
+}
+
+static bool covers(const struct strv *have, const char *const *want)
+{
+	for (size_t i = 0; want && want[i]; i++)
+		if (!strv_has(have, want[i]))
+			return false;
+	return true;
+}
+
+/* Still good for this request: our CA, our subject, our SANs, not expired. */
+static bool leaf_ok(const struct ctx *c, const struct leaf *l, X509 *cert, EVP_PKEY *key)
+{
+	struct pki_cert_info info;
+	bool ok;
+
+	if (!cert || !key || !pki_key_matches(cert, key) ||
+	    pki_verify_with(cert, c->ca, c->now, l->purpose) < 0)
+		return false;
+	pki_cert_info(cert, &info);
+	ok = strcmp(info.cn, l->cn) == 0 && same_set(&info.orgs, l->orgs) &&
+	     covers(&info.dns, l->dns) && covers(&info.ips, l->ips);
+	pki_cert_info_free(&info);
+	return ok;
+}
+
+static X509 *leaf_sign(const struct ctx *c, const struct leaf *l, EVP_PKEY *key)
+{
+	struct pki_cert_spec spec = {
+		.cn = l->cn,
+		.orgs = l->orgs,
+		.dns = l->dns,
+		.ips = l->ips,
+		.usages = l->usages,
+		.not_before_ns = c->now - PKI_BACKDATE_NS,
+		.not_after_ns = c->now + c->o->validity_ns,
+	};
+	if (spec.not_after_ns > pki_cert_not_after(c->ca))
+		spec.not_after_ns = pki_cert_not_after(c->ca);
+	return pki_cert_new(&spec, key, c->ca, c->ca_key);
+}
+
+static int ensure_ca(struct ctx *c)
+{
+	char *crt = cluster_path(c->o->dir, "pki/ca.crt"), *kf = cluster_path(c->o->dir, "pki/ca.key");
+	int r = 0;
+
+	if (!c->o->force && file_exists(crt) && file_exists(kf)) {
+		c->ca = pki_cert_load(crt);
+		c->ca_key = c->ca ? pki_key_load(kf) : NULL;
+		if (c->ca && c->ca_key && pki_key_matches(c->ca, c->ca_key) &&
+		    X509_check_ca(c->ca) > 0 && pki_verify_with(c->ca, c->ca, c->now, 0) == 0) {
+			say(c, "[certs] Using existing ca certificate authority");
+			goto out;
+		}
+		say(c, "[certs] Existing ca certificate authority is not usable (%s); "
+		       "generating a new one",
+		    err_msg());
+		X509_free(c->ca);
+		EVP_PKEY_free(c->ca_key);
+	}
+	say(c, "[certs] Generating \"ca\" certificate and key");
+	c->new_ca = true;
+	if (!(c->ca_key = pki_key_new(c->o->key_type)) ||
+	    !(c->ca = pki_ca_new(c->ca_key, c->o->cluster_name, c->o->ca_validity_ns)) ||
+	    (r = pki_key_save(kf, c->ca_key)) < 0 || (r = pki_cert_save(crt, c->ca)) < 0)
+		r = r < 0 ? r : ERR_CRYPTO;
+out:
+	if (r == 0)
+		c->ca_pem = pki_cert_pem(c->ca);
+	free(crt);
+	free(kf);
+	return r;
+}
+
+static int ensure_pair(const struct ctx *c, const struct leaf *l)
+{
+	char rel[256], *crt, *kf;
+	X509 *cert = NULL;
+	EVP_PKEY *key = NULL;
+	int r = 0;
+
+	snprintf(rel, sizeof(rel), "pki/%s.crt", l->name);
+	crt = cluster_path(c->o->dir, rel);
+	snprintf(rel, sizeof(rel), "pki/%s.key", l->name);
+	kf = cluster_path(c->o->dir, rel);
+	if (!c->new_ca && file_exists(crt) && file_exists(kf)) {
+		cert = pki_cert_load(crt);
+		key = cert ? pki_key_load(kf) : NULL;
+		if (leaf_ok(c, l, cert, key)) {
+			say(c, "[certs] Using existing %s certificate and key on disk", l->name);
+			goto out;
+		}
+		X509_free(cert);
+		EVP_PKEY_free(key);
+	}
+	say(c, "[certs] Generating \"%s\" certificate and key", l->name);
+	if (!(key = pki_key_new(c->o->key_type)) || !(cert = leaf_sign(c, l, key)))
+		r = ERR_CRYPTO;
+	if (r == 0 && (r = pki_key_save(kf, key)) == 0)
+		r = pki_cert_save(crt, cert);
+out:
+	X509_free(cert);
+	EVP_PKEY_free(key);
+	free(crt);
+	free(kf);
+	return r;
+}
+
+static void kc_names(const struct ctx *c, const char *user, struct kubeconfig *kc, char *ctxbuf,
+		     size_t n)
+{
+	snprintf(ctxbuf, n, "%s@%s", user, c->o->cluster_name);
+	kc->cluster = (char *)c->o->cluster_name;
+	kc->user = (char *)user;
+	kc->context = ctxbuf;
+	kc->server = (char *)c->o->server;
+	kc->ca_data = c->ca_pem;
+}
+
+/* A kubeconfig is kept only when it points where we would point it. */
+static bool kubeconfig_ok(const struct ctx *c, const struct kubeconfig *kc)
+{
+	return !c->new_ca && kc->server && strcmp(kc->server, c->o->server) == 0 && kc->ca_data &&
+	       strcmp(kc->ca_data, c->ca_pem) == 0;
+}
+
+static int ensure_kubeconfig(const struct ctx *c, const struct leaf *l)
+{
+	char *path = cluster_path(c->o->dir, l->name), ctxname[256];
+	struct kubeconfig have, want = {0};
+	X509 *cert = NULL;
+	EVP_PKEY *key = NULL;
+	int r = 0;
+
+	if (file_exists(path) && kubeconfig_load(path, &have) == 0) {
+		bool ok = kubeconfig_ok(c, &have) && have.cert_data && have.key_data;
+		if (ok) {
+			cert = pki_cert_parse(have.cert_data, strlen(have.cert_data));
+			key = cert ? pki_key_parse(have.key_data, strlen(have.key_data)) : NULL;
+			ok = leaf_ok(c, l, cert, key);
+		}
+		kubeconfig_free(&have);
+		X509_free(cert);
+		EVP_PKEY_free(key);
+		cert = NULL;
+		key = NULL;
+		if (ok) {
+			say(c, "[kubeconfig] Using existing kubeconfig file: \"%s\"", path);
+			goto out;
+		}
+	}
+	say(c, "[kubeconfig] Writing \"%s\" kubeconfig file", l->name);
+	if (!(key = pki_key_new(c->o->key_type)) || !(cert = leaf_sign(c, l, key))) {
+		r = ERR_CRYPTO;
+		goto out;
+	}
+	kc_names(c, l->user, &want, ctxname, sizeof(ctxname));
+	want.cert_data = pki_cert_pem(cert);
+	want.key_data = pki_key_pem(key);
+	r = want.key_data ? kubeconfig_save(path, &want) : ERR_CRYPTO;
+	free(want.cert_data);
+	free(want.key_data);
+out:
+	X509_free(cert);
+	EVP_PKEY_free(key);
+	free(path);
+	return r;
+}
+
+static int ensure_token(const struct ctx *c, char token[24])
+{
+	char *path = cluster_path(c->o->dir, "pki/bootstrap-token"), *have = NULL;
+	int r = 0;
+
+	if (!c->o->force && file_read(path, &have, NULL, 4096) == 0) {
+		have[strcspn(have, "\r\n")] = '\0';
+		if (pki_token_valid(have)) {
+			memcpy(token, have, 24);
+			say(c, "[bootstrap-token] Using existing bootstrap token %.6s", token);
+			goto out;
+		}
+	}
+	if ((r = pki_token_new(token)) == 0) {
+		char line[32];
+		snprintf(line, sizeof(line), "%s\n", token);
+		r = file_write_atomic(path, line, strlen(line), 0600);
+		say(c, "[bootstrap-token] Using token: %s", token);
+	}
+out:
+	free(have);
+	return r;
+}
+
+static int ensure_bootstrap_kubeconfig(const struct ctx *c, const char *token)
+{
+	char *path = cluster_path(c->o->dir, "bootstrap-kubelet.conf"), ctxname[256];
+	struct kubeconfig have, want = {0};
+	int r;
+
+	if (file_exists(path) && kubeconfig_load(path, &have) == 0) {
+		bool ok = kubeconfig_ok(c, &have) && have.token && strcmp(have.token, token) == 0;
+		kubeconfig_free(&have);
+		if (ok) {
+			say(c, "[kubeconfig] Using existing kubeconfig file: \"%s\"", path);
+			free(path);
+			return 0;
+		}
+	}
+	say(c, "[kubeconfig] Writing \"bootstrap-kubelet.conf\" kubeconfig file");
+	kc_names(c, "tls-bootstrap-token-user", &want, ctxname, sizeof(ctxname));
+	want.token = (char *)token;
+	r = kubeconfig_save(path, &want);
+	free(path);
+	return r;
+}
+
+static bool is_ip(const char *s)
+{
+	unsigned char buf[16];
+	return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
+}
+
+int cluster_pki_init(const struct cluster_pki_opts *o)
+{
+	static const char *const masters[] = {"system:masters", NULL};
+	static const char *const cluster_admins[] = {"kubeadm:cluster-admins", NULL};
+	struct ctx c = {.o = o, .now = clock_now()};
+	struct strv dns = STRV_INIT, ips = STRV_INIT;
+	char host[256] = "", *pki = cluster_path(o->dir, "pki"), token[24];
+	bool rsa = o->key_type == PKI_KEY_RSA;
+	int r;
+
+	if ((r = file_mkdirs(pki, 0755)) < 0)
+		goto out;
+	gethostname(host, sizeof(host) - 1);
+	for (char *p = host; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	strv_push(&dns, "kubernetes");
+	strv_push(&dns, "kubernetes.default");
+	strv_push(&dns, "kubernetes.default.svc");
+	strv_push(&dns, "kubernetes.default.svc.cluster.local");
+	strv_push(&dns, "localhost");
+	if (host[0])
+		strv_push_unique(&dns, host);
+	strv_push(&ips, "10.96.0.1");
+	strv_push(&ips, "127.0.0.1");
+	for (size_t i = 0; o->apiserver_sans && o->apiserver_sans[i]; i++)
+		strv_push_unique(is_ip(o->apiserver_sans[i]) ? &ips : &dns, o->apiserver_sans[i]);
+
+	const struct leaf pairs[] = {
+		{"apiserver", "kube-apiserver", NULL, (const char *const *)dns.v,
+		 (const char *const *)ips.v, pki_usages_kubelet(rsa, true), PKI_PURPOSE_SERVER,
+		 NULL},
+		{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", cluster_admins, NULL,
+		 NULL, pki_usages_kubelet(rsa, false), PKI_PURPOSE_CLIENT, NULL},
+	};
+	const struct leaf confs[] = {
+		{"admin.conf", "kubernetes-admin", masters, NULL, NULL,
+		 pki_usages_kubelet(rsa, false), PKI_PURPOSE_CLIENT, "kubernetes-admin"},
+		{"controller-manager.conf", "system:kube-controller-manager", NULL, NULL, NULL,
+		 pki_usages_kubelet(rsa, false), PKI_PURPOSE_CLIENT,
+		 "system:kube-controller-manager"},
+		{"scheduler.conf", "system:kube-scheduler", NULL, NULL, NULL,
+		 pki_usages_kubelet(rsa, false), PKI_PURPOSE_CLIENT, "system:kube-scheduler"},
+	};
+
+	if ((r = ensure_ca(&c)) < 0)
+		goto out;
+	for (size_t i = 0; r == 0 && i < sizeof(pairs) / sizeof(pairs[0]); i++)
+		r = ensure_pair(&c, &pairs[i]);
+	if (r == 0) {
+		char *d = strv_join(&dns, " "), *ip = strv_join(&ips, " ");
+		say(&c, "[certs] apiserver serving cert is signed for DNS names [%s] and IPs [%s]",
+		    d, ip);
+		free(d);
+		free(ip);
+	}
+	for (size_t i = 0; r == 0 && i < sizeof(confs) / sizeof(confs[0]); i++)
+		r = ensure_kubeconfig(&c, &confs[i]);
+	if (r == 0)
+		r = ensure_token(&c, token);
+	if (r == 0)
+		r = ensure_bootstrap_kubeconfig(&c, token);
+out:
+	X509_free(c.ca);
+	EVP_PKEY_free(c.ca_key);
+	free(c.ca_pem);
+	free(pki);
+	strv_free(&dns);
+	strv_free(&ips);
+	return r;
+}

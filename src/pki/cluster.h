@@ -1,0 +1,50 @@
+/*
+ * cluster — a cluster's PKI on disk, laid out as kubeadm lays it out:
+ *
+ *   <dir>/pki/ca.crt, ca.key                     the cluster CA
+ *   <dir>/pki/apiserver.crt, .key                serving: localhost, 127.0.0.1,
+ *                                                the hostname, kubernetes.default...
+ *   <dir>/pki/apiserver-kubelet-client.crt, .key O=kubeadm:cluster-admins
+ *   <dir>/admin.conf                             CN=kubernetes-admin, O=system:masters
+ *   <dir>/controller-manager.conf                CN=system:kube-controller-manager
+ *   <dir>/scheduler.conf                         CN=system:kube-scheduler
+ *   <dir>/bootstrap-kubelet.conf                 bootstrap token user
+ *   <dir>/pki/bootstrap-token                    "<id>.<secret>", 0600
+ *
+ * cluster_pki_init keeps every file that exists and is still valid for the
+ * request (right CA, right subject and SANs, not expired) and regenerates the
+ * rest; force regenerates all. A new CA invalidates everything it signed.
+ *
+ * Any thread; one writer per directory.
+ */
+#ifndef CUBE_PKI_CLUSTER_H
+#define CUBE_PKI_CLUSTER_H
+
+#include "pki/pki.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CLUSTER_CA_VALIDITY (10 * 365 * 24 * 3600 * INT64_C(1000000000))
+#define CLUSTER_CERT_VALIDITY (365 * 24 * 3600 * INT64_C(1000000000))
+
+struct cluster_pki_opts {
+	const char *dir;
+	const char *cluster_name;          /* "kubernetes" */
+	const char *server;                /* "https://127.0.0.1:6443" */
+	const char *const *apiserver_sans; /* extra DNS names or IPs */
+	enum pki_key_type key_type;
+	int64_t ca_validity_ns;
+	int64_t validity_ns;
+	bool force;
+	/* Called with each progress line ("[certs] Generating \"ca\" ..."). */
+	void (*say)(void *arg, const char *line);
+	void *say_arg;
+};
+
+int cluster_pki_init(const struct cluster_pki_opts *o);
+
+/* Paths inside a cluster dir (malloc'd): "pki/ca.crt" → "<dir>/pki/ca.crt". */
+char *cluster_path(const char *dir, const char *rel);
+
+#endif

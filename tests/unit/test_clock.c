@@ -1,0 +1,273 @@
+/* The clock, timers and the event loop: virtual time fires timers in order,
+ * each seeing its own deadline as "now"; real time drives a libevent loop. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "base/clock.h"
+#include "base/loop.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#define T0 (INT64_C(1796032800) * NS_PER_SEC) /* 2026-11-30T10:00:00Z */
+
+struct rec {
+	int order[16];
+	int64_t seen_now[16];
+	int n;
+};
+
+struct tagged {
+	struct rec *rec;
+	int tag;
+};
+
+static void record(void *arg)
+{
+	struct tagged *t = arg;
+	t->rec->order[t->rec->n] = t->tag;
+	t->rec->seen_now[t->rec->n] = clock_now();
+	t->rec->n++;
+}
+
+static int setup(void **state)
+{
+	clock_use_virtual(T0);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	clock_set_offset(0);
+	clock_use_real();
+	return 0;
+}
+
+static void test_virtual_clock_stands_still(void **state)
+{
+	int64_t mono = clock_mono();
+	assert_true(clock_is_virtual());
+	assert_int_equal(clock_now(), T0);
+	assert_int_equal(clock_now_sec(), T0 / NS_PER_SEC);
+	assert_int_equal(clock_mono(), mono);
+	clock_advance(1500 * NS_PER_MS);
+	assert_int_equal(clock_now(), T0 + 1500 * NS_PER_MS);
+	assert_int_equal(clock_mono(), mono + 1500 * NS_PER_MS);
+}
+
+static void test_timers_fire_in_deadline_order(void **state)
+{
+	struct timer_set *set = timers_new();
+	struct rec rec = {0};
+	struct tagged tags[4] = {{&rec, 0}, {&rec, 1}, {&rec, 2}, {&rec, 3}};
+	struct timer *t[4];
+	int64_t delays[4] = {30 * NS_PER_SEC, 10 * NS_PER_SEC, 20 * NS_PER_SEC, 10 * NS_PER_SEC};
+
+	for (int i = 0; i < 4; i++) {
+		t[i] = timer_new(set, record, &tags[i]);
+		timer_after(t[i], delays[i]);
+	}
+	assert_int_equal(timers_count(set), 4);
+	/* Nothing is due yet. */
+	assert_int_equal(clock_advance(9 * NS_PER_SEC), 0);
+	assert_int_equal(rec.n, 0);
+	/* Two fire at 10 s, in arming order, each seeing now = its deadline. */
+	assert_int_equal(clock_advance(11 * NS_PER_SEC), 3);
+	assert_int_equal(rec.n, 3);
+	assert_int_equal(rec.order[0], 1);
+	assert_int_equal(rec.order[1], 3);
+	assert_int_equal(rec.order[2], 2);
+	assert_int_equal(rec.seen_now[0], T0 + 10 * NS_PER_SEC);
+	assert_int_equal(rec.seen_now[2], T0 + 20 * NS_PER_SEC);
+	assert_int_equal(clock_now(), T0 + 20 * NS_PER_SEC);
+	assert_int_equal(clock_advance(10 * NS_PER_SEC), 1);
+	assert_int_equal(rec.order[3], 0);
+	assert_int_equal(timers_next(set), INT64_MAX);
+	for (int i = 0; i < 4; i++)
+		timer_free(t[i]);
+	timers_free(set);
+}
+
+static void test_cancel_and_rearm(void **state)
+{
+	struct timer_set *set = timers_new();
+	struct rec rec = {0};
+	struct tagged a = {&rec, 1}, b = {&rec, 2};
+	struct timer *ta = timer_new(set, record, &a), *tb = timer_new(set, record, &b);
+
+	timer_after(ta, 5 * NS_PER_SEC);
+	timer_after(tb, 6 * NS_PER_SEC);
+	assert_true(timer_pending(ta));
+	timer_cancel(ta);
+	assert_false(timer_pending(ta));
+	assert_int_equal(timer_deadline(ta), INT64_MAX);
+	timer_after(tb, 1 * NS_PER_SEC); /* re-arming moves it */
+	assert_int_equal(timers_count(set), 1);
+	clock_advance(10 * NS_PER_SEC);
+	assert_int_equal(rec.n, 1);
+	assert_int_equal(rec.order[0], 2);
+	assert_int_equal(rec.seen_now[0], T0 + 1 * NS_PER_SEC);
+	timer_free(ta);
+	timer_free(tb);
+	timers_free(set);
+}
+
+/* A periodic timer re-arms itself from its own callback, like a heartbeat. */
+struct ticker {
+	struct timer *t;
+	int fired;
+	int64_t last;
+};
+
+static void tick(void *arg)
+{
+	struct ticker *k = arg;
+	k->fired++;
+	k->last = clock_now();
+	timer_after(k->t, 10 * NS_PER_SEC);
+}
+
+static void test_periodic_timer_rearms_inside_advance(void **state)
+{
+	struct timer_set *set = timers_new();
+	struct ticker k = {0};
+
+	k.t = timer_new(set, tick, &k);
+	timer_after(k.t, 10 * NS_PER_SEC);
+	/* One advance of 55 s fires at 10, 20, 30, 40, 50. */
+	assert_int_equal(clock_advance(55 * NS_PER_SEC), 5);
+	assert_int_equal(k.fired, 5);
+	assert_int_equal(k.last, T0 + 50 * NS_PER_SEC);
+	timer_free(k.t);
+	timers_free(set);
+}
+
+static void test_timers_across_sets_interleave(void **state)
+{
+	struct timer_set *s1 = timers_new(), *s2 = timers_new();
+	struct rec rec = {0};
+	struct tagged a = {&rec, 1}, b = {&rec, 2}, c = {&rec, 3};
+	struct timer *ta = timer_new(s1, record, &a), *tb = timer_new(s2, record, &b),
+		     *tc = timer_new(s1, record, &c);
+
+	timer_after(ta, 3 * NS_PER_SEC);
+	timer_after(tb, 2 * NS_PER_SEC);
+	timer_after(tc, 1 * NS_PER_SEC);
+	clock_advance(5 * NS_PER_SEC);
+	assert_int_equal(rec.n, 3);
+	assert_int_equal(rec.order[0], 3);
+	assert_int_equal(rec.order[1], 2);
+	assert_int_equal(rec.order[2], 1);
+	timer_free(ta);
+	timer_free(tb);
+	timer_free(tc);
+	timers_free(s1);
+	timers_free(s2);
+}
+
+static void test_offset_shifts_wall_not_mono(void **state)
+{
+	int64_t mono = clock_mono();
+	clock_set_offset(400 * NS_PER_DAY);
+	assert_int_equal(clock_now(), T0 + 400 * NS_PER_DAY);
+	assert_int_equal(clock_offset(), 400 * NS_PER_DAY);
+	assert_int_equal(clock_mono(), mono);
+	clock_set_offset(0);
+	assert_int_equal(clock_now(), T0);
+}
+
+/* ---- the loop on the real clock ---- */
+
+struct stopper {
+	struct loop *loop;
+	int fired;
+	int64_t at;
+};
+
+static void stop_loop(void *arg)
+{
+	struct stopper *s = arg;
+	s->fired++;
+	s->at = clock_mono();
+	loop_stop(s->loop);
+}
+
+static void test_loop_real_timer_fires(void **state)
+{
+	struct stopper s = {0};
+	struct timer *t;
+	int64_t start;
+
+	clock_use_real();
+	s.loop = loop_new();
+	t = loop_timer(s.loop, stop_loop, &s);
+	start = clock_mono();
+	timer_after(t, 20 * NS_PER_MS);
+	assert_int_equal(loop_run(s.loop), 0);
+	assert_int_equal(s.fired, 1);
+	assert_true(s.at - start >= 20 * NS_PER_MS);
+	timer_free(t);
+	loop_free(s.loop);
+}
+
+static void *post_from_thread(void *arg)
+{
+	struct stopper *s = arg;
+	loop_defer(s->loop, stop_loop, s);
+	return NULL;
+}
+
+static void test_loop_defer_from_another_thread(void **state)
+{
+	struct stopper s = {0};
+	pthread_t th;
+
+	clock_use_real();
+	s.loop = loop_new();
+	pthread_create(&th, NULL, post_from_thread, &s);
+	assert_int_equal(loop_run(s.loop), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(s.fired, 1);
+	loop_free(s.loop);
+}
+
+static void test_loop_virtual_timers_follow_advance(void **state)
+{
+	struct loop *l = loop_new();
+	struct rec rec = {0};
+	struct tagged a = {&rec, 7};
+	struct timer *t = loop_timer(l, record, &a);
+
+	timer_after(t, 1 * NS_PER_HOUR);
+	assert_int_equal(loop_poll(l), 0); /* no real time makes it fire */
+	assert_int_equal(rec.n, 0);
+	clock_advance(1 * NS_PER_HOUR);
+	assert_int_equal(rec.n, 1);
+	assert_int_equal(rec.seen_now[0], T0 + NS_PER_HOUR);
+	timer_free(t);
+	loop_free(l);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_virtual_clock_stands_still, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_timers_fire_in_deadline_order, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_cancel_and_rearm, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_periodic_timer_rearms_inside_advance, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_timers_across_sets_interleave, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_offset_shifts_wall_not_mono, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_loop_real_timer_fires, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_loop_defer_from_another_thread, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_loop_virtual_timers_follow_advance, setup,
+						teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -694,6 +694,96 @@ out:
 	return r;
 }
 
+/* ---- new-csr ------------------------------------------------------------------- */
+
+static const char newcsr_usage[] =
+	"Usage: cube certs new-csr (--node NAME | --cn CN [--org O ...]) --key-out KEY --out REQ\n"
+	"                          [--dns NAME ...] [--ip ADDR ...] [--key-type ecdsa|rsa]\n"
+	"                          [--usages LIST]\n"
+	"\n"
+	"Make a new private key and a PKCS#10 request, as a kubelet does: --node NAME\n"
+	"asks for CN=system:node:NAME, O=system:nodes. The request carries usage\n"
+	"extensions only when --usages is given (the kubelet puts usages in the\n"
+	"CertificateSigningRequest object instead). The key is written 0600.\n";
+
+static int certs_new_csr(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"node", required_argument, NULL, 'n'},
+		{"cn", required_argument, NULL, 'c'},
+		{"org", required_argument, NULL, 'O'},
+		{"dns", required_argument, NULL, 'd'},
+		{"ip", required_argument, NULL, 'i'},
+		{"key-type", required_argument, NULL, 'k'},
+		{"key-out", required_argument, NULL, 'K'},
+		{"out", required_argument, NULL, 'o'},
+		{"usages", required_argument, NULL, 'u'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct strv orgs = STRV_INIT, dns = STRV_INIT, ips = STRV_INIT;
+	const char *node = NULL, *key_out = NULL, *out = NULL;
+	char *cn = NULL, *pem = NULL;
+	enum pki_key_type type = PKI_KEY_ECDSA;
+	unsigned usages = 0;
+	EVP_PKEY *key = NULL;
+	X509_REQ *req = NULL;
+	int c, r = 0;
+
+	while (r == 0 && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n': node = optarg; break;
+		case 'c': free(cn); cn = strdup(optarg); break;
+		case 'O': strv_push(&orgs, optarg); break;
+		case 'd': strv_push(&dns, optarg); break;
+		case 'i': strv_push(&ips, optarg); break;
+		case 'K': key_out = optarg; break;
+		case 'o': out = optarg; break;
+		case 'k':
+			if (pki_key_type_parse(optarg, &type) < 0)
+				r = cli_usage_error("certs new-csr", "%s", err_msg());
+			break;
+		case 'u':
+			if (parse_usages(optarg, &usages) < 0)
+				r = cli_usage_error("certs new-csr", "%s", err_msg());
+			break;
+		case 'h': r = cli_help(newcsr_usage); goto out;
+		default: r = cli_usage_error("certs new-csr", "bad flag"); break;
+		}
+	}
+	if (r == 0 && (!key_out || !out))
+		r = cli_usage_error("certs new-csr", "--key-out and --out are required");
+	if (r == 0 && !node == !cn)
+		r = cli_usage_error("certs new-csr", "give exactly one of --node and --cn");
+	if (r)
+		goto out;
+	if (node) {
+		if (asprintf(&cn, "system:node:%s", node) < 0)
+			abort();
+		strv_push_unique(&orgs, "system:nodes");
+	}
+	if (!(key = pki_key_new(type)) ||
+	    !(req = pki_csr_new(key, cn, (const char *const *)orgs.v, (const char *const *)dns.v,
+				(const char *const *)ips.v, usages))) {
+		r = cli_fail("%s", err_msg());
+		goto out;
+	}
+	pem = pki_csr_pem(req);
+	if (pki_key_save(key_out, key) < 0 || file_write_atomic(out, pem, strlen(pem), 0644) < 0)
+		r = cli_fail("%s", err_msg());
+	else
+		printf("Wrote %s (request for CN=%s) and its key %s\n", out, cn, key_out);
+out:
+	free(pem);
+	free(cn);
+	X509_REQ_free(req);
+	EVP_PKEY_free(key);
+	strv_free(&orgs);
+	strv_free(&dns);
+	strv_free(&ips);
+	return r;
+}
+
 int cmd_certs(int argc, char **argv)
 {
 	static const struct cli_command cmds[] = {
@@ -702,6 +792,8 @@ int cmd_certs(int argc, char **argv)
 		{"inspect", "show a certificate or CSR", certs_inspect, inspect_usage},
 		{"verify", "verify certificates against a CA", certs_verify, verify_usage},
 		{"sign-csr", "sign a CSR with the cluster CA", certs_sign, sign_usage},
+		{"new-csr", "make a key and a CSR, as a kubelet does", certs_new_csr,
+		 newcsr_usage},
 		{NULL, NULL, NULL, NULL},
 	};
 	return cli_dispatch("certs", cmds, argc, argv);

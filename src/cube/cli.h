@@ -24,6 +24,8 @@ struct cli_command {
 int cli_dispatch(const char *group, const struct cli_command *cmds, int argc, char **argv);
 /* "cube <cmd>: <message>\nRun 'cube <cmd> --help' for usage." → EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* After getopt_long returned '?' or ':': name the offending argument. */
+int cli_bad_flag(const char *cmd, char **argv);
 /* "error: <message>" on stderr → 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print usage text (stdout) and return 0: for --help. */

@@ -238,7 +238,7 @@ static int certs_check(int argc, char **argv)
 			break;
 		case 'o': output = optarg; break;
 		case 'h': strv_free(&kdirs); return cli_help(check_usage);
-		default: r = cli_usage_error("certs check-expiration", "bad flag"); break;
+		default: r = cli_bad_flag("certs check-expiration", argv); break;
 		}
 	}
 	if (r == 0 && optind < argc)
@@ -361,9 +361,8 @@ static int inspect_cert(X509 *cert, X509 *ca, const char *path, json_t *out_json
 			printf("%-18sNOT YET VALID (starts in %s)\n", "Time left:",
 			       duration_short_human(in.not_before_ns - now, left));
 		else
-			printf("%-18s%s (%" PRId64 " days)\n", "Time left:",
-			       duration_short_human(in.not_after_ns - now, left),
-			       (in.not_after_ns - now) / NS_PER_DAY);
+			printf("%-18s%s\n", "Time left:",
+			       duration_short_human(in.not_after_ns - now, left));
 		printf("%-18s%s\n", "SHA-256:", in.sha256);
 		if (ca)
 			printf("%-18s%s\n", "Verified:", vr == 0 ? "yes" : err_msg());
@@ -425,7 +424,7 @@ static int certs_inspect(int argc, char **argv)
 		case 'c': ca_file = optarg; break;
 		case 'o': output = optarg; break;
 		case 'h': return cli_help(inspect_usage);
-		default: return cli_usage_error("certs inspect", "bad flag");
+		default: return cli_bad_flag("certs inspect", argv);
 		}
 	}
 	if (optind + 1 != argc)
@@ -504,7 +503,7 @@ static int certs_verify(int argc, char **argv)
 						       "--purpose must be client or server");
 			break;
 		case 'h': return cli_help(verify_usage);
-		default: return cli_usage_error("certs verify", "bad flag");
+		default: return cli_bad_flag("certs verify", argv);
 		}
 	}
 	if (!ca_file)
@@ -648,7 +647,7 @@ static int certs_sign(int argc, char **argv)
 						       "invalid --duration \"%s\"", optarg);
 			break;
 		case 'h': return cli_help(sign_usage);
-		default: return cli_usage_error("certs sign-csr", "bad flag");
+		default: return cli_bad_flag("certs sign-csr", argv);
 		}
 	}
 	if (!ca_dir || !in || !out)
@@ -748,7 +747,7 @@ static int certs_new_csr(int argc, char **argv)
 				r = cli_usage_error("certs new-csr", "%s", err_msg());
 			break;
 		case 'h': r = cli_help(newcsr_usage); goto out;
-		default: r = cli_usage_error("certs new-csr", "bad flag"); break;
+		default: r = cli_bad_flag("certs new-csr", argv); break;
 		}
 	}
 	if (r == 0 && (!key_out || !out))

@@ -86,7 +86,7 @@ static int pki_init(int argc, char **argv)
 		case 'C': r = parse_dur("--ca-validity", optarg, &o.ca_validity_ns); break;
 		case 'f': o.force = true; break;
 		case 'h': strv_free(&sans); return cli_help(init_usage);
-		default: r = cli_usage_error("pki init", "bad flag"); break;
+		default: r = cli_bad_flag("pki init", argv); break;
 		}
 	}
 	if (r == 0 && optind < argc)

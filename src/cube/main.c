@@ -63,6 +63,14 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+int cli_bad_flag(const char *cmd, char **argv)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : "?";
+	if (optopt && strncmp(arg, "--", 2) == 0)
+		return cli_usage_error(cmd, "flag %s needs a value", arg);
+	return cli_usage_error(cmd, "unknown flag %s", arg);
+}
+
 int cli_fail(const char *fmt, ...)
 {
 	va_list ap;
@@ -101,8 +109,11 @@ int cli_dispatch(const char *group, const struct cli_command *cmds, int argc, ch
 static int set_offset(const char *s)
 {
 	int64_t ns;
-	if (duration_parse(s, &ns) < 0)
-		return cli_usage_error("--clock-offset", "%s", err_msg());
+	if (duration_parse(s, &ns) < 0) {
+		fprintf(stderr, "cube: --clock-offset: %s\nRun 'cube --help' for usage.\n",
+			err_msg());
+		return EXIT_USAGE;
+	}
 	clock_set_offset(ns);
 	return 0;
 }
@@ -118,6 +129,8 @@ int main(int argc, char **argv)
 	const char *env = getenv("CUBE_CLOCK_OFFSET");
 	int c;
 
+	/* Every command reports bad flags itself, in one line, with its own name. */
+	opterr = 0;
 	if (env && *env && set_offset(env))
 		return EXIT_USAGE;
 	/* "+" stops at the first non-option: the subcommand parses the rest. */
@@ -133,7 +146,8 @@ int main(int argc, char **argv)
 		case 'h':
 			return cli_help(main_usage);
 		default:
-			fputs(main_usage, stderr);
+			fprintf(stderr, "cube: unknown flag %s\nRun 'cube --help' for usage.\n",
+				argv[optind - 1]);
 			return EXIT_USAGE;
 		}
 	}

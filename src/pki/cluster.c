@@ -160,6 +160,15 @@ static int ensure_pair(const struct ctx *c, const struct leaf *l)
 	say(c, "[certs] Generating \"%s\" certificate and key", l->name);
 	if (!(key = pki_key_new(c->o->key_type)) || !(cert = leaf_sign(c, l, key)))
 		r = ERR_CRYPTO;
+	if (r == 0 && l->dns) {
+		struct strv d = {(char **)l->dns, strlist_len(l->dns), 0};
+		struct strv i = {(char **)l->ips, strlist_len(l->ips), 0};
+		char *dj = strv_join(&d, " "), *ij = strv_join(&i, " ");
+		say(c, "[certs] %s serving cert is signed for DNS names [%s] and IPs [%s]",
+		    l->name, dj, ij);
+		free(dj);
+		free(ij);
+	}
 	if (r == 0 && (r = pki_key_save(kf, key)) == 0)
 		r = pki_cert_save(crt, cert);
 out:
@@ -332,13 +341,6 @@ int cluster_pki_init(const struct cluster_pki_opts *o)
 		goto out;
 	for (size_t i = 0; r == 0 && i < sizeof(pairs) / sizeof(pairs[0]); i++)
 		r = ensure_pair(&c, &pairs[i]);
-	if (r == 0) {
-		char *d = strv_join(&dns, " "), *ip = strv_join(&ips, " ");
-		say(&c, "[certs] apiserver serving cert is signed for DNS names [%s] and IPs [%s]",
-		    d, ip);
-		free(d);
-		free(ip);
-	}
 	for (size_t i = 0; r == 0 && i < sizeof(confs) / sizeof(confs[0]); i++)
 		r = ensure_kubeconfig(&c, &confs[i]);
 	if (r == 0)

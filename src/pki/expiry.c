@@ -54,8 +54,9 @@ static void set_error(struct expiry_row *row, enum expiry_status st)
 static void judge(struct expiry_row *row, X509 *cert, X509 *ca, int64_t now, int64_t warn_ns)
 {
 	row->not_after_ns = pki_cert_not_after(cert);
-	if (ca && !row->is_ca && pki_verify_with(cert, ca, row->not_after_ns - 1, 0) < 0) {
-		/* Signed by someone else: say who, and flag it. */
+	/* Only a broken chain makes a row INVALID; an expired one is judged by
+	 * its dates below, like every other row. */
+	if (ca && !row->is_ca && pki_verify_with(cert, ca, now, 0) == ERR_UNAUTHORIZED) {
 		char *cn = NULL;
 		pki_name_read(X509_get_issuer_name(cert), &cn, NULL);
 		row->ca = cn;
@@ -63,15 +64,12 @@ static void judge(struct expiry_row *row, X509 *cert, X509 *ca, int64_t now, int
 		return;
 	}
 	if (!row->ca) {
-		if (ca) {
-			row->ca = xstrdup(row->is_ca ? "" : "ca");
-		} else {
+		if (row->is_ca)
+			row->ca = xstrdup("");
+		else if (ca)
+			row->ca = xstrdup("ca");
+		else
 			pki_name_read(X509_get_issuer_name(cert), &row->ca, NULL);
-			if (row->is_ca) {
-				free(row->ca);
-				row->ca = xstrdup("");
-			}
-		}
 	}
 	if (now >= row->not_after_ns)
 		row->status = EXPIRY_EXPIRED;

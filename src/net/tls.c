@@ -1,0 +1,197 @@
+#include "net/tls.h"
+
+#include "pki/pki.h"
+
+#include "base/err.h"
+#include "base/file.h"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ex_data slots: the SSL_CTX keeps its client CAs, each SSL its identity. */
+static int ctx_roots_idx = -1, ssl_ident_idx = -1;
+static pthread_once_t idx_once = PTHREAD_ONCE_INIT;
+
+static void ident_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	struct tls_identity *id = ptr;
+	if (!id)
+		return;
+	free(id->user);
+	free(id->verify_msg);
+	strv_free(&id->groups);
+	free(id);
+}
+
+static void roots_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	sk_X509_pop_free(ptr, X509_free);
+}
+
+static void idx_init(void)
+{
+	ctx_roots_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, roots_free);
+	ssl_ident_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, ident_free);
+}
+
+/* Accept any certificate at handshake time; tls_peer_identity judges it. */
+static int accept_any(int preverify, X509_STORE_CTX *ctx)
+{
+	return 1;
+}
+
+static int select_http11(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+			 const unsigned char *in, unsigned int inlen, void *arg)
+{
+	static const unsigned char http11[] = "\x08http/1.1";
+	unsigned char *sel;
+	if (SSL_select_next_proto(&sel, outlen, http11, sizeof(http11) - 1, in, inlen) !=
+	    OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_NOACK;
+	*out = sel;
+	return SSL_TLSEXT_ERR_OK;
+}
+
+static int load_roots(SSL_CTX *ctx, const char *path)
+{
+	STACK_OF(X509) *roots;
+	char *buf;
+	size_t len;
+	int r;
+
+	if ((r = file_read(path, &buf, &len, 4 << 20)) < 0)
+		return r;
+	r = pki_certs_parse(buf, len, &roots);
+	free(buf);
+	if (r < 0)
+		return err_wrap(r, "%s", path);
+	SSL_CTX_set_ex_data(ctx, ctx_roots_idx, roots);
+	return 0;
+}
+
+SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, const char *client_ca_file)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+	pthread_once(&idx_once, idx_init);
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_check_private_key(ctx) != 1) {
+		unsigned long e = ERR_get_error();
+		char msg[256];
+		ERR_error_string_n(e, msg, sizeof(msg));
+		ERR_clear_error();
+		err_set(ERR_INVALID, "load serving certificate %s / %s: %s", cert_file, key_file,
+			msg);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	if (client_ca_file) {
+		if (load_roots(ctx, client_ca_file) < 0) {
+			SSL_CTX_free(ctx);
+			return NULL;
+		}
+		/* Send the CA names so clients pick the right certificate. */
+		SSL_CTX_set_client_CA_list(ctx, SSL_load_client_CA_file(client_ca_file));
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, accept_any);
+	}
+	SSL_CTX_set_alpn_select_cb(ctx, select_http11, NULL);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+	return ctx;
+}
+
+static int add_pem_certs(X509_STORE *store, const char *pem)
+{
+	STACK_OF(X509) *certs;
+	int r = pki_certs_parse(pem, strlen(pem), &certs);
+	if (r < 0)
+		return r;
+	for (int i = 0; i < sk_X509_num(certs); i++)
+		X509_STORE_add_cert(store, sk_X509_value(certs, i));
+	sk_X509_pop_free(certs, X509_free);
+	return 0;
+}
+
+SSL_CTX *tls_client_ctx(const char *ca_pem, const char *cert_pem, const char *key_pem)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	static const unsigned char alpn[] = "\x08http/1.1";
+
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1);
+	if (ca_pem) {
+		if (add_pem_certs(SSL_CTX_get_cert_store(ctx), ca_pem) < 0)
+			goto fail;
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	}
+	if (cert_pem && key_pem) {
+		X509 *cert = pki_cert_parse(cert_pem, strlen(cert_pem));
+		EVP_PKEY *key = cert ? pki_key_parse(key_pem, strlen(key_pem)) : NULL;
+		int ok = cert && key && SSL_CTX_use_certificate(ctx, cert) == 1 &&
+			 SSL_CTX_use_PrivateKey(ctx, key) == 1;
+		X509_free(cert);
+		EVP_PKEY_free(key);
+		if (!ok)
+			goto fail;
+	}
+	return ctx;
+fail:
+	ERR_clear_error();
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+static struct tls_identity *ident_new(SSL *ssl, int64_t now_ns)
+{
+	struct tls_identity *id = calloc(1, sizeof(*id));
+	X509 *peer = SSL_get0_peer_certificate(ssl);
+	STACK_OF(X509) *chain = SSL_get_peer_cert_chain(ssl);
+	STACK_OF(X509) *roots = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_roots_idx);
+	STACK_OF(X509) *inter = NULL;
+
+	if (!id)
+		abort();
+	if (!peer)
+		return id;
+	id->present = true;
+	pki_name_read(X509_get_subject_name(peer), &id->user, &id->groups);
+	id->not_after_ns = pki_cert_not_after(peer);
+	/* On the server side the chain does not include the leaf. */
+	if (chain && sk_X509_num(chain) > 0)
+		inter = chain;
+	if (!roots) {
+		id->verify_err = err_set(ERR_UNAUTHORIZED, "x509: no client CA configured");
+	} else {
+		id->verify_err = pki_verify(peer, inter, roots, now_ns, PKI_PURPOSE_CLIENT);
+	}
+	if (id->verify_err && !(id->verify_msg = strdup(err_msg())))
+		abort();
+	return id;
+}
+
+const struct tls_identity *tls_peer_identity(SSL *ssl, int64_t now_ns)
+{
+	struct tls_identity *id;
+
+	pthread_once(&idx_once, idx_init);
+	id = SSL_get_ex_data(ssl, ssl_ident_idx);
+	if (!id) {
+		id = ident_new(ssl, now_ns);
+		SSL_set_ex_data(ssl, ssl_ident_idx, id);
+		return id;
+	}
+	/* The chain was good when first seen; time is what can change since. */
+	if (id->present && id->verify_err == 0 && now_ns >= id->not_after_ns) {
+		X509 *peer = SSL_get0_peer_certificate(ssl);
+		STACK_OF(X509) *roots = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_roots_idx);
+		id->verify_err = pki_verify(peer, NULL, roots, now_ns, PKI_PURPOSE_CLIENT);
+		free(id->verify_msg);
+		if (!(id->verify_msg = strdup(err_msg())))
+			abort();
+	}
+	return id;
+}

@@ -1,0 +1,45 @@
+/*
+ * tls — OpenSSL contexts for cube's servers and clients, and the identity of
+ * a TLS peer.
+ *
+ * Servers ask for a client certificate but never fail the handshake over it:
+ * like kube-apiserver, they finish the handshake and judge the certificate
+ * per request (tls_peer_identity), so an expired or foreign certificate gets
+ * a 401 with a logged reason rather than a TLS alert (k8s-facts §8). ALPN
+ * offers http/1.1 only: advertising h2 without speaking it breaks kubectl.
+ *
+ * Ownership: contexts are the caller's (SSL_CTX_free). tls_peer_identity
+ * fills a caller-owned struct freed with tls_identity_free.
+ * Threads: contexts may be shared; one SSL per connection.
+ */
+#ifndef CUBE_NET_TLS_H
+#define CUBE_NET_TLS_H
+
+#include "base/strv.h"
+
+#include <openssl/ssl.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* cert_file may hold the chain; client_ca_file may be NULL (no client certs). */
+SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, const char *client_ca_file);
+/* For clients: trust ca_pem (PEM text); optional client cert+key PEM. */
+SSL_CTX *tls_client_ctx(const char *ca_pem, const char *cert_pem, const char *key_pem);
+
+struct tls_identity {
+	bool present;      /* the peer sent a certificate */
+	int verify_err;    /* 0, or ERR_EXPIRED / ERR_UNAUTHORIZED from pki_verify */
+	char *verify_msg;  /* Go's x509 text when verify_err != 0 */
+	char *user;        /* CN */
+	struct strv groups; /* O's */
+	int64_t not_after_ns;
+};
+
+/*
+ * The peer's certificate judged against the client CA at time now_ns.
+ * The result is cached on the connection; only the time check is redone.
+ * Returns a borrowed pointer valid while the SSL lives.
+ */
+const struct tls_identity *tls_peer_identity(SSL *ssl, int64_t now_ns);
+
+#endif

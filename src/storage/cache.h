@@ -1,0 +1,75 @@
+/*
+ * cache — the API server's objects in memory, in front of the durable store:
+ * what the upstream API server calls the watch cache, here also the single
+ * writer that orders all writes.
+ *
+ * Reads (get, list) are served from memory. Writes take the next revision
+ * from one global counter, stamp it into metadata.resourceVersion, replace
+ * the object in memory at once (so the next write on the loop sees it) and
+ * go to the store; their `done` callback runs — and watchers hear of them —
+ * only once the store says the write is durable. Watchers see events in
+ * revision order. A window of recent events lets a watch resume from a
+ * resourceVersion; asking for one older than the window is ERR_GONE (410).
+ *
+ * Keys are "/registry/<resource>/<namespace>/<name>" (no namespace segment
+ * for cluster-scoped resources), so a prefix selects a resource or a
+ * namespace of it, and key order is namespace/name order.
+ *
+ * Ownership: objects in the cache are immutable and shared: copy before
+ * changing one. cache_get and event objects are borrowed; writes steal the
+ * object they are given. Threads: the owning loop's thread only.
+ */
+#ifndef CUBE_STORAGE_CACHE_H
+#define CUBE_STORAGE_CACHE_H
+
+#include "storage/store.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum cache_event_type { CACHE_ADDED, CACHE_MODIFIED, CACHE_DELETED };
+
+struct cache_event {
+	enum cache_event_type type;
+	int64_t rev;
+	const char *key;
+	json_t *obj;  /* the new state; for DELETED the last state at the delete's revision */
+	json_t *prev; /* the state before, or NULL */
+};
+
+struct cache;
+struct cache_watch;
+
+typedef void (*cache_done_fn)(void *arg, int err, json_t *obj);
+typedef void (*cache_watch_fn)(void *arg, const struct cache_event *ev);
+
+/* store may be NULL: memory only, writes complete at once (tests). */
+struct cache *cache_new(struct store *store, size_t window);
+void cache_free(struct cache *c);
+/* Fill memory from the store; the revision counter resumes after it. */
+int cache_load(struct cache *c);
+
+int64_t cache_rev(const struct cache *c);
+json_t *cache_get(const struct cache *c, const char *key);
+/* Objects under prefix with key > after (NULL = from the start), in key
+ * order, at most limit (0 = all). *out is a malloc'd array of borrowed
+ * objects; *more is set when objects remain after the last one returned. */
+size_t cache_list(const struct cache *c, const char *prefix, const char *after, size_t limit,
+		  json_t ***out, bool *more);
+size_t cache_count(const struct cache *c, const char *prefix);
+
+int cache_create(struct cache *c, const char *key, json_t *obj, cache_done_fn done, void *arg);
+int cache_update(struct cache *c, const char *key, json_t *obj, cache_done_fn done, void *arg);
+int cache_delete(struct cache *c, const char *key, cache_done_fn done, void *arg);
+
+/*
+ * Watch keys under prefix from revision from_rev: events after it are
+ * replayed at once (from the window), then delivered as they commit.
+ * NULL and ERR_GONE when from_rev is older than the window.
+ */
+struct cache_watch *cache_watch(struct cache *c, const char *prefix, int64_t from_rev,
+				cache_watch_fn fn, void *arg);
+void cache_unwatch(struct cache_watch *w);
+
+#endif

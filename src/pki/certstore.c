@@ -38,17 +38,37 @@ static int expect_symlink(const char *path)
 	return 1;
 }
 
-/* After a crash between "remove current" and "rename updated": finish it. */
+/* After a crash between "remove current" and "rename updated": finish it.
+ * A current pair that exists, symlink or not, is left alone, as upstream. */
 static int recover_updated(const char *dir, const char *prefix)
 {
 	char *cur = pathf(dir, prefix, "current"), *upd = pathf(dir, prefix, "updated");
-	int r = expect_symlink(cur);
+	struct stat st;
+	int r = 0;
 
-	if (r == 0 && (r = expect_symlink(upd)) == 1 && rename(upd, cur) < 0)
+	if (lstat(cur, &st) < 0 && (r = expect_symlink(upd)) == 1 && rename(upd, cur) < 0)
 		r = err_set(ERR_IO, "rename %s: %s", upd, strerror(errno));
 	free(cur);
 	free(upd);
 	return r < 0 ? r : 0;
+}
+
+/* A bad update must never replace a good pair: parse it first. */
+static int pair_check(const char *pem)
+{
+	size_t len = strlen(pem);
+	X509 *cert = pki_cert_parse(pem, len);
+	EVP_PKEY *key = cert ? pki_key_parse(pem, len) : NULL;
+	int r = 0;
+
+	if (!cert || !key)
+		r = err_wrap(ERR_INVALID, "new certificate/key pair");
+	else if (!pki_key_matches(cert, key))
+		r = err_set(ERR_INVALID, "new certificate/key pair: private key does not match "
+					 "public key");
+	X509_free(cert);
+	EVP_PKEY_free(key);
+	return r;
 }
 
 int certstore_update_pem(const char *dir, const char *prefix, const char *pem, char **out_path)
@@ -59,6 +79,8 @@ int certstore_update_pem(const char *dir, const char *prefix, const char *pem, c
 	struct tm tm;
 	int r;
 
+	if ((r = pair_check(pem)) < 0)
+		return r;
 	if ((r = file_mkdirs(dir, 0755)) < 0)
 		return r;
 	/* Upstream's symlinks are absolute, so they survive being read from elsewhere. */
@@ -160,8 +182,8 @@ int certstore_load(const char *dir, const char *prefix, const char *cert_file,
 			r = err_set(ERR_NOTFOUND,
 				    "no cert/key files read at \"%s\", (\"%s\", \"%s\") or "
 				    "(\"%s\", \"%s\")",
-				    cur, cert_file ? cert_file : "", key_file ? key_file : "", crt,
-				    kf);
+				    cur, cert_file ? cert_file : "", key_file ? key_file : "", dir,
+				    dir);
 			goto out;
 		}
 	}

@@ -261,6 +261,7 @@ static int ensure_token(const struct ctx *c, char token[24])
 	}
 out:
 	free(have);
+	free(path);
 	return r;
 }
 

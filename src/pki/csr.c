@@ -73,7 +73,7 @@ X509_REQ *pki_csr_parse(const char *pem, size_t len)
 	req = PEM_read_bio_X509_REQ(b, NULL, NULL, NULL);
 	BIO_free(b);
 	if (!req) {
-		pki_ossl_err("bad CERTIFICATE REQUEST block");
+		pki_ossl_fail(ERR_PARSE, "bad CERTIFICATE REQUEST block");
 		return NULL;
 	}
 	if (pki_csr_verify(req) < 0) {

@@ -10,6 +10,8 @@
 
 /* ERR_CRYPTO with "what: <OpenSSL's reason>"; clears OpenSSL's queue. */
 int pki_ossl_err(const char *what);
+/* The same with another code (ERR_PARSE for data that does not decode). */
+int pki_ossl_fail(int code, const char *what);
 /* SANs and usages found in a certificate's or a request's extensions. */
 void pki_exts_read(const STACK_OF(X509_EXTENSION) *exts, struct strv *dns, struct strv *ips,
 		   struct strv *emails, struct strv *uris, unsigned *usages, bool *has_usages);

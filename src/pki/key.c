@@ -11,15 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pki_ossl_err(const char *what)
+int pki_ossl_fail(int code, const char *what)
 {
 	unsigned long e = ERR_get_error();
-	char buf[256] = "unknown error";
+	const char *reason = e ? ERR_reason_error_string(e) : NULL;
 
-	if (e)
-		ERR_error_string_n(e, buf, sizeof(buf));
 	ERR_clear_error();
-	return err_set(ERR_CRYPTO, "%s: %s", what, buf);
+	return err_set(code, "%s: %s", what, reason ? reason : "unknown error");
+}
+
+int pki_ossl_err(const char *what)
+{
+	return pki_ossl_fail(ERR_CRYPTO, what);
 }
 
 EVP_PKEY *pki_key_new(enum pki_key_type type)
@@ -113,7 +116,7 @@ EVP_PKEY *pki_key_parse(const char *pem, size_t len)
 	k = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
 	BIO_free(b);
 	if (!k)
-		pki_ossl_err("bad private key");
+		pki_ossl_fail(ERR_PARSE, "bad private key");
 	return k;
 }
 

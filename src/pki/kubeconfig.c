@@ -77,13 +77,13 @@ static int take_pem(const json_t *obj, const char *what, const char *dir, char *
 int kubeconfig_load(const char *path, struct kubeconfig *out)
 {
 	char dir[4096];
-	json_t *root = yj_load_file(path), *ctx, *cluster, *user;
+	json_t *root, *ctx, *cluster, *user;
 	const char *cur;
-	int r = 0;
+	int r;
 
 	memset(out, 0, sizeof(*out));
-	if (!root)
-		return err_wrap(ERR_PARSE, "load kubeconfig %s", path);
+	if ((r = yj_load(path, &root)) < 0)
+		return err_wrap(r, "load kubeconfig");
 	file_dirname(path, dir, sizeof(dir));
 	cur = jx_str(root, "current-context");
 	if ((!cur || !*cur) && json_array_size(json_object_get(root, "contexts")) == 1)

@@ -5,12 +5,23 @@
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #define PEM_MAX (4 << 20) /* a certificate file over 4 MiB is not one */
+
+/* "EC PRIVATE KEY" is a "PRIVATE KEY"; "CERTIFICATE REQUEST" is no "CERTIFICATE". */
+static bool label_is(const char *label, size_t n, const char *want)
+{
+	size_t wn = strlen(want);
+	if (n == wn)
+		return memcmp(label, want, n) == 0;
+	return !strcmp(want, "PRIVATE KEY") && n > wn && label[n - wn - 1] == ' ' &&
+	       memcmp(label + n - wn, want, wn) == 0;
+}
 
 /*
  * OpenSSL's own messages for a broken PEM ("no start line", "bad end line")
@@ -36,7 +47,7 @@ int pki_pem_check(const char *buf, size_t len, const char *want)
 			     label);
 		if (!memmem(dash, (size_t)(end - dash), endline, (size_t)n))
 			return err_set(ERR_PARSE, "truncated PEM: no \"%s\" line", endline);
-		if (!want || memmem(label, (size_t)(dash - label), want, strlen(want)))
+		if (!want || label_is(label, (size_t)(dash - label), want))
 			found = true;
 		p = memmem(dash, (size_t)(end - dash), begin, sizeof(begin) - 1);
 	}
@@ -69,7 +80,7 @@ int pki_certs_parse(const char *pem, size_t len, STACK_OF(X509) **out)
 		}
 		BIO_free(b);
 		sk_X509_pop_free(certs, X509_free);
-		return pki_ossl_err("bad CERTIFICATE block");
+		return pki_ossl_fail(ERR_PARSE, "bad CERTIFICATE block");
 	}
 	BIO_free(b);
 	*out = certs;

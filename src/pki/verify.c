@@ -5,12 +5,78 @@
 
 #include <openssl/err.h>
 #include <openssl/x509_vfy.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+/*
+ * What Go would report first. OpenSSL walks the chain from the root down and
+ * stops at the first error; Go checks the leaf's dates before anything else,
+ * and a certificate is still valid at its NotAfter second. The callback
+ * keeps going past errors and remembers the most relevant one.
+ */
+struct finding {
+	int err;
+	X509 *cert;
+};
+
+/* The date error nearest the leaf, and the first chain error. */
+struct verdict {
+	struct finding date, chain;
+	int date_depth;
+};
+
+static int verdict_idx = -1;
+static pthread_once_t verdict_once = PTHREAD_ONCE_INIT;
+
+static void verdict_init(void)
+{
+	verdict_idx = X509_STORE_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+static bool date_error(int e)
+{
+	return e == X509_V_ERR_CERT_HAS_EXPIRED || e == X509_V_ERR_CERT_NOT_YET_VALID;
+}
+
+static int collect(int ok, X509_STORE_CTX *ctx)
+{
+	struct verdict *v = X509_STORE_CTX_get_ex_data(ctx, verdict_idx);
+	int e = X509_STORE_CTX_get_error(ctx), depth = X509_STORE_CTX_get_error_depth(ctx);
+	X509 *cert = X509_STORE_CTX_get_current_cert(ctx);
+
+	if (ok)
+		return 1;
+	if (!date_error(e)) {
+		if (!v->chain.err)
+			v->chain = (struct finding){e, cert};
+		return 0; /* a broken chain ends the walk */
+	}
+	if (e == X509_V_ERR_CERT_HAS_EXPIRED && cert &&
+	    ASN1_TIME_cmp_time_t(X509_get0_notAfter(cert),
+				 X509_VERIFY_PARAM_get_time(X509_STORE_CTX_get0_param(ctx))) == 0)
+		return 1; /* exactly at NotAfter: Go says still valid */
+	if (!v->date.err || depth < v->date_depth) {
+		v->date = (struct finding){e, cert};
+		v->date_depth = depth;
+	}
+	return 1;
+}
+
+/* Go checks the leaf's own dates first, then the chain, then the rest. */
+static const struct finding *verdict_pick(const struct verdict *v)
+{
+	if (v->date.err && v->date_depth == 0)
+		return &v->date;
+	if (v->chain.err)
+		return &v->chain;
+	return v->date.err ? &v->date : NULL;
+}
 
 /* Go's crypto/x509 wording for what OpenSSL found. */
-static int verify_error(X509_STORE_CTX *ctx, int64_t at_ns)
+static int verify_error(const struct finding *f, int64_t at_ns)
 {
-	int e = X509_STORE_CTX_get_error(ctx);
-	X509 *bad = X509_STORE_CTX_get_current_cert(ctx);
+	int e = f->err;
+	X509 *bad = f->cert;
 	char now[TIME_BUF], edge[TIME_BUF];
 
 	switch (e) {
@@ -45,22 +111,33 @@ int pki_verify(X509 *cert, STACK_OF(X509) *intermediates, STACK_OF(X509) *roots,
 {
 	X509_STORE *store = X509_STORE_new();
 	X509_STORE_CTX *ctx = X509_STORE_CTX_new();
-	int r = 0;
+	struct verdict v = {{0, NULL}, {0, NULL}, 0};
+	const struct finding *f;
+	int r = 0, ok;
 
+	pthread_once(&verdict_once, verdict_init);
 	for (int i = 0; i < sk_X509_num(roots); i++)
 		X509_STORE_add_cert(store, sk_X509_value(roots, i));
 	if (!X509_STORE_CTX_init(ctx, store, cert, intermediates)) {
 		r = pki_ossl_err("verify");
 		goto out;
 	}
-	/* Time comes from our clock, never OpenSSL's idea of now. */
+	/* Time comes from our clock, never OpenSSL's idea of now. Every
+	 * certificate in roots is trusted, self-signed or not, as in Go. */
 	X509_VERIFY_PARAM_set_time(X509_STORE_CTX_get0_param(ctx), (time_t)(at_ns / 1000000000));
+	X509_VERIFY_PARAM_set_flags(X509_STORE_CTX_get0_param(ctx), X509_V_FLAG_PARTIAL_CHAIN);
+	X509_STORE_CTX_set_ex_data(ctx, verdict_idx, &v);
+	X509_STORE_CTX_set_verify_cb(ctx, collect);
 	if (purpose != PKI_PURPOSE_ANY)
 		X509_STORE_CTX_set_purpose(ctx, purpose == PKI_PURPOSE_CLIENT
 							? X509_PURPOSE_SSL_CLIENT
 							: X509_PURPOSE_SSL_SERVER);
-	if (X509_verify_cert(ctx) != 1)
-		r = verify_error(ctx, at_ns);
+	ok = X509_verify_cert(ctx);
+	if ((f = verdict_pick(&v)))
+		r = verify_error(f, at_ns);
+	else if (ok != 1)
+		r = err_set(ERR_UNAUTHORIZED, "x509: %s",
+			    X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
 out:
 	ERR_clear_error();
 	X509_STORE_CTX_free(ctx);

@@ -1,0 +1,511 @@
+#include "api/resources.h"
+
+#include "api/selector.h"
+#include "api/validation.h"
+
+#include "pki/pki.h"
+
+#include "base/jx.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- shared pieces of strategy --------------------------------------------- */
+
+static json_t *obj_at(json_t *root, const char *path)
+{
+	json_t *v = jx_get(root, path);
+	if (!json_is_object(v)) {
+		v = json_object();
+		jx_set(root, path, v);
+	}
+	return v;
+}
+
+static void default_str(json_t *o, const char *key, const char *value)
+{
+	const char *have = json_string_value(json_object_get(o, key));
+	if (!have || !*have)
+		json_object_set_new(o, key, json_string(value));
+}
+
+static void default_int(json_t *o, const char *key, json_int_t value)
+{
+	if (!json_is_integer(json_object_get(o, key)))
+		json_object_set_new(o, key, json_integer(value));
+}
+
+/* imagePullPolicy: Always for :latest or untagged images, else IfNotPresent. */
+static void default_container(json_t *c)
+{
+	const char *image = json_string_value(json_object_get(c, "image"));
+	const char *slash = image ? strrchr(image, '/') : NULL;
+	const char *tag = image ? strchr(slash ? slash : image, ':') : NULL;
+	bool latest = !tag || strcmp(tag, ":latest") == 0;
+
+	if (image && strchr(image, '@'))
+		latest = false;
+	default_str(c, "imagePullPolicy", latest ? "Always" : "IfNotPresent");
+	default_str(c, "terminationMessagePath", "/dev/termination-log");
+	default_str(c, "terminationMessagePolicy", "File");
+	if (!json_object_get(c, "resources"))
+		json_object_set_new(c, "resources", json_object());
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(c, "ports"), i, p) default_str(p, "protocol", "TCP");
+}
+
+static void default_pod_spec(json_t *spec)
+{
+	size_t i;
+	json_t *c;
+
+	default_str(spec, "restartPolicy", "Always");
+	default_int(spec, "terminationGracePeriodSeconds", 30);
+	default_str(spec, "dnsPolicy", "ClusterFirst");
+	default_str(spec, "schedulerName", "default-scheduler");
+	if (!json_object_get(spec, "securityContext"))
+		json_object_set_new(spec, "securityContext", json_object());
+	json_array_foreach(json_object_get(spec, "containers"), i, c) default_container(c);
+	json_array_foreach(json_object_get(spec, "initContainers"), i, c) default_container(c);
+}
+
+static void validate_containers(struct validation *v, const json_t *spec, const char *path)
+{
+	json_t *cs = json_object_get(spec, "containers"), *c;
+	char field[128];
+	size_t i;
+
+	if (json_array_size(cs) == 0) {
+		snprintf(field, sizeof(field), "%s.containers", path);
+		val_required(v, field);
+		return;
+	}
+	json_array_foreach(cs, i, c)
+	{
+		const char *name = json_string_value(json_object_get(c, "name"));
+		const char *image = json_string_value(json_object_get(c, "image"));
+		snprintf(field, sizeof(field), "%s.containers[%zu].name", path, i);
+		if (!name || !*name)
+			val_required(v, field);
+		else
+			val_dns_label(v, field, name);
+		snprintf(field, sizeof(field), "%s.containers[%zu].image", path, i);
+		if (!image || !*image)
+			val_required(v, field);
+	}
+}
+
+static bool in_list(const char *const *list, const char *s)
+{
+	for (size_t i = 0; list[i]; i++)
+		if (!strcmp(list[i], s))
+			return true;
+	return false;
+}
+
+static void validate_tolerations(struct validation *v, const json_t *spec, const char *path)
+{
+	static const char *const effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute",
+					      NULL};
+	static const char *const ops[] = {"Equal", "Exists", NULL};
+	json_t *t;
+	size_t i;
+	char field[128];
+
+	json_array_foreach(json_object_get(spec, "tolerations"), i, t)
+	{
+		const char *e = json_string_value(json_object_get(t, "effect"));
+		const char *op = json_string_value(json_object_get(t, "operator"));
+		snprintf(field, sizeof(field), "%s.tolerations[%zu].effect", path, i);
+		if (e && *e && !in_list(effects, e))
+			val_unsupported(v, field, e, effects);
+		snprintf(field, sizeof(field), "%s.tolerations[%zu].operator", path, i);
+		if (op && *op && !in_list(ops, op))
+			val_unsupported(v, field, op, ops);
+	}
+}
+
+static void validate_taints(struct validation *v, const json_t *spec)
+{
+	static const char *const effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute",
+					      NULL};
+	json_t *t;
+	size_t i;
+	char field[96];
+
+	json_array_foreach(json_object_get(spec, "taints"), i, t)
+	{
+		const char *e = json_string_value(json_object_get(t, "effect"));
+		const char *k = json_string_value(json_object_get(t, "key"));
+		snprintf(field, sizeof(field), "spec.taints[%zu].key", i);
+		if (!k || !*k)
+			val_required(v, field);
+		snprintf(field, sizeof(field), "spec.taints[%zu].effect", i);
+		if (!e || !*e)
+			val_required(v, field);
+		else if (!in_list(effects, e))
+			val_unsupported(v, field, e, effects);
+	}
+}
+
+/* ---- per kind -------------------------------------------------------------- */
+
+static void pod_defaults(json_t *obj)
+{
+	json_t *spec = obj_at(obj, "spec"), *status = obj_at(obj, "status");
+	default_pod_spec(spec);
+	default_int(spec, "priority", 0);
+	if (!json_object_get(spec, "enableServiceLinks"))
+		json_object_set_new(spec, "enableServiceLinks", json_true());
+	default_str(status, "phase", "Pending");
+	default_str(status, "qosClass", "BestEffort");
+}
+
+static void pod_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	const json_t *spec = json_object_get(obj, "spec");
+	validate_containers(v, spec, "spec");
+	validate_tolerations(v, spec, "spec");
+	if (old) {
+		/* Pod updates may change little; nodeName only by binding. */
+		json_t *was = json_object_get(json_object_get(old, "spec"), "nodeName");
+		json_t *now = json_object_get(spec, "nodeName");
+		if (json_string_length(was) && !json_equal(was, now))
+			val_immutable(v, "spec.nodeName", now, was);
+		if (!json_equal(json_object_get(json_object_get(old, "spec"), "containers"),
+				json_object_get(spec, "containers"))) {
+			/* Only images may change in place. */
+			json_t *a = json_deep_copy(json_object_get(json_object_get(old, "spec"),
+								   "containers"));
+			json_t *b = json_deep_copy(json_object_get(spec, "containers"));
+			size_t i;
+			json_t *c;
+			json_array_foreach(a, i, c) json_object_del(c, "image");
+			json_array_foreach(b, i, c) json_object_del(c, "image");
+			if (!json_equal(a, b))
+				val_forbidden(v, "spec",
+					      "pod updates may not change fields other than "
+					      "`spec.containers[*].image`,`spec.initContainers[*]."
+					      "image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+					      "(only additions to existing tolerations),`spec."
+					      "terminationGracePeriodSeconds` (allow it to be set to 1 "
+					      "if it was previously negative)");
+			json_decref(a);
+			json_decref(b);
+		}
+	}
+}
+
+static void node_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	validate_taints(v, json_object_get(obj, "spec"));
+}
+
+static void namespace_defaults(json_t *obj)
+{
+	json_t *spec = obj_at(obj, "spec"), *status = obj_at(obj, "status");
+	if (!json_object_get(spec, "finalizers"))
+		json_object_set_new(spec, "finalizers", json_pack("[s]", "kubernetes"));
+	default_str(status, "phase", "Active");
+	/* Every namespace carries its name as a label (1.22+). */
+	if (jx_str(obj, "metadata.name"))
+		json_object_set_new(obj_at(obj, "metadata.labels"), "kubernetes.io/metadata.name",
+				    json_string(jx_str(obj, "metadata.name")));
+}
+
+static void namespace_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	const char *name = jx_str(obj, "metadata.name");
+	if (name)
+		val_dns_label(v, "metadata.name", name);
+}
+
+/* Workloads with a pod template and a selector that must match it. */
+static void workload_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	const json_t *sel = jx_get(obj, "spec.selector");
+	const json_t *labels = jx_get(obj, "spec.template.metadata.labels");
+	struct label_selector *ls;
+
+	if (!sel) {
+		val_required(v, "spec.selector");
+	} else if (!(ls = label_selector_from_json_at(sel, "spec.selector"))) {
+		val_invalid(v, "spec.selector", sel, "invalid label selector");
+	} else {
+		if (label_selector_empty(ls))
+			val_invalid(v, "spec.selector", sel,
+				    "empty selector is invalid for deployment");
+		else if (!label_selector_match(ls, labels))
+			val_invalid(v, "spec.template.metadata.labels", labels ? labels : json_null(),
+				    "`selector` does not match template `labels`");
+		label_selector_free(ls);
+	}
+	if (old)
+		val_immutable(v, "spec.selector", sel, jx_get(old, "spec.selector"));
+	validate_containers(v, jx_get(obj, "spec.template.spec"), "spec.template.spec");
+	if (json_integer_value(jx_get(obj, "spec.replicas")) < 0)
+		val_invalid(v, "spec.replicas", jx_get(obj, "spec.replicas"),
+			    "must be greater than or equal to 0");
+}
+
+static void template_defaults(json_t *obj)
+{
+	json_t *spec = obj_at(obj, "spec");
+	default_int(spec, "replicas", 1);
+	default_pod_spec(obj_at(obj, "spec.template.spec"));
+}
+
+static void deployment_defaults(json_t *obj)
+{
+	json_t *spec = obj_at(obj, "spec"), *strategy = obj_at(obj, "spec.strategy");
+	template_defaults(obj);
+	default_int(spec, "revisionHistoryLimit", 10);
+	default_int(spec, "progressDeadlineSeconds", 600);
+	default_str(strategy, "type", "RollingUpdate");
+	if (!strcmp(json_string_value(json_object_get(strategy, "type")), "RollingUpdate")) {
+		json_t *ru = obj_at(obj, "spec.strategy.rollingUpdate");
+		if (!json_object_get(ru, "maxUnavailable"))
+			json_object_set_new(ru, "maxUnavailable", json_string("25%"));
+		if (!json_object_get(ru, "maxSurge"))
+			json_object_set_new(ru, "maxSurge", json_string("25%"));
+	}
+}
+
+static void daemonset_defaults(json_t *obj)
+{
+	json_t *spec = obj_at(obj, "spec"), *strategy = obj_at(obj, "spec.updateStrategy");
+	default_pod_spec(obj_at(obj, "spec.template.spec"));
+	default_int(spec, "revisionHistoryLimit", 10);
+	default_str(strategy, "type", "RollingUpdate");
+}
+
+static void statefulset_defaults(json_t *obj)
+{
+	json_t *spec = obj_at(obj, "spec");
+	template_defaults(obj);
+	default_int(spec, "revisionHistoryLimit", 10);
+	default_str(spec, "podManagementPolicy", "OrderedReady");
+	default_str(obj_at(obj, "spec.updateStrategy"), "type", "RollingUpdate");
+}
+
+static void csr_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	const char *req = jx_str(obj, "spec.request");
+	const char *signer = jx_str(obj, "spec.signerName");
+	json_t *usages = jx_get(obj, "spec.usages"), *u;
+	json_t *exp = jx_get(obj, "spec.expirationSeconds");
+	size_t i;
+
+	if (!req || !*req) {
+		val_required(v, "spec.request");
+	} else {
+		/* spec.request is base64 of a PEM CERTIFICATE REQUEST. */
+		size_t len = strlen(req);
+		unsigned char *pem = malloc(len + 1);
+		int n = pem ? EVP_DecodeBlock(pem, (const unsigned char *)req, (int)len) : -1;
+		X509_REQ *x = n > 0 ? pki_csr_parse((char *)pem, (size_t)n) : NULL;
+		if (!x)
+			val_invalid_str(v, "spec.request", "<redacted>",
+					"invalid certificate request");
+		X509_REQ_free(x);
+		free(pem);
+	}
+	if (!signer || !*signer)
+		val_required(v, "spec.signerName");
+	if (json_array_size(usages) == 0)
+		val_required(v, "spec.usages");
+	json_array_foreach(usages, i, u)
+	{
+		unsigned bit;
+		if (!json_is_string(u) || pki_usage_parse(json_string_value(u), &bit) < 0) {
+			char field[64];
+			snprintf(field, sizeof(field), "spec.usages[%zu]", i);
+			val_invalid(v, field, u, "unsupported usage");
+		}
+	}
+	if (exp && json_integer_value(exp) < 600)
+		val_invalid(v, "spec.expirationSeconds", exp,
+			    "may not specify a duration less than 600 seconds (10 minutes)");
+	if (old) {
+		val_immutable(v, "spec", json_object_get(obj, "spec"),
+			      json_object_get(old, "spec"));
+	}
+}
+
+static void lease_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	json_t *d = jx_get(obj, "spec.leaseDurationSeconds");
+	if (d && json_integer_value(d) <= 0)
+		val_invalid(v, "spec.leaseDurationSeconds", d, "must be greater than 0");
+}
+
+static void event_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	if (!jx_get(obj, "involvedObject"))
+		val_required(v, "involvedObject");
+}
+
+static void service_defaults(json_t *obj)
+{
+	json_t *spec = obj_at(obj, "spec"), *p;
+	size_t i;
+	default_str(spec, "type", "ClusterIP");
+	default_str(spec, "sessionAffinity", "None");
+	json_array_foreach(json_object_get(spec, "ports"), i, p)
+	{
+		default_str(p, "protocol", "TCP");
+		if (!json_object_get(p, "targetPort") && json_object_get(p, "port"))
+			json_object_set(p, "targetPort", json_object_get(p, "port"));
+	}
+}
+
+static void secret_defaults(json_t *obj)
+{
+	default_str(obj, "type", "Opaque");
+}
+
+/* ---- the table --------------------------------------------------------------- */
+
+static const char *const pod_fields[] = {"spec.nodeName", "spec.restartPolicy",
+					 "spec.schedulerName", "spec.serviceAccountName",
+					 "spec.hostNetwork", "status.phase", "status.podIP",
+					 "status.nominatedNodeName", NULL};
+static const char *const node_fields[] = {"spec.unschedulable", NULL};
+static const char *const event_fields[] = {"involvedObject.kind", "involvedObject.namespace",
+					   "involvedObject.name", "involvedObject.uid",
+					   "involvedObject.apiVersion",
+					   "involvedObject.resourceVersion",
+					   "involvedObject.fieldPath", "reason", "reportingComponent",
+					   "source", "type", NULL};
+static const char *const csr_fields[] = {"spec.signerName", NULL};
+static const char *const secret_fields[] = {"type", NULL};
+static const char *const ns_fields[] = {"status.phase", NULL};
+static const char *const no_fields[] = {NULL};
+
+#define STATUS_SUB(g, v, k) {"status", g, v, k, VERB_GET | VERB_UPDATE | VERB_PATCH}
+#define SCALE_SUB {"scale", "autoscaling", "v1", "Scale", VERB_GET | VERB_UPDATE | VERB_PATCH}
+
+const struct resource resources[] = {
+	{"", "v1", "Namespace", "namespaces", "namespace", {"ns"}, {NULL}, false,
+	 VERBS_ALL & ~VERB_DELETECOLLECTION, {STATUS_SUB("", "v1", "Namespace")}, ns_fields,
+	 namespace_defaults, namespace_validate},
+	{"", "v1", "Node", "nodes", "node", {"no"}, {NULL}, false, VERBS_ALL,
+	 {STATUS_SUB("", "v1", "Node")}, node_fields, NULL, node_validate},
+	{"", "v1", "Pod", "pods", "pod", {"po"}, {"all"}, true, VERBS_ALL,
+	 {STATUS_SUB("", "v1", "Pod"),
+	  {"binding", "", "v1", "Binding", VERB_CREATE},
+	  {"eviction", "policy", "v1", "Eviction", VERB_CREATE}},
+	 pod_fields, pod_defaults, pod_validate},
+	{"", "v1", "Event", "events", "event", {"ev"}, {NULL}, true, VERBS_ALL, {{NULL}},
+	 event_fields, NULL, event_validate},
+	{"", "v1", "Secret", "secrets", "secret", {NULL}, {NULL}, true, VERBS_ALL, {{NULL}},
+	 secret_fields, secret_defaults, NULL},
+	{"", "v1", "ConfigMap", "configmaps", "configmap", {"cm"}, {NULL}, true, VERBS_ALL,
+	 {{NULL}}, no_fields, NULL, NULL},
+	{"", "v1", "Service", "services", "service", {"svc"}, {"all"}, true,
+	 VERBS_ALL & ~VERB_DELETECOLLECTION, {STATUS_SUB("", "v1", "Service")}, no_fields,
+	 service_defaults, NULL},
+	{"", "v1", "Endpoints", "endpoints", "endpoints", {"ep"}, {NULL}, true, VERBS_ALL,
+	 {{NULL}}, no_fields, NULL, NULL},
+	{"", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", {"sa"}, {NULL}, true,
+	 VERBS_ALL, {{NULL}}, no_fields, NULL, NULL},
+	{"apps", "v1", "Deployment", "deployments", "deployment", {"deploy"}, {"all"}, true,
+	 VERBS_ALL, {STATUS_SUB("apps", "v1", "Deployment"), SCALE_SUB}, no_fields,
+	 deployment_defaults, workload_validate},
+	{"apps", "v1", "ReplicaSet", "replicasets", "replicaset", {"rs"}, {"all"}, true,
+	 VERBS_ALL, {STATUS_SUB("apps", "v1", "ReplicaSet"), SCALE_SUB}, no_fields,
+	 template_defaults, workload_validate},
+	{"apps", "v1", "StatefulSet", "statefulsets", "statefulset", {"sts"}, {"all"}, true,
+	 VERBS_ALL, {STATUS_SUB("apps", "v1", "StatefulSet"), SCALE_SUB}, no_fields,
+	 statefulset_defaults, workload_validate},
+	{"apps", "v1", "DaemonSet", "daemonsets", "daemonset", {"ds"}, {"all"}, true,
+	 VERBS_ALL, {STATUS_SUB("apps", "v1", "DaemonSet")}, no_fields, daemonset_defaults,
+	 workload_validate},
+	{"certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests",
+	 "certificatesigningrequest", {"csr"}, {NULL}, false, VERBS_ALL,
+	 {STATUS_SUB("certificates.k8s.io", "v1", "CertificateSigningRequest"),
+	  {"approval", "certificates.k8s.io", "v1", "CertificateSigningRequest",
+	   VERB_GET | VERB_UPDATE | VERB_PATCH}},
+	 csr_fields, NULL, csr_validate},
+	{"coordination.k8s.io", "v1", "Lease", "leases", "lease", {NULL}, {NULL}, true, VERBS_ALL,
+	 {{NULL}}, no_fields, NULL, lease_validate},
+	{"discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", {NULL},
+	 {NULL}, true, VERBS_ALL, {{NULL}}, no_fields, NULL, NULL},
+	{"authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews",
+	 "selfsubjectreview", {NULL}, {NULL}, false, VERB_CREATE, {{NULL}}, no_fields, NULL,
+	 NULL},
+};
+const size_t resources_count = sizeof(resources) / sizeof(resources[0]);
+
+const struct resource *resource_find(const char *group, const char *version, const char *plural)
+{
+	for (size_t i = 0; i < resources_count; i++)
+		if (!strcmp(resources[i].group, group) && !strcmp(resources[i].version, version) &&
+		    !strcmp(resources[i].plural, plural))
+			return &resources[i];
+	return NULL;
+}
+
+const struct resource *resource_by_kind(const char *group, const char *kind)
+{
+	for (size_t i = 0; i < resources_count; i++)
+		if (!strcmp(resources[i].group, group) && !strcmp(resources[i].kind, kind))
+			return &resources[i];
+	return NULL;
+}
+
+const struct resource *resource_lookup(const char *name)
+{
+	for (size_t i = 0; i < resources_count; i++) {
+		const struct resource *r = &resources[i];
+		if (!strcmp(r->plural, name) || !strcmp(r->singular, name))
+			return r;
+		for (size_t j = 0; j < 3 && r->short_names[j]; j++)
+			if (!strcmp(r->short_names[j], name))
+				return r;
+	}
+	return NULL;
+}
+
+const struct subresource *resource_sub(const struct resource *r, const char *name)
+{
+	for (size_t i = 0; i < 3 && r->subs[i].name; i++)
+		if (!strcmp(r->subs[i].name, name))
+			return &r->subs[i];
+	return NULL;
+}
+
+const char *resource_api_version(const struct resource *r, char *buf, size_t n)
+{
+	if (*r->group)
+		snprintf(buf, n, "%s/%s", r->group, r->version);
+	else
+		snprintf(buf, n, "%s", r->version);
+	return buf;
+}
+
+const char *resource_qualified(const struct resource *r, char *buf, size_t n)
+{
+	if (*r->group)
+		snprintf(buf, n, "%s.%s", r->plural, r->group);
+	else
+		snprintf(buf, n, "%s", r->plural);
+	return buf;
+}
+
+void resource_verb_names(unsigned verbs, const char **out, size_t *n)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} order[] = {{VERB_CREATE, "create"}, {VERB_DELETE, "delete"},
+		     {VERB_DELETECOLLECTION, "deletecollection"}, {VERB_GET, "get"},
+		     {VERB_LIST, "list"}, {VERB_PATCH, "patch"}, {VERB_UPDATE, "update"},
+		     {VERB_WATCH, "watch"}};
+	*n = 0;
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		if (verbs & order[i].bit)
+			out[(*n)++] = order[i].name;
+}

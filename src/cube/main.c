@@ -24,6 +24,7 @@ static const char main_usage[] =
 	"Usage: cube [global flags] <command> [flags]\n"
 	"\n"
 	"Commands:\n"
+	"  apiserver           the API server (HTTPS, mutual TLS, SQLite store)\n"
 	"  pki init            create a cluster's PKI (CA, serving and client certs, kubeconfigs)\n"
 	"  certs               check-expiration, inspect, verify, sign-csr\n"
 	"  version             print cube's version\n"
@@ -46,6 +47,7 @@ static int cmd_version(int argc, char **argv)
 }
 
 static const struct cli_command commands[] = {
+	{"apiserver", "the Kubernetes API server", cmd_apiserver, NULL},
 	{"pki", "cluster PKI: init", cmd_pki, NULL},
 	{"certs", "certificate tools", cmd_certs, NULL},
 	{"version", "print the version", cmd_version, NULL},

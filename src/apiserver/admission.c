@@ -1,0 +1,209 @@
+/*
+ * Admission, after authorization and before validation and storage:
+ * NamespaceLifecycle, NodeRestriction, DefaultTolerationSeconds, and the
+ * CSR requestor fields. Each plugin either mutates the object or refuses
+ * the request with upstream's message.
+ */
+#include "apiserver/internal.h"
+
+#include "api/status.h"
+
+#include "pki/pki.h"
+
+#include "base/err.h"
+#include "base/jx.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool is(const char *a, const char *b)
+{
+	return a && b && !strcmp(a, b);
+}
+
+static int forbid(struct req *r, const char *fmt, const char *a, const char *b)
+{
+	char reason[512], q[128], msg[1024];
+	snprintf(reason, sizeof(reason), fmt, a, b);
+	resource_qualified(r->res, q, sizeof(q));
+	if (r->name)
+		snprintf(msg, sizeof(msg), "%s \"%s\" is forbidden: %s", q, r->name, reason);
+	else
+		snprintf(msg, sizeof(msg), "%s is forbidden: %s", q, reason);
+	req_fail_status(r, status_failure(ERR_FORBIDDEN, msg, r->res->group, r->res->plural,
+					  r->name));
+	return ERR_FORBIDDEN;
+}
+
+/* No new objects in a namespace that is missing or going away. */
+static int namespace_lifecycle(struct req *r)
+{
+	char key[300], msg[512];
+	json_t *ns;
+
+	if (!r->res->namespaced || !is(r->verb, "create") || r->sub)
+		return 0;
+	snprintf(key, sizeof(key), "/registry/namespaces/%s", r->ns);
+	ns = cache_get(r->s->cache, key);
+	if (!ns) {
+		snprintf(msg, sizeof(msg), "namespaces \"%s\" not found", r->ns);
+		req_fail_status(r, status_failure(ERR_NOTFOUND, msg, "", "namespaces", r->ns));
+		return ERR_NOTFOUND;
+	}
+	if (jx_get(ns, "metadata.deletionTimestamp") ||
+	    is(jx_str(ns, "status.phase"), "Terminating")) {
+		snprintf(msg, sizeof(msg),
+			 "unable to create new content in namespace %s because it is being "
+			 "terminated",
+			 r->ns);
+		req_fail_status(r, status_failure(ERR_FORBIDDEN, msg, r->res->group,
+						  r->res->plural, r->name));
+		return ERR_FORBIDDEN;
+	}
+	return 0;
+}
+
+/* The CN inside a CSR object's spec.request. */
+static char *csr_cn(const json_t *obj)
+{
+	const char *b64 = jx_str(obj, "spec.request");
+	size_t len = b64 ? strlen(b64) : 0;
+	unsigned char *pem = malloc(len + 1);
+	int n = pem && len ? EVP_DecodeBlock(pem, (const unsigned char *)b64, (int)len) : -1;
+	X509_REQ *req = n > 0 ? pki_csr_parse((char *)pem, (size_t)n) : NULL;
+	char *cn = NULL;
+
+	if (req)
+		pki_name_read(X509_REQ_get_subject_name(req), &cn, NULL);
+	X509_REQ_free(req);
+	free(pem);
+	return cn;
+}
+
+static int node_restriction(struct req *r, json_t *obj, const json_t *old)
+{
+	const char *user = r->user.name, *node;
+	const char *res = r->res->plural, *sub = r->sub ? r->sub->name : NULL;
+
+	if (!strv_has(&r->user.groups, "system:nodes") || !user ||
+	    strncmp(user, "system:node:", 12))
+		return 0;
+	node = user + 12;
+	if (is(res, "nodes")) {
+		const char *target = r->name ? r->name : jx_str(obj, "metadata.name");
+		if (!is(target, node))
+			return forbid(r, "node \"%s\" is not allowed to modify node \"%s\"", node,
+				      target ? target : "");
+		return 0;
+	}
+	if (is(res, "pods")) {
+		const json_t *pod = old ? old : obj;
+		const char *bound = jx_str(pod, "spec.nodeName");
+		if (!sub && is(r->verb, "create") &&
+		    !jx_get(obj, "metadata.annotations.kubernetes\\.io/config\\.mirror") &&
+		    !json_object_get(json_object_get(jx_get(obj, "metadata"), "annotations"),
+				     "kubernetes.io/config.mirror"))
+			return forbid(r,
+				      "pod does not have \"kubernetes.io/config.mirror\" annotation, "
+				      "node \"%s\" can only create mirror pods%s",
+				      node, "");
+		if (!sub && is(r->verb, "delete") && !is(bound, node))
+			return forbid(r,
+				      "node \"%s\" can only delete pods with spec.nodeName set to "
+				      "itself%s",
+				      node, "");
+		if (sub && (is(sub, "status") || is(sub, "eviction")) && !is(bound, node))
+			return forbid(r, "node \"%s\" can only update pod status for pods with "
+					 "spec.nodeName set to itself%s",
+				      node, "");
+		return 0;
+	}
+	if (is(res, "leases")) {
+		const char *name = r->name ? r->name : jx_str(obj, "metadata.name");
+		if (!is(name, node))
+			return forbid(r, "can only access node lease with the same name as the "
+					 "requesting node%s%s",
+				      "", "");
+		return 0;
+	}
+	if (is(res, "certificatesigningrequests") && is(r->verb, "create")) {
+		const char *signer = jx_str(obj, "spec.signerName");
+		if (is(signer, "kubernetes.io/kube-apiserver-client-kubelet") ||
+		    is(signer, "kubernetes.io/kubelet-serving")) {
+			char *cn = csr_cn(obj), want[300];
+			int rc = 0;
+			snprintf(want, sizeof(want), "system:node:%s", node);
+			if (!is(cn, want))
+				rc = forbid(r, "can only create a node CSR with CN=system:node:%s%s",
+					    node, "");
+			free(cn);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* 300 s tolerations for not-ready and unreachable, unless the pod has its own. */
+static void default_tolerations(struct req *r, json_t *obj)
+{
+	static const char *const keys[] = {"node.kubernetes.io/not-ready",
+					   "node.kubernetes.io/unreachable"};
+	json_t *spec = json_object_get(obj, "spec"), *tols, *t;
+	int64_t secs[2] = {r->s->o.not_ready_toleration_s, r->s->o.unreachable_toleration_s};
+	size_t i;
+
+	if (!spec || !is(r->verb, "create") || r->sub)
+		return;
+	tols = json_object_get(spec, "tolerations");
+	if (!tols) {
+		tols = json_array();
+		json_object_set_new(spec, "tolerations", tols);
+	}
+	for (int k = 0; k < 2; k++) {
+		bool have = false;
+		json_array_foreach(tols, i, t)
+		{
+			const char *key = jx_str(t, "key"), *eff = jx_str(t, "effect");
+			/* An Exists toleration with no key tolerates everything. */
+			if ((is(key, keys[k]) || ((!key || !*key) && is(jx_str(t, "operator"), "Exists"))) &&
+			    (!eff || !*eff || is(eff, "NoExecute")))
+				have = true;
+		}
+		if (!have)
+			json_array_append_new(tols, json_pack("{s:s,s:s,s:s,s:I}", "key", keys[k],
+							      "operator", "Exists", "effect",
+							      "NoExecute", "tolerationSeconds",
+							      (json_int_t)secs[k]));
+	}
+}
+
+/* The requestor fields are the server's to fill, from who asked. */
+static void csr_requestor(struct req *r, json_t *obj)
+{
+	json_t *spec = json_object_get(obj, "spec"), *groups = json_array();
+	if (!spec || !is(r->verb, "create"))
+		return;
+	json_object_set_new(spec, "username", json_string(r->user.name ? r->user.name : ""));
+	if (r->user.uid)
+		json_object_set_new(spec, "uid", json_string(r->user.uid));
+	else
+		json_object_del(spec, "uid");
+	for (size_t i = 0; i < r->user.groups.n; i++)
+		json_array_append_new(groups, json_string(r->user.groups.v[i]));
+	json_object_set_new(spec, "groups", groups);
+	json_object_del(spec, "extra");
+}
+
+int admit(struct req *r, json_t *obj, const json_t *old)
+{
+	int rc;
+	if ((rc = namespace_lifecycle(r)) < 0 || (rc = node_restriction(r, obj, old)) < 0)
+		return rc;
+	if (obj && is(r->res->plural, "pods") && !r->sub)
+		default_tolerations(r, obj);
+	if (obj && is(r->res->plural, "certificatesigningrequests") && !r->sub)
+		csr_requestor(r, obj);
+	return 0;
+}

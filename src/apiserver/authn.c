@@ -1,0 +1,132 @@
+/*
+ * Authentication: x509 client certificates (user = CN, groups = O) checked
+ * against --client-ca-file at the clock's time, and bootstrap tokens
+ * (Secret bootstrap-token-<id> in kube-system). A failed credential is a
+ * 401 and upstream's log line — never a fall back to anonymous.
+ */
+#include "apiserver/internal.h"
+
+#include "api/status.h"
+#include "net/tls.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/jx.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void set_user(struct req *r, const char *name, const struct strv *groups)
+{
+	if (!(r->user.name = strdup(name)))
+		abort();
+	for (size_t i = 0; groups && i < groups->n; i++)
+		strv_push_unique(&r->user.groups, groups->v[i]);
+	strv_push_unique(&r->user.groups, "system:authenticated");
+}
+
+static void unauthorized(struct req *r)
+{
+	req_fail_status(r, status_failure(ERR_UNAUTHORIZED, "Unauthorized", NULL, NULL, NULL));
+}
+
+/* The value of data[key] of a Secret, base64-decoded into buf. */
+static const char *secret_data(const json_t *secret, const char *key, char *buf, size_t n)
+{
+	const char *b64 = json_string_value(json_object_get(json_object_get(secret, "data"), key));
+	size_t len, pad = 0;
+	int out;
+
+	if (!b64 || (len = strlen(b64)) == 0 || len % 4 || len / 4 * 3 >= n)
+		return NULL;
+	out = EVP_DecodeBlock((unsigned char *)buf, (const unsigned char *)b64, (int)len);
+	if (out < 0)
+		return NULL;
+	while (len && b64[len - 1] == '=' && pad < 2)
+		len--, pad++;
+	buf[out - (int)pad] = '\0';
+	return buf;
+}
+
+/* "abcdef.0123456789abcdef" against Secret kube-system/bootstrap-token-abcdef. */
+static int token_user(struct req *r, const char *token)
+{
+	char id[7], key[96], b1[256], b2[256];
+	const char *secret_v, *usage, *exp, *extra;
+	json_t *secret;
+	int64_t expires;
+	struct strv groups = STRV_INIT;
+
+	if (strlen(token) != 23 || token[6] != '.' || !r->s->o.enable_bootstrap_token_auth)
+		return ERR_UNAUTHORIZED;
+	memcpy(id, token, 6);
+	id[6] = '\0';
+	snprintf(key, sizeof(key), "/registry/secrets/kube-system/bootstrap-token-%s", id);
+	secret = cache_get(r->s->cache, key);
+	if (!secret || strcmp(jx_str(secret, "type") ?: "", "bootstrap.kubernetes.io/token"))
+		return ERR_UNAUTHORIZED;
+	secret_v = secret_data(secret, "token-secret", b1, sizeof(b1));
+	usage = secret_data(secret, "usage-bootstrap-authentication", b2, sizeof(b2));
+	if (!secret_v || strcmp(secret_v, token + 7) || !usage || strcmp(usage, "true"))
+		return ERR_UNAUTHORIZED;
+	if ((exp = secret_data(secret, "expiration", b1, sizeof(b1))) &&
+	    (time_parse_rfc3339(exp, &expires) < 0 || clock_now() >= expires)) {
+		LOG_WARN("\"Expired bootstrap token\" secret=\"kube-system/bootstrap-token-%s\"", id);
+		return ERR_UNAUTHORIZED;
+	}
+	strv_push(&groups, "system:bootstrappers");
+	if ((extra = secret_data(secret, "auth-extra-groups", b2, sizeof(b2)))) {
+		char *copy = strdup(extra), *save = NULL;
+		for (char *g = strtok_r(copy, ",", &save); g; g = strtok_r(NULL, ",", &save))
+			strv_push_unique(&groups, g);
+		free(copy);
+	}
+	snprintf(key, sizeof(key), "system:bootstrap:%s", id);
+	set_user(r, key, &groups);
+	strv_free(&groups);
+	return 0;
+}
+
+int authn_request(struct req *r)
+{
+	const char *auth = evhttp_find_header(evhttp_request_get_input_headers(r->ev),
+					      "Authorization");
+	SSL *ssl = httpd_ssl(r->ev);
+	const struct tls_identity *id = ssl ? tls_peer_identity(ssl, clock_now()) : NULL;
+
+	if (id && id->present) {
+		metrics_observe(metrics_with(r->s->m_cert_exp),
+				(double)(id->not_after_ns - clock_now()) / 1e9);
+		if (id->verify_err == 0 && id->user && *id->user) {
+			set_user(r, id->user, &id->groups);
+			return 0;
+		}
+		/* A certificate was offered and is bad: 401, never anonymous. */
+		LOG_ERROR("\"Unable to authenticate the request\" err=\"verifying certificate %s "
+			  "failed: %s\"",
+			  id->desc ? id->desc : "", id->verify_msg ? id->verify_msg : "");
+		unauthorized(r);
+		return ERR_UNAUTHORIZED;
+	}
+	if (auth && !strncmp(auth, "Bearer ", 7)) {
+		if (token_user(r, auth + 7) == 0)
+			return 0;
+		LOG_ERROR("\"Unable to authenticate the request\" err=\"invalid bearer token\"");
+		unauthorized(r);
+		return ERR_UNAUTHORIZED;
+	}
+	if (r->s->o.anonymous_auth) {
+		struct strv g = STRV_INIT;
+		strv_push(&g, "system:unauthenticated");
+		if (!(r->user.name = strdup("system:anonymous")))
+			abort();
+		r->user.groups = g;
+		return 0;
+	}
+	unauthorized(r);
+	return ERR_UNAUTHORIZED;
+}

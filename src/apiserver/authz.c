@@ -1,0 +1,172 @@
+/*
+ * Authorization, mirroring upstream's built-in policy without RBAC objects:
+ * system:masters may do everything; the controller manager and scheduler
+ * identities get the broad rights their bootstrap roles give; nodes get the
+ * Node authorizer's rules (k8s-facts §8.3, with AuthorizeNodeWithSelectors
+ * as in 1.32); bootstrappers may only create and read CSRs. Everything else
+ * is 403 with upstream's message.
+ */
+#include "apiserver/internal.h"
+
+#include "api/selector.h"
+#include "api/status.h"
+
+#include "base/err.h"
+#include "base/jx.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool in_group(const struct req *r, const char *g)
+{
+	return strv_has(&r->user.groups, g);
+}
+
+static bool is(const char *a, const char *b)
+{
+	return a && b && !strcmp(a, b);
+}
+
+static bool verb_in(const struct req *r, const char *const *verbs)
+{
+	for (size_t i = 0; verbs[i]; i++)
+		if (is(r->verb, verbs[i]))
+			return true;
+	return false;
+}
+
+static const char *res_name(const struct req *r)
+{
+	return r->res ? r->res->plural : "";
+}
+
+/* The node's exact-match field selector value for field, or NULL. */
+static char *selector_value(struct req *r, const char *field)
+{
+	const char *text = req_query(r, "fieldSelector");
+	struct field_selector *fs = text ? field_selector_parse(text) : NULL;
+	const char *v = fs ? field_selector_exact(fs, field) : NULL;
+	char *out = v ? strdup(v) : NULL;
+	field_selector_free(fs);
+	return out;
+}
+
+static int node_rules(struct req *r, const json_t *obj, const char *node, char **reason)
+{
+	static const char *const read[] = {"get", "list", "watch", NULL};
+	static const char *const write[] = {"create", "update", "patch", "delete", NULL};
+	static const char *const lease_verbs[] = {"get", "create", "update", "patch", "delete",
+						  NULL};
+	static const char *const event_verbs[] = {"create", "update", "patch", NULL};
+	static const char *const csr_verbs[] = {"create", "get", "list", "watch", NULL};
+	const char *res = res_name(r), *sub = r->sub ? r->sub->name : NULL;
+	char msg[256];
+
+	if (is(res, "nodes")) {
+		if (verb_in(r, write))
+			return 0; /* NodeRestriction decides which node */
+		if (is(r->verb, "get") && is(r->name, node))
+			return 0;
+		if (is(r->verb, "list") || is(r->verb, "watch")) {
+			char *v = selector_value(r, "metadata.name");
+			bool own = is(v, node);
+			free(v);
+			if (own)
+				return 0;
+		}
+		snprintf(msg, sizeof(msg), "node '%s' cannot read all nodes, only its own Node object",
+			 node);
+	} else if (is(res, "pods")) {
+		if (is(r->verb, "list") || is(r->verb, "watch")) {
+			char *v = selector_value(r, "spec.nodeName");
+			bool own = is(v, node);
+			free(v);
+			if (own)
+				return 0;
+			snprintf(msg, sizeof(msg),
+				 "can only list/watch pods with spec.nodeName field selector");
+		} else if (sub && is(sub, "status") && verb_in(r, write)) {
+			return 0; /* NodeRestriction: bound to this node */
+		} else if (sub && is(sub, "eviction") && is(r->verb, "create")) {
+			return 0;
+		} else if (!sub && (is(r->verb, "create") || is(r->verb, "delete"))) {
+			return 0;
+		} else if (!sub && is(r->verb, "get") && obj &&
+			   is(jx_str(obj, "spec.nodeName"), node)) {
+			return 0;
+		} else {
+			snprintf(msg, sizeof(msg),
+				 "no relationship found between node '%s' and this object", node);
+		}
+	} else if (is(res, "leases")) {
+		if (is(r->ns, "kube-node-lease") && verb_in(r, lease_verbs) &&
+		    (is(r->name, node) || is(r->verb, "create")))
+			return 0;
+		snprintf(msg, sizeof(msg), "node '%s' cannot access lease %s/%s", node,
+			 r->ns ? r->ns : "", r->name ? r->name : "");
+	} else if (is(res, "events") && verb_in(r, event_verbs)) {
+		return 0;
+	} else if (is(res, "certificatesigningrequests") && !sub && verb_in(r, csr_verbs)) {
+		return 0;
+	} else if ((is(res, "services") || is(res, "endpoints") || is(res, "endpointslices")) &&
+		   verb_in(r, read)) {
+		return 0;
+	} else if (is(res, "selfsubjectreviews")) {
+		return 0;
+	} else {
+		snprintf(msg, sizeof(msg), "no relationship found between node '%s' and this object",
+			 node);
+	}
+	if (!(*reason = strdup(msg)))
+		abort();
+	return ERR_FORBIDDEN;
+}
+
+int authz_check(struct req *r, const json_t *obj, char **reason)
+{
+	static const char *const csr_verbs[] = {"create", "get", "list", "watch", NULL};
+	const char *user = r->user.name;
+
+	*reason = NULL;
+	if (in_group(r, "system:masters") || is(user, "system:kube-controller-manager") ||
+	    is(user, "system:kube-scheduler"))
+		return 0;
+	if (r->res && is(r->res->plural, "selfsubjectreviews") &&
+	    in_group(r, "system:authenticated"))
+		return 0;
+	if (in_group(r, "system:nodes") && user && !strncmp(user, "system:node:", 12))
+		return node_rules(r, obj, user + 12, reason);
+	if (in_group(r, "system:bootstrappers") && r->res &&
+	    is(r->res->plural, "certificatesigningrequests") && !r->sub && verb_in(r, csr_verbs))
+		return 0;
+	return ERR_FORBIDDEN;
+}
+
+int authz_request(struct req *r, const json_t *obj)
+{
+	char *reason = NULL, q[128], what[160], msg[1024], scope[160];
+	json_t *st;
+
+	if (authz_check(r, obj, &reason) == 0)
+		return 0;
+	resource_qualified(r->res, q, sizeof(q));
+	if (r->name)
+		snprintf(what, sizeof(what), "%s \"%s\"", q, r->name);
+	else
+		snprintf(what, sizeof(what), "%s", q);
+	if (r->ns)
+		snprintf(scope, sizeof(scope), "in the namespace \"%s\"", r->ns);
+	else
+		snprintf(scope, sizeof(scope), "at the cluster scope");
+	snprintf(msg, sizeof(msg),
+		 "%s is forbidden: User \"%s\" cannot %s resource \"%s%s%s\" in API group \"%s\" "
+		 "%s%s%s",
+		 what, r->user.name ? r->user.name : "", r->verb, r->res->plural,
+		 r->sub ? "/" : "", r->sub ? r->sub->name : "", r->res->group, scope,
+		 reason ? ": " : "", reason ? reason : "");
+	free(reason);
+	st = status_failure(ERR_FORBIDDEN, msg, r->res->group, r->res->plural, r->name);
+	req_fail_status(r, st);
+	return ERR_FORBIDDEN;
+}

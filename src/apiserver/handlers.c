@@ -1,0 +1,881 @@
+/*
+ * The verbs on resources: get, list, create, update, patch, and the
+ * subresources status, approval, scale, binding and selfsubjectreviews.
+ * Every write goes through the cache and is answered once durable.
+ */
+#include "apiserver/objects.h"
+
+#include "api/patch.h"
+#include "api/printers.h"
+#include "api/protobuf.h"
+#include "api/selector.h"
+#include "api/status.h"
+#include "api/validation.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/jx.h"
+#include "base/log.h"
+#include "base/rand.h"
+#include "base/timeutil.h"
+#include "base/yamljson.h"
+
+#include <event2/buffer.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool is(const char *a, const char *b)
+{
+	return a && b && !strcmp(a, b);
+}
+
+char *new_uid(void)
+{
+	unsigned char b[16];
+	char *out = malloc(37);
+	uint64_t x = rand_u64(), y = rand_u64();
+
+	if (!out)
+		abort();
+	memcpy(b, &x, 8);
+	memcpy(b + 8, &y, 8);
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+		 b[13], b[14], b[15]);
+	return out;
+}
+
+/* ---- bodies ------------------------------------------------------------------ */
+
+char *body_bytes(struct req *r, size_t *len)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(r->ev);
+	size_t n = evbuffer_get_length(in);
+	char *buf, msg[128];
+
+	if (n > r->s->o.max_body) {
+		snprintf(msg, sizeof(msg), "Request entity too large: limit is %zu",
+			 r->s->o.max_body);
+		req_fail(r, ERR_TOOLARGE, msg);
+		return NULL;
+	}
+	buf = malloc(n + 1);
+	if (!buf)
+		abort();
+	evbuffer_copyout(in, buf, n);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+json_t *body_object(struct req *r)
+{
+	const char *ct = evhttp_find_header(evhttp_request_get_input_headers(r->ev),
+					    "Content-Type");
+	size_t len;
+	char *buf = body_bytes(r, &len), msg[1024];
+	json_t *obj = NULL;
+	int rc;
+
+	if (!buf)
+		return NULL;
+	if (!ct)
+		ct = "application/json";
+	if (!strncmp(ct, "application/vnd.kubernetes.protobuf", 35)) {
+		if ((rc = pb_parse((const unsigned char *)buf, len, &obj)) < 0) {
+			snprintf(msg, sizeof(msg), "%s", err_msg());
+			req_fail(r, rc, msg);
+		}
+	} else if (!strncmp(ct, "application/yaml", 16) ||
+		   !strncmp(ct, "application/apply-patch+yaml", 28)) {
+		if (!(obj = yj_parse(buf, len))) {
+			snprintf(msg, sizeof(msg), "error converting YAML to JSON: %s", err_msg());
+			req_fail(r, ERR_INVALID, msg);
+		}
+	} else if (!strncmp(ct, "application/json", 16) || !strncmp(ct, "*/*", 3)) {
+		if (!(obj = jx_parse(buf, len))) {
+			snprintf(msg, sizeof(msg),
+				 "couldn't get version/kind; json parse error: %s", err_msg());
+			req_fail(r, ERR_INVALID, msg);
+		}
+	} else {
+		snprintf(msg, sizeof(msg),
+			 "the body of the request was in an unknown format - accepted media types "
+			 "include: application/json, application/yaml, "
+			 "application/vnd.kubernetes.protobuf");
+		req_fail(r, ERR_UNSUPPORTED, msg);
+	}
+	free(buf);
+	if (obj && !json_is_object(obj)) {
+		json_decref(obj);
+		req_fail(r, ERR_INVALID, "the body of the request must be a JSON object");
+		return NULL;
+	}
+	return obj;
+}
+
+/* ---- replies --------------------------------------------------------------------- */
+
+static json_t *one_row_table(struct req *r, const json_t *obj)
+{
+	json_t *items = json_pack("[O]", obj), *t;
+	t = printers_table(r->res->kind, items, jx_str(obj, "metadata.resourceVersion"), NULL,
+			   r->include, true, clock_now());
+	json_decref(items);
+	return t;
+}
+
+void reply_object(struct req *r, int code, json_t *obj)
+{
+	if (r->want_table && !r->sub && json_is_object(obj) &&
+	    !is(jx_str(obj, "kind"), "Status")) {
+		json_t *t = one_row_table(r, obj);
+		json_decref(obj);
+		obj = t;
+	}
+	req_reply(r, code, obj);
+}
+
+void reply_conflict(struct req *r)
+{
+	char q[128], msg[512];
+	resource_qualified(r->res, q, sizeof(q));
+	snprintf(msg, sizeof(msg),
+		 "Operation cannot be fulfilled on %s \"%s\": the object has been modified; please "
+		 "apply your changes to the latest version and try again",
+		 q, r->name ? r->name : "");
+	req_fail_status(r, status_failure(ERR_CONFLICT, msg, r->res->group, r->res->plural,
+					  r->name));
+}
+
+void reply_invalid(struct req *r, struct validation *v, const char *kind, const char *name)
+{
+	char *msg = val_message(v, kind, name);
+	json_t *st = status_failure(ERR_UNPROCESSABLE, msg, r->res->group, kind, name);
+
+	json_object_set(json_object_get(st, "details"), "causes", v->causes);
+	/* Upstream's details.kind is the Kind here, not the resource. */
+	free(msg);
+	req_fail_status(r, st);
+}
+
+/* ---- writing ------------------------------------------------------------------------ */
+
+struct write_ctx {
+	struct req *r;
+	int code;
+	json_t *answer; /* sent instead of the stored object when set */
+};
+
+static void on_written(void *arg, int err, json_t *obj)
+{
+	struct write_ctx *w = arg;
+	if (w->answer)
+		req_reply(w->r, w->code, w->answer);
+	else
+		reply_object(w->r, w->code, json_incref(obj));
+	free(w);
+}
+
+void write_and_answer(struct req *r, const char *key, json_t *obj, bool create, int code,
+		      json_t *answer)
+{
+	struct write_ctx *w;
+	int rc;
+
+	if (req_query(r, "dryRun")) {
+		if (answer) {
+			json_decref(obj);
+			req_reply(r, code, answer);
+		} else {
+			reply_object(r, code, obj);
+		}
+		return;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		abort();
+	w->r = r;
+	w->code = code;
+	w->answer = answer;
+	rc = create ? cache_create(r->s->cache, key, obj, on_written, w)
+		    : cache_update(r->s->cache, key, obj, on_written, w);
+	if (rc < 0) {
+		char q[128], msg[512];
+		json_decref(w->answer);
+		free(w);
+		resource_qualified(r->res, q, sizeof(q));
+		if (rc == ERR_EXISTS)
+			snprintf(msg, sizeof(msg), "%s \"%s\" already exists", q, r->name);
+		else
+			snprintf(msg, sizeof(msg), "%s", err_msg());
+		req_fail_status(r, status_failure(rc, msg, r->res->group, r->res->plural,
+						  r->name));
+	}
+}
+
+void write_and_reply(struct req *r, const char *key, json_t *obj, bool create, int code)
+{
+	write_and_answer(r, key, obj, create, code, NULL);
+}
+
+/* ---- get and list --------------------------------------------------------------------- */
+
+static void handle_get(struct req *r)
+{
+	char *key = object_key(r->res, r->ns, r->name);
+	json_t *obj = cache_get(r->s->cache, key);
+
+	free(key);
+	if (!obj) {
+		req_not_found(r);
+		return;
+	}
+	if (authz_request(r, obj) < 0)
+		return;
+	if (r->sub && is(r->sub->name, "scale")) {
+		json_t *scale = json_pack(
+			"{s:s,s:s,s:{s:O,s:O,s:O,s:O,s:O},s:{s:O},s:{s:O}}", "kind", "Scale",
+			"apiVersion", "autoscaling/v1", "metadata", "name", jx_get(obj, "metadata.name"),
+			"namespace", jx_get(obj, "metadata.namespace"), "uid",
+			jx_get(obj, "metadata.uid"), "resourceVersion",
+			jx_get(obj, "metadata.resourceVersion"), "creationTimestamp",
+			jx_get(obj, "metadata.creationTimestamp"), "spec", "replicas",
+			jx_get(obj, "spec.replicas") ?: json_integer(0), "status", "replicas",
+			jx_get(obj, "status.replicas") ?: json_integer(0));
+		req_reply(r, 200, scale);
+		return;
+	}
+	reply_object(r, 200, json_incref(obj));
+}
+
+/* The continue token is the last key returned, base64url. */
+static char *encode_continue(const char *key)
+{
+	size_t n = strlen(key);
+	char *out = malloc(4 * ((n + 2) / 3) + 1);
+	if (!out)
+		abort();
+	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)key, (int)n);
+	return out;
+}
+
+static char *decode_continue(const char *tok)
+{
+	size_t n = strlen(tok), pad = 0;
+	unsigned char *out;
+	int m;
+
+	if (n == 0 || n % 4)
+		return NULL;
+	out = malloc(n);
+	if (!out)
+		abort();
+	m = EVP_DecodeBlock(out, (const unsigned char *)tok, (int)n);
+	while (n && tok[n - 1] == '=' && pad < 2)
+		n--, pad++;
+	if (m < 0 || strncmp((char *)out, "/registry/", 10)) {
+		free(out);
+		return NULL;
+	}
+	out[m - (int)pad] = '\0';
+	return (char *)out;
+}
+
+static const char *const *allowed_fields(const struct resource *res, const char **buf)
+{
+	size_t n = 0;
+	buf[n++] = "metadata.name";
+	if (res->namespaced)
+		buf[n++] = "metadata.namespace";
+	for (size_t i = 0; res->field_labels && res->field_labels[i] && n < 30; i++)
+		buf[n++] = res->field_labels[i];
+	buf[n] = NULL;
+	return buf;
+}
+
+/* 0, or a 400 has been sent. */
+int parse_selectors(struct req *r, struct selectors *sel)
+{
+	const char *ls = req_query(r, "labelSelector"), *fs = req_query(r, "fieldSelector");
+	const char *allowed[32];
+	char msg[1024];
+
+	memset(sel, 0, sizeof(*sel));
+	if (ls && !(sel->labels = label_selector_parse(ls))) {
+		snprintf(msg, sizeof(msg), "unable to parse requirement: %s", err_msg());
+		if (!strncmp(err_msg(), "unable to parse", 15))
+			snprintf(msg, sizeof(msg), "%s", err_msg());
+		req_fail(r, ERR_INVALID, msg);
+		return ERR_INVALID;
+	}
+	if (fs && (!(sel->fields = field_selector_parse(fs)) ||
+		   field_selector_validate(sel->fields, allowed_fields(r->res, allowed)) < 0)) {
+		snprintf(msg, sizeof(msg), "%s", err_msg());
+		label_selector_free(sel->labels);
+		field_selector_free(sel->fields);
+		req_fail(r, ERR_INVALID, msg);
+		return ERR_INVALID;
+	}
+	return 0;
+}
+
+void free_selectors(struct selectors *sel)
+{
+	label_selector_free(sel->labels);
+	field_selector_free(sel->fields);
+}
+
+bool selectors_match(const struct selectors *sel, const json_t *obj)
+{
+	return (!sel->labels || label_selector_match(sel->labels, jx_get(obj, "metadata.labels"))) &&
+	       (!sel->fields || field_selector_match(sel->fields, obj));
+}
+
+static void handle_list(struct req *r)
+{
+	const char *limit_s = req_query(r, "limit"), *cont = req_query(r, "continue");
+	char *prefix = prefix_key(r->res, r->ns), *after = NULL, rv[24], api[96], kind[96];
+	size_t limit = limit_s ? strtoull(limit_s, NULL, 10) : 0, n, taken = 0, i = 0;
+	struct selectors sel;
+	json_t **objs, *items = json_array(), *out;
+	const char *last = NULL;
+	bool more = false;
+
+	if (authz_request(r, NULL) < 0 || parse_selectors(r, &sel) < 0) {
+		free(prefix);
+		json_decref(items);
+		return;
+	}
+	if (cont && !(after = decode_continue(cont))) {
+		free(prefix);
+		json_decref(items);
+		free_selectors(&sel);
+		req_fail(r, ERR_INVALID,
+			 "continue key is not valid: incorrect encoded start resourceVersion "
+			 "(version meta.k8s.io/v1)");
+		return;
+	}
+	n = cache_list(r->s->cache, prefix, after, 0, &objs, NULL);
+	for (i = 0; i < n; i++) {
+		if (!selectors_match(&sel, objs[i]))
+			continue;
+		if (limit && taken == limit) {
+			more = true;
+			break;
+		}
+		json_array_append(items, objs[i]);
+		last = jx_str(objs[i], "metadata.name");
+		taken++;
+	}
+	snprintf(rv, sizeof(rv), "%" PRId64, cache_rev(r->s->cache));
+	if (r->want_table) {
+		char *tok = NULL;
+		if (more) {
+			char *k = object_key(r->res, jx_str(json_array_get(items, taken - 1),
+							    "metadata.namespace"),
+					     last);
+			tok = encode_continue(k);
+			free(k);
+		}
+		out = printers_table(r->res->kind, items, rv, tok, r->include, true, clock_now());
+		free(tok);
+	} else {
+		snprintf(kind, sizeof(kind), "%sList", r->res->kind);
+		out = json_pack("{s:s,s:s,s:{s:s},s:O}", "kind", kind, "apiVersion",
+				resource_api_version(r->res, api, sizeof(api)), "metadata",
+				"resourceVersion", rv, "items", items);
+		if (more) {
+			char *k = object_key(r->res, jx_str(json_array_get(items, taken - 1),
+							    "metadata.namespace"),
+					     last);
+			char *tok = encode_continue(k);
+			jx_set_str(out, "metadata.continue", tok);
+			free(tok);
+			free(k);
+			size_t remaining = 0;
+			for (; i < n; i++)
+				remaining += selectors_match(&sel, objs[i]);
+			jx_set(out, "metadata.remainingItemCount", json_integer((json_int_t)remaining));
+		}
+	}
+	free(objs);
+	free(after);
+	free(prefix);
+	json_decref(items);
+	free_selectors(&sel);
+	req_reply(r, 200, out);
+}
+
+/* ---- create ------------------------------------------------------------------------------ */
+
+/* Kind/apiVersion and namespace of a body against the URL; 0 or a 400 sent. */
+static int check_identity(struct req *r, json_t *obj, const char *kind, const char *group,
+			  const char *version)
+{
+	const char *k = jx_str(obj, "kind"), *av = jx_str(obj, "apiVersion"), *ns;
+	char want_av[96], msg[512];
+
+	snprintf(want_av, sizeof(want_av), "%s%s%s", group, *group ? "/" : "", version);
+	if ((k && *k && strcmp(k, kind)) || (av && *av && strcmp(av, want_av))) {
+		snprintf(msg, sizeof(msg),
+			 "%s in version \"%s\" cannot be handled as a %s: no kind \"%s\" is "
+			 "registered for version \"%s\"",
+			 k && *k ? k : kind, av && *av ? av : want_av, kind, k && *k ? k : kind,
+			 av && *av ? av : want_av);
+		req_fail(r, ERR_INVALID, msg);
+		return ERR_INVALID;
+	}
+	json_object_set_new(obj, "kind", json_string(kind));
+	json_object_set_new(obj, "apiVersion", json_string(want_av));
+	if (!json_is_object(json_object_get(obj, "metadata")))
+		json_object_set_new(obj, "metadata", json_object());
+	ns = jx_str(obj, "metadata.namespace");
+	if (r->res->namespaced && r->ns) {
+		if (ns && *ns && strcmp(ns, r->ns)) {
+			req_fail(r, ERR_INVALID,
+				 "the namespace of the provided object does not match the namespace "
+				 "sent on the request");
+			return ERR_INVALID;
+		}
+		jx_set_str(obj, "metadata.namespace", r->ns);
+	} else if (!r->res->namespaced) {
+		json_object_del(json_object_get(obj, "metadata"), "namespace");
+	}
+	return 0;
+}
+
+static bool has_status_sub(const struct resource *res)
+{
+	return resource_sub(res, "status") != NULL;
+}
+
+/* Server-owned metadata on create; status reset where upstream resets it. */
+static void prepare_create(struct req *r, json_t *obj)
+{
+	char now[TIME_BUF], *uid = new_uid();
+	json_t *meta = json_object_get(obj, "metadata");
+
+	json_object_set_new(meta, "uid", json_string(uid));
+	free(uid);
+	json_object_set_new(meta, "creationTimestamp",
+			    json_string(time_format_rfc3339(clock_now(), now)));
+	json_object_del(meta, "resourceVersion");
+	json_object_del(meta, "deletionTimestamp");
+	json_object_del(meta, "deletionGracePeriodSeconds");
+	json_object_del(meta, "managedFields");
+	if (json_object_get(obj, "spec") && !is(r->res->plural, "nodes") &&
+	    !is(r->res->plural, "namespaces"))
+		json_object_set_new(meta, "generation", json_integer(1));
+	if (has_status_sub(r->res) && !is(r->res->plural, "nodes") &&
+	    !is(r->res->plural, "namespaces"))
+		json_object_del(obj, "status");
+}
+
+/* Defaults, admission, validation: 0 or a reply has been sent. */
+static int admit_and_validate(struct req *r, json_t *obj, const json_t *old)
+{
+	struct validation v;
+	const char *name = jx_str(obj, "metadata.name");
+
+	if (r->res->defaults && !r->sub)
+		r->res->defaults(obj);
+	if (admit(r, obj, old) < 0)
+		return ERR_FORBIDDEN;
+	val_init(&v);
+	if (!old) {
+		if (!name || !*name)
+			val_required(&v, "metadata.name");
+		else if (is(r->res->plural, "namespaces"))
+			val_dns_label(&v, "metadata.name", name);
+		else
+			val_dns_subdomain(&v, "metadata.name", name);
+	}
+	val_metadata_maps(&v, json_object_get(obj, "metadata"));
+	if (r->res->validate)
+		r->res->validate(obj, old, &v);
+	if (!val_ok(&v)) {
+		reply_invalid(r, &v, r->res->kind, name);
+		val_free(&v);
+		return ERR_UNPROCESSABLE;
+	}
+	val_free(&v);
+	return 0;
+}
+
+static void handle_selfsubjectreview(struct req *r)
+{
+	json_t *groups = json_array(), *out;
+	for (size_t i = 0; i < r->user.groups.n; i++)
+		json_array_append_new(groups, json_string(r->user.groups.v[i]));
+	out = json_pack("{s:s,s:s,s:{s:n},s:{s:{s:s,s:o}}}", "kind", "SelfSubjectReview",
+			"apiVersion", "authentication.k8s.io/v1", "metadata", "creationTimestamp",
+			"status", "userInfo", "username", r->user.name ? r->user.name : "",
+			"groups", groups);
+	req_reply(r, 201, out);
+}
+
+static void handle_binding(struct req *r)
+{
+	json_t *body = body_object(r), *pod, *copy;
+	const char *target;
+	char *key;
+
+	if (!body)
+		return;
+	key = object_key(r->res, r->ns, r->name);
+	pod = cache_get(r->s->cache, key);
+	target = jx_str(body, "target.name");
+	if (!pod) {
+		free(key);
+		json_decref(body);
+		req_not_found(r);
+		return;
+	}
+	if (authz_request(r, pod) < 0)
+		goto out;
+	if (!target || !*target) {
+		req_fail(r, ERR_INVALID, "Binding.target.name: Required value");
+		goto out;
+	}
+	if (json_string_length(jx_get(pod, "spec.nodeName"))) {
+		char msg[512];
+		snprintf(msg, sizeof(msg), "pod %s is already assigned to node \"%s\"", r->name,
+			 jx_str(pod, "spec.nodeName"));
+		req_fail(r, ERR_CONFLICT, msg);
+		goto out;
+	}
+	copy = json_deep_copy(pod);
+	jx_set_str(copy, "spec.nodeName", target);
+	{
+		json_t *conds = jx_get(copy, "status.conditions");
+		char now[TIME_BUF];
+		if (!json_is_array(conds)) {
+			conds = json_array();
+			jx_set(copy, "status.conditions", conds);
+		}
+		json_array_append_new(conds, json_pack("{s:s,s:s,s:n,s:s}", "type", "PodScheduled",
+						       "status", "True", "lastProbeTime",
+						       "lastTransitionTime",
+						       time_format_rfc3339(clock_now(), now)));
+	}
+	/* The answer to a binding is a Status, not the pod. */
+	write_and_answer(r, key, copy, false, 201, status_success(201, NULL, NULL, NULL, NULL));
+out:
+	free(key);
+	json_decref(body);
+}
+
+static void handle_create(struct req *r)
+{
+	json_t *obj;
+	char *key;
+	const char *name, *gen;
+
+	if (r->sub) {
+		if (is(r->sub->name, "binding"))
+			handle_binding(r);
+		else if (is(r->sub->name, "eviction"))
+			handle_eviction(r);
+		else
+			req_fail(r, ERR_METHOD, "the server does not allow this method on the "
+						"requested resource");
+		return;
+	}
+	if (is(r->res->plural, "selfsubjectreviews")) {
+		json_t *body = body_object(r);
+		if (body) {
+			json_decref(body);
+			handle_selfsubjectreview(r);
+		}
+		return;
+	}
+	if (!(obj = body_object(r)))
+		return;
+	if (check_identity(r, obj, r->res->kind, r->res->group, r->res->version) < 0)
+		goto fail;
+	name = jx_str(obj, "metadata.name");
+	gen = jx_str(obj, "metadata.generateName");
+	if ((!name || !*name) && gen && *gen) {
+		char suffix[6] = {0}, full[300];
+		rand_alnum(suffix, 5);
+		snprintf(full, sizeof(full), "%s%s", gen, suffix);
+		jx_set_str(obj, "metadata.name", full);
+		name = jx_str(obj, "metadata.name");
+	}
+	free(r->name);
+	r->name = name ? strdup(name) : NULL;
+	prepare_create(r, obj);
+	if (admit_and_validate(r, obj, NULL) < 0)
+		goto fail;
+	if (authz_request(r, obj) < 0)
+		goto fail;
+	key = object_key(r->res, r->ns, r->name);
+	write_and_reply(r, key, obj, true, 201);
+	free(key);
+	return;
+fail:
+	json_decref(obj);
+}
+
+/* ---- update and patch ------------------------------------------------------------------------ */
+
+/* The object an update of r->sub would store, built from old and the body. */
+static json_t *merge_for_sub(struct req *r, const json_t *old, json_t *body)
+{
+	json_t *out = json_deep_copy(old);
+	const char *sub = r->sub ? r->sub->name : NULL;
+
+	if (!sub) {
+		json_decref(out);
+		out = json_incref(body);
+		/* The main resource cannot change status where status has its own door. */
+		if (has_status_sub(r->res)) {
+			if (json_object_get(old, "status"))
+				json_object_set(out, "status", json_object_get(old, "status"));
+			else
+				json_object_del(out, "status");
+		}
+	} else if (is(sub, "status")) {
+		if (json_object_get(body, "status"))
+			json_object_set(out, "status", json_object_get(body, "status"));
+		else
+			json_object_del(out, "status");
+	} else if (is(sub, "approval")) {
+		json_t *conds = jx_get(body, "status.conditions");
+		jx_set(out, "status.conditions", conds ? json_incref(conds) : json_array());
+	} else if (is(sub, "scale")) {
+		json_t *rep = jx_get(body, "spec.replicas");
+		jx_set(out, "spec.replicas", rep ? json_incref(rep) : json_integer(0));
+	}
+	/* Server-owned metadata stays the server's. */
+	json_t *meta = json_object_get(out, "metadata"), *ometa = json_object_get(old, "metadata");
+	static const char *const owned[] = {"uid", "creationTimestamp", "deletionTimestamp",
+					    "deletionGracePeriodSeconds", "generation", "name",
+					    "namespace", NULL};
+	if (!json_is_object(meta)) {
+		meta = json_object();
+		json_object_set_new(out, "metadata", meta);
+	}
+	for (size_t i = 0; owned[i]; i++) {
+		json_t *v = json_object_get(ometa, owned[i]);
+		if (v)
+			json_object_set(meta, owned[i], v);
+		else
+			json_object_del(meta, owned[i]);
+	}
+	json_object_set(out, "kind", json_object_get(old, "kind"));
+	json_object_set(out, "apiVersion", json_object_get(old, "apiVersion"));
+	return out;
+}
+
+static bool same_ignoring_rv(const json_t *a, const json_t *b)
+{
+	json_t *x = json_deep_copy(a), *y = json_deep_copy(b);
+	bool eq;
+	json_object_del(json_object_get(x, "metadata"), "resourceVersion");
+	json_object_del(json_object_get(y, "metadata"), "resourceVersion");
+	eq = json_equal(x, y);
+	json_decref(x);
+	json_decref(y);
+	return eq;
+}
+
+/* Shared tail of update and patch: body is the client's intended object. */
+static void update_with(struct req *r, const json_t *old, json_t *body, bool check_rv)
+{
+	const char *rv = jx_str(body, "metadata.resourceVersion");
+	char *key;
+	json_t *next;
+
+	if (check_rv && rv && *rv && !is(rv, jx_str(old, "metadata.resourceVersion"))) {
+		reply_conflict(r);
+		return;
+	}
+	/* A Scale body is not the resource's kind; merge_for_sub reads its replicas. */
+	bool scale = r->sub && is(r->sub->name, "scale");
+	if (!scale && check_identity(r, body, r->res->kind, r->res->group, r->res->version) < 0)
+		return;
+	{
+		const char *bn = jx_str(body, "metadata.name");
+		if (bn && *bn && !is(bn, r->name) && !scale) {
+			char msg[512];
+			snprintf(msg, sizeof(msg),
+				 "the name of the object (%s) does not match the name on the URL (%s)",
+				 bn, r->name);
+			req_fail(r, ERR_INVALID, msg);
+			return;
+		}
+	}
+	next = merge_for_sub(r, old, body);
+	if (admit_and_validate(r, next, old) < 0) {
+		json_decref(next);
+		return;
+	}
+	/* A no-op changes nothing, not even the resourceVersion (kubectl's "no change"). */
+	jx_set(next, "metadata.resourceVersion",
+	       json_incref(jx_get(old, "metadata.resourceVersion")));
+	if (same_ignoring_rv(next, old)) {
+		json_decref(next);
+		reply_object(r, 200, json_incref((json_t *)old));
+		return;
+	}
+	if (!r->sub && jx_get(old, "metadata.generation") &&
+	    !json_equal(json_object_get(next, "spec"), json_object_get(old, "spec")))
+		jx_set(next, "metadata.generation",
+		       json_integer(jx_int(old, "metadata.generation", 0) + 1));
+	key = object_key(r->res, r->ns, r->name);
+	/* The last finalizer gone from an object being deleted: delete it now. */
+	if (jx_get(next, "metadata.deletionTimestamp") &&
+	    json_array_size(jx_get(next, "metadata.finalizers")) == 0 &&
+	    json_array_size(jx_get(old, "metadata.finalizers")) > 0) {
+		write_and_reply(r, key, next, false, 200);
+		delete_internal(r->s, key, 0, "Background");
+		free(key);
+		return;
+	}
+	write_and_reply(r, key, next, false, 200);
+	free(key);
+}
+
+static void handle_update(struct req *r)
+{
+	char *key = object_key(r->res, r->ns, r->name);
+	json_t *old = cache_get(r->s->cache, key), *body;
+
+	free(key);
+	if (!old) {
+		req_not_found(r);
+		return;
+	}
+	if (authz_request(r, old) < 0)
+		return;
+	if (!(body = body_object(r)))
+		return;
+	update_with(r, old, body, true);
+	json_decref(body);
+}
+
+/* Server-side apply, approximated: create, or merge the applied fields in. */
+static void handle_apply(struct req *r, json_t *old, const char *buf, size_t len)
+{
+	json_t *body = yj_parse(buf, len), *next;
+	char msg[1024], *key;
+
+	if (!body || !json_is_object(body)) {
+		snprintf(msg, sizeof(msg), "error decoding YAML: %s", body ? "not an object" : err_msg());
+		json_decref(body);
+		req_fail(r, ERR_INVALID, msg);
+		return;
+	}
+	if (!old) {
+		if (check_identity(r, body, r->res->kind, r->res->group, r->res->version) < 0) {
+			json_decref(body);
+			return;
+		}
+		jx_set_str(body, "metadata.name", r->name);
+		prepare_create(r, body);
+		if (admit_and_validate(r, body, NULL) < 0) {
+			json_decref(body);
+			return;
+		}
+		key = object_key(r->res, r->ns, r->name);
+		write_and_reply(r, key, body, true, 201);
+		free(key);
+		return;
+	}
+	next = patch_merge(old, body);
+	json_decref(body);
+	update_with(r, old, next, false);
+	json_decref(next);
+}
+
+static void handle_patch(struct req *r)
+{
+	char *key = object_key(r->res, r->ns, r->name);
+	json_t *old = cache_get(r->s->cache, key), *patched = NULL, *base;
+	const char *ct = evhttp_find_header(evhttp_request_get_input_headers(r->ev),
+					    "Content-Type");
+	size_t len;
+	char *buf;
+	int rc;
+
+	free(key);
+	if (authz_request(r, old) < 0)
+		return;
+	if (!(buf = body_bytes(r, &len)))
+		return;
+	if (ct && !strncmp(ct, "application/apply-patch+yaml", 28)) {
+		handle_apply(r, old, buf, len);
+		free(buf);
+		return;
+	}
+	if (!old) {
+		free(buf);
+		req_not_found(r);
+		return;
+	}
+	/* A patch on scale sees the Scale, on anything else the object itself. */
+	base = json_incref(old);
+	rc = patch_apply(base, ct ? ct : "", buf, len, r->res->kind, &patched);
+	json_decref(base);
+	free(buf);
+	if (rc < 0) {
+		req_fail(r, rc, err_msg());
+		return;
+	}
+	update_with(r, old, patched, true);
+	json_decref(patched);
+}
+
+void handle_resource(struct req *r)
+{
+	const char *inc = req_query(r, "includeObject");
+	unsigned need = is(r->verb, "get")      ? VERB_GET
+			: is(r->verb, "list")   ? VERB_LIST
+			: is(r->verb, "watch")  ? VERB_WATCH
+			: is(r->verb, "create") ? VERB_CREATE
+			: is(r->verb, "update") ? VERB_UPDATE
+			: is(r->verb, "patch")  ? VERB_PATCH
+			: is(r->verb, "delete") ? VERB_DELETE
+			: is(r->verb, "deletecollection") ? VERB_DELETECOLLECTION
+							   : 0;
+	unsigned allowed = r->sub ? r->sub->verbs : r->res->verbs;
+
+	if (printers_include_parse(inc, &r->include) < 0) {
+		req_fail(r, ERR_INVALID, err_msg());
+		return;
+	}
+	if (!(allowed & need) || (r->sub && !r->name)) {
+		req_fail_status(r, status_failure(ERR_METHOD,
+						  "the server does not allow this method on the "
+						  "requested resource",
+						  r->res->group, r->res->plural, r->name));
+		return;
+	}
+	if (r->res->namespaced && !r->ns && !is(r->verb, "list") && !is(r->verb, "watch")) {
+		req_fail(r, ERR_NOTFOUND, "the server could not find the requested resource");
+		return;
+	}
+	if (is(r->verb, "get"))
+		handle_get(r);
+	else if (is(r->verb, "list"))
+		handle_list(r);
+	else if (is(r->verb, "watch"))
+		watch_serve(r);
+	else if (is(r->verb, "create"))
+		handle_create(r);
+	else if (is(r->verb, "update"))
+		handle_update(r);
+	else if (is(r->verb, "patch"))
+		handle_patch(r);
+	else if (is(r->verb, "delete"))
+		handle_delete(r);
+	else
+		handle_deletecollection(r);
+}

@@ -1,0 +1,96 @@
+/*
+ * What the files of src/apiserver share: the server, one request in flight,
+ * and the helpers that answer it. Not a contract outside src/apiserver.
+ */
+#ifndef CUBE_APISERVER_INTERNAL_H
+#define CUBE_APISERVER_INTERNAL_H
+
+#include "apiserver/apiserver.h"
+
+#include "api/resources.h"
+#include "net/httpd.h"
+#include "storage/cache.h"
+
+#include "base/metrics.h"
+#include "base/strv.h"
+
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+#include <stdbool.h>
+
+struct watch_stream;
+
+struct apiserver {
+	struct apiserver_opts o;
+	struct loop *loop;
+	SSL_CTX *tls;
+	struct httpd *httpd;
+	struct store *store;
+	struct cache *cache;
+	struct watch_stream *watches; /* open watch streams, for shutdown */
+	struct metric_family *m_requests, *m_latency, *m_cert_exp, *m_objects, *m_inflight;
+	char *openapi_hash;
+};
+
+struct user_info {
+	char *name;
+	char *uid;
+	struct strv groups;
+};
+
+/* One request: the parsed route, who asks, and how to answer. */
+struct req {
+	struct apiserver *s;
+	struct evhttp_request *ev; /* NULL once the client went away */
+	enum evhttp_cmd_type method;
+	char *path;
+	struct evkeyvalq query;
+	/* route */
+	const struct resource *res;
+	const struct subresource *sub;
+	char *ns, *name;
+	char *verb; /* get, list, watch, create, update, patch, delete, deletecollection */
+	/* caller */
+	struct user_info user;
+	/* negotiation */
+	bool want_table;
+	const char *include; /* includeObject for Tables */
+	int64_t start_ns;
+	int code;
+	bool streaming;
+};
+
+/* server.c */
+void req_reply(struct req *r, int code, json_t *body);           /* steals body, ends r */
+void req_fail(struct req *r, int err, const char *message);      /* Status from err */
+void req_fail_status(struct req *r, json_t *status);             /* steals status */
+void req_not_found(struct req *r);                               /* "<res> \"name\" not found" */
+const char *req_query(struct req *r, const char *key);
+void req_free(struct req *r);
+char *object_key(const struct resource *res, const char *ns, const char *name);
+char *prefix_key(const struct resource *res, const char *ns);
+void apiserver_count(struct apiserver *s);
+
+/* discovery.c: /version, /api, /apis, /api/v1, /apis/g/v, /openapi/v3 */
+bool discovery_serve(struct req *r);
+
+/* authn.c */
+int authn_request(struct req *r);
+
+/* authz.c: 0, or a reply has been sent (403) and the request is over */
+int authz_request(struct req *r, const json_t *obj);
+int authz_check(struct req *r, const json_t *obj, char **reason);
+
+/* admission.c: mutate/validate obj for r; 0 or a negative err with r failed */
+int admit(struct req *r, json_t *obj, const json_t *old);
+
+/* handlers.c */
+void handle_resource(struct req *r);
+void seed_defaults(struct apiserver *s);
+
+/* watch.c */
+void watch_serve(struct req *r);
+void watch_close_all(struct apiserver *s);
+
+#endif

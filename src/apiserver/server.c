@@ -1,0 +1,457 @@
+#include "apiserver/internal.h"
+
+#include "api/status.h"
+#include "net/tls.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/jx.h"
+#include "base/log.h"
+
+#include <event2/buffer.h>
+#include <event2/keyvalq_struct.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/queue.h>
+#include <stdlib.h>
+#include <string.h>
+
+void apiserver_opts_default(struct apiserver_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->bind_address = "0.0.0.0";
+	o->secure_port = 6443;
+	o->data_dir = "/var/lib/cube";
+	o->sync = STORE_SYNC_NORMAL;
+	o->enable_bootstrap_token_auth = true;
+	o->not_ready_toleration_s = 300;
+	o->unreachable_toleration_s = 300;
+	o->max_body = 3 << 20;
+	o->watch_window = 100000;
+}
+
+/* ---- replying ------------------------------------------------------------- */
+
+static void observe(struct req *r)
+{
+	struct apiserver *s = r->s;
+	const char *group = r->res ? r->res->group : "", *version = r->res ? r->res->version : "";
+	const char *resource = r->res ? r->res->plural : "", *sub = r->sub ? r->sub->name : "";
+	const char *scope = !r->res ? "" : r->name ? "resource" : r->ns ? "namespace" : "cluster";
+	const char *verb = r->verb ? r->verb : "";
+	char code[8], upper[24];
+	size_t i;
+
+	for (i = 0; verb[i] && i < sizeof(upper) - 1; i++)
+		upper[i] = (char)(verb[i] >= 'a' && verb[i] <= 'z' ? verb[i] - 32 : verb[i]);
+	upper[i] = '\0';
+	snprintf(code, sizeof(code), "%d", r->code);
+	metrics_inc(metrics_with(s->m_requests, upper, group, version, resource, sub, scope,
+				 "apiserver", code));
+	if (!r->streaming)
+		metrics_observe(metrics_with(s->m_latency, upper, group, version, resource, sub,
+					     scope, "apiserver"),
+				(double)(clock_mono() - r->start_ns) / 1e9);
+	if (log_verbosity >= 3) {
+		char peer[64];
+		LOG_V(3, "\"HTTP\" verb=\"%s\" URI=\"%s\" latency=\"%.3fms\" userAgent=\"%s\" "
+			 "audit-ID=\"\" srcIP=\"%s\" resp=%d",
+		      upper, r->ev ? evhttp_request_get_uri(r->ev) : r->path,
+		      (double)(clock_mono() - r->start_ns) / 1e6,
+		      r->ev ? (evhttp_find_header(evhttp_request_get_input_headers(r->ev),
+						  "User-Agent")
+				       ?: "")
+			    : "",
+		      r->ev ? httpd_peer(r->ev, peer, sizeof(peer)) : "", r->code);
+	}
+}
+
+void req_reply(struct req *r, int code, json_t *body)
+{
+	r->code = code;
+	if (r->ev) {
+		struct evbuffer *out = evbuffer_new();
+		char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+		struct evkeyvalq *h = evhttp_request_get_output_headers(r->ev);
+
+		if (!evhttp_find_header(h, "Content-Type"))
+			evhttp_add_header(h, "Content-Type", "application/json");
+		evhttp_add_header(h, "Cache-Control", "no-cache, private");
+		if (text) {
+			evbuffer_add(out, text, strlen(text));
+			evbuffer_add(out, "\n", 1);
+		}
+		evhttp_send_reply(r->ev, code, NULL, out);
+		evbuffer_free(out);
+		free(text);
+		evhttp_connection_set_closecb(evhttp_request_get_connection(r->ev), NULL, NULL);
+	}
+	json_decref(body);
+	observe(r);
+	req_free(r);
+}
+
+void req_fail_status(struct req *r, json_t *status)
+{
+	int code = (int)json_integer_value(json_object_get(status, "code"));
+	req_reply(r, code ? code : 500, status);
+}
+
+void req_fail(struct req *r, int err, const char *message)
+{
+	req_fail_status(r, status_failure(err, message, NULL, NULL, NULL));
+}
+
+void req_not_found(struct req *r)
+{
+	char q[128], msg[512];
+	resource_qualified(r->res, q, sizeof(q));
+	snprintf(msg, sizeof(msg), "%s \"%s\" not found", q, r->name ? r->name : "");
+	req_fail_status(r, status_failure(ERR_NOTFOUND, msg, r->res->group, r->res->plural,
+					  r->name));
+}
+
+const char *req_query(struct req *r, const char *key)
+{
+	return evhttp_find_header(&r->query, key);
+}
+
+void req_free(struct req *r)
+{
+	free(r->path);
+	free(r->ns);
+	free(r->name);
+	free(r->verb);
+	free(r->user.name);
+	free(r->user.uid);
+	strv_free(&r->user.groups);
+	evhttp_clear_headers(&r->query);
+	free(r);
+}
+
+char *object_key(const struct resource *res, const char *ns, const char *name)
+{
+	char *k;
+	if (asprintf(&k, "/registry/%s%s%s/%s/%s", res->group, *res->group ? "/" : "",
+		     res->plural, res->namespaced ? ns : "", name) < 0)
+		abort();
+	if (!res->namespaced) {
+		/* Cluster-scoped keys have no namespace segment. */
+		char *dbl = strstr(k, "//");
+		if (dbl)
+			memmove(dbl, dbl + 1, strlen(dbl));
+	}
+	return k;
+}
+
+char *prefix_key(const struct resource *res, const char *ns)
+{
+	char *k;
+	if (asprintf(&k, "/registry/%s%s%s/%s%s", res->group, *res->group ? "/" : "",
+		     res->plural, ns && res->namespaced ? ns : "",
+		     ns && res->namespaced ? "/" : "") < 0)
+		abort();
+	return k;
+}
+
+/* ---- routing ---------------------------------------------------------------- */
+
+static char *dup_seg(const char *s, size_t n)
+{
+	char *d = strndup(s, n);
+	if (!d)
+		abort();
+	return d;
+}
+
+/* Splits a path into at most 8 segments; returns the count (-1 if more). */
+static int split(const char *path, char **seg, int max)
+{
+	int n = 0;
+	const char *p = path;
+	while (*p == '/')
+		p++;
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		if (n == max)
+			return -1;
+		seg[n++] = dup_seg(p, len);
+		p += len;
+		while (*p == '/')
+			p++;
+	}
+	return n;
+}
+
+static const char *method_verb(struct req *r)
+{
+	const char *w = req_query(r, "watch");
+	bool watch = w && (!strcmp(w, "true") || !strcmp(w, "1"));
+
+	switch (r->method) {
+	case EVHTTP_REQ_GET:
+	case EVHTTP_REQ_HEAD:
+		return r->name ? (watch ? "watch" : "get") : (watch ? "watch" : "list");
+	case EVHTTP_REQ_POST:
+		return "create";
+	case EVHTTP_REQ_PUT:
+		return "update";
+	case EVHTTP_REQ_PATCH:
+		return "patch";
+	case EVHTTP_REQ_DELETE:
+		return r->name ? "delete" : "deletecollection";
+	default:
+		return "unknown";
+	}
+}
+
+/*
+ * /api/v1/[namespaces/NS/]RES[/NAME[/SUB]] or /apis/G/V/...; 0 when the
+ * path names a resource we serve, else ERR_NOTFOUND.
+ */
+static int route(struct req *r)
+{
+	char *seg[10] = {0};
+	int n = split(r->path, seg, 10), i, rc = ERR_NOTFOUND;
+	const char *group, *version;
+
+	if (n < 3)
+		goto out;
+	if (!strcmp(seg[0], "api")) {
+		group = "";
+		version = seg[1];
+		i = 2;
+	} else if (!strcmp(seg[0], "apis") && n >= 4) {
+		group = seg[1];
+		version = seg[2];
+		i = 3;
+	} else {
+		goto out;
+	}
+	/* namespaces/NS/<more> is a namespaced collection; namespaces/NS[/status]
+	 * is the namespace itself. */
+	if (n - i >= 3 && !strcmp(seg[i], "namespaces") &&
+	    (*group || (strcmp(seg[i + 2], "status") && strcmp(seg[i + 2], "finalize")))) {
+		r->ns = dup_seg(seg[i + 1], strlen(seg[i + 1]));
+		i += 2;
+	}
+	if (i >= n || !(r->res = resource_find(group, version, seg[i])))
+		goto out;
+	i++;
+	if (i < n)
+		r->name = dup_seg(seg[i], strlen(seg[i])), i++;
+	if (i < n && !(r->sub = resource_sub(r->res, seg[i])))
+		goto out;
+	if (i < n)
+		i++;
+	if (i != n || (r->res->namespaced && r->name && !r->ns) ||
+	    (!r->res->namespaced && r->ns))
+		goto out;
+	rc = 0;
+out:
+	for (int j = 0; j < n && j < 10; j++)
+		free(seg[j]);
+	if (rc < 0)
+		r->res = NULL, r->sub = NULL;
+	return rc;
+}
+
+static void on_client_gone(struct evhttp_connection *conn, void *arg)
+{
+	struct req *r = arg;
+	r->ev = NULL;
+}
+
+static bool public_path(const char *p)
+{
+	return !strcmp(p, "/version") || !strcmp(p, "/healthz") || !strcmp(p, "/livez") ||
+	       !strcmp(p, "/readyz") || !strncmp(p, "/healthz/", 9) ||
+	       !strncmp(p, "/livez/", 7) || !strncmp(p, "/readyz/", 8);
+}
+
+static void serve_metrics(struct req *r)
+{
+	struct evbuffer *out = evbuffer_new();
+	char *text;
+
+	metrics_set(metrics_with(r->s->m_objects, "nodes"), 0);
+	for (size_t i = 0; i < resources_count; i++) {
+		char *pfx = prefix_key(&resources[i], NULL), q[128];
+		metrics_set(metrics_with(r->s->m_objects,
+					 resource_qualified(&resources[i], q, sizeof(q))),
+			    (double)cache_count(r->s->cache, pfx));
+		free(pfx);
+	}
+	text = metrics_render(metrics_default());
+	evbuffer_add(out, text, strlen(text));
+	free(text);
+	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
+			  "text/plain; version=0.0.4; charset=utf-8");
+	evhttp_send_reply(r->ev, 200, "OK", out);
+	evbuffer_free(out);
+	r->code = 200;
+	observe(r);
+	req_free(r);
+}
+
+static void serve_health(struct req *r)
+{
+	struct evbuffer *out = evbuffer_new();
+	evbuffer_add_printf(out, "ok");
+	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
+			  "text/plain; charset=utf-8");
+	evhttp_send_reply(r->ev, 200, "OK", out);
+	evbuffer_free(out);
+	r->code = 200;
+	observe(r);
+	req_free(r);
+}
+
+static void on_request(struct evhttp_request *ev, void *arg)
+{
+	struct apiserver *s = arg;
+	struct req *r = calloc(1, sizeof(*r));
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
+	const char *path = evhttp_uri_get_path(uri), *q = evhttp_uri_get_query(uri);
+	char *accept;
+
+	if (!r)
+		abort();
+	r->s = s;
+	r->ev = ev;
+	r->start_ns = clock_mono();
+	r->method = evhttp_request_get_command(ev);
+	r->path = evhttp_uridecode(path ? path : "/", 0, NULL);
+	TAILQ_INIT(&r->query);
+	if (q && evhttp_parse_query_str(q, &r->query) < 0) {
+		req_fail(r, ERR_INVALID, "malformed query string");
+		return;
+	}
+	evhttp_connection_set_closecb(evhttp_request_get_connection(ev), on_client_gone, r);
+	accept = (char *)evhttp_find_header(evhttp_request_get_input_headers(ev), "Accept");
+	r->want_table = accept && strstr(accept, "as=Table");
+
+	if (public_path(r->path)) {
+		if (!strcmp(r->path, "/version"))
+			discovery_serve(r);
+		else
+			serve_health(r);
+		return;
+	}
+	if (authn_request(r) < 0)
+		return;
+	if (!strcmp(r->path, "/metrics")) {
+		serve_metrics(r);
+		return;
+	}
+	if (discovery_serve(r))
+		return;
+	if (route(r) < 0) {
+		req_fail_status(r, status_failure(ERR_NOTFOUND,
+						  "the server could not find the requested resource",
+						  NULL, NULL, NULL));
+		return;
+	}
+	if (!(r->verb = strdup(method_verb(r))))
+		abort();
+	handle_resource(r);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+void apiserver_count(struct apiserver *s)
+{
+	(void)s;
+}
+
+static void register_metrics(struct apiserver *s)
+{
+	static const double latency[] = {0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25,
+					 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60};
+	static const double expiry[] = {0, 1800, 3600, 7200, 21600, 43200, 86400, 172800, 345600,
+					604800, 2592000, 7776000, 15552000, 31104000};
+	struct metrics *m = metrics_default();
+
+	s->m_requests = metrics_counter(
+		m, "apiserver_request_total",
+		"[STABLE] Counter of apiserver requests broken out for each verb, dry run value, "
+		"group, version, resource, scope, component, and HTTP response code.",
+		"verb,group,version,resource,subresource,scope,component,code");
+	s->m_latency = metrics_histogram(
+		m, "apiserver_request_duration_seconds",
+		"[STABLE] Response latency distribution in seconds for each verb, dry run value, "
+		"group, version, resource, subresource, scope and component.",
+		"verb,group,version,resource,subresource,scope,component", latency,
+		sizeof(latency) / sizeof(latency[0]));
+	s->m_cert_exp = metrics_histogram(
+		m, "apiserver_client_certificate_expiration_seconds",
+		"[ALPHA] Distribution of the remaining lifetime on the certificate used to "
+		"authenticate a request.",
+		NULL, expiry, sizeof(expiry) / sizeof(expiry[0]));
+	s->m_objects = metrics_gauge(
+		m, "apiserver_storage_objects",
+		"[STABLE] Number of stored objects at the time of last check split by kind. In "
+		"case of a fetching error, the value will be -1.",
+		"resource");
+}
+
+struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *o)
+{
+	struct apiserver *s = calloc(1, sizeof(*s));
+	struct httpd_opts ho = {o->bind_address, o->secure_port, o->max_body, 64 << 10, 300};
+	char *db;
+
+	if (!s)
+		abort();
+	s->o = *o;
+	s->loop = loop;
+	register_metrics(s);
+	if (!o->tls_cert_file || !o->tls_private_key_file) {
+		err_set(ERR_INVALID, "--tls-cert-file and --tls-private-key-file are required");
+		goto fail;
+	}
+	if (!(s->tls = tls_server_ctx(o->tls_cert_file, o->tls_private_key_file,
+				      o->client_ca_file)))
+		goto fail;
+	if (file_mkdirs(o->data_dir, 0700) < 0)
+		goto fail;
+	db = file_join(o->data_dir, "state.db");
+	s->store = store_sqlite_open(db, o->sync, loop);
+	free(db);
+	if (!s->store)
+		goto fail;
+	s->cache = cache_new(s->store, o->watch_window);
+	if (cache_load(s->cache) < 0)
+		goto fail;
+	LOG_INFO("Loaded storage: revision %" PRId64, cache_rev(s->cache));
+	seed_defaults(s);
+	if (!(s->httpd = httpd_new(loop, s->tls, &ho, on_request, s)))
+		goto fail;
+	LOG_INFO("Serving securely on %s:%d", o->bind_address, httpd_port(s->httpd));
+	return s;
+fail:
+	apiserver_free(s);
+	return NULL;
+}
+
+int apiserver_port(const struct apiserver *s)
+{
+	return httpd_port(s->httpd);
+}
+
+void apiserver_free(struct apiserver *s)
+{
+	if (!s)
+		return;
+	watch_close_all(s);
+	httpd_free(s->httpd);
+	/* Queued writes finish and their callbacks run before the cache goes. */
+	store_close(s->store);
+	loop_poll(s->loop);
+	cache_free(s->cache);
+	SSL_CTX_free(s->tls);
+	free(s->openapi_hash);
+	free(s);
+}

@@ -1,0 +1,219 @@
+/*
+ * Watch streams (kubectl-wire.md §4): a chunked 200 reply carrying one JSON
+ * event per line. No resourceVersion (or "0") starts with a synthetic ADDED
+ * for every matching object; a resourceVersion resumes from the cache's
+ * window, or ends with an ERROR event carrying 410 Expired when it is too
+ * old. Objects moving in or out of the selectors arrive as ADDED or
+ * DELETED. Tables are honoured per event; bookmarks only when asked for.
+ */
+#include "apiserver/objects.h"
+
+#include "api/printers.h"
+#include "api/status.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/jx.h"
+#include "base/log.h"
+
+#include <event2/buffer.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct watch_stream {
+	struct apiserver *s;
+	struct req *r;
+	struct cache_watch *cw;
+	struct selectors sel;
+	struct timer *timeout, *bookmark;
+	bool columns_sent, bookmarks, closed;
+	struct watch_stream *prev, *next;
+};
+
+static void stream_unlink(struct watch_stream *w)
+{
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		w->s->watches = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+}
+
+static void stream_free(struct watch_stream *w)
+{
+	cache_unwatch(w->cw);
+	timer_free(w->timeout);
+	timer_free(w->bookmark);
+	free_selectors(&w->sel);
+	stream_unlink(w);
+	w->r->code = 200;
+	req_reply(w->r, 200, NULL); /* counts the request; the reply already went */
+	free(w);
+}
+
+static void send_event(struct watch_stream *w, const char *type, json_t *obj)
+{
+	json_t *ev = json_pack("{s:s,s:o}", "type", type, "object", obj);
+	char *text = json_dumps(ev, JSON_COMPACT);
+	struct evbuffer *buf = evbuffer_new();
+
+	if (w->r->ev) {
+		evbuffer_add(buf, text, strlen(text));
+		evbuffer_add(buf, "\n", 1);
+		evhttp_send_reply_chunk(w->r->ev, buf);
+	}
+	evbuffer_free(buf);
+	free(text);
+	json_decref(ev);
+}
+
+static json_t *as_wire(struct watch_stream *w, const json_t *obj)
+{
+	json_t *items, *t;
+	if (!w->r->want_table)
+		return json_incref((json_t *)obj);
+	items = json_pack("[O]", obj);
+	t = printers_table(w->r->res->kind, items, jx_str(obj, "metadata.resourceVersion"), NULL,
+			   w->r->include, !w->columns_sent, clock_now());
+	w->columns_sent = true;
+	json_decref(items);
+	return t;
+}
+
+static void on_event(void *arg, const struct cache_event *ev)
+{
+	struct watch_stream *w = arg;
+	bool now_in, was_in;
+	const char *type;
+
+	if (w->closed)
+		return;
+	if (ev->type == CACHE_DELETED) {
+		now_in = false;
+		was_in = selectors_match(&w->sel, ev->prev ? ev->prev : ev->obj);
+	} else {
+		now_in = selectors_match(&w->sel, ev->obj);
+		was_in = ev->prev && selectors_match(&w->sel, ev->prev);
+	}
+	if (now_in && was_in)
+		type = "MODIFIED";
+	else if (now_in)
+		type = "ADDED";
+	else if (was_in)
+		type = "DELETED";
+	else
+		return;
+	send_event(w, type, as_wire(w, ev->obj));
+}
+
+/* The client went away: end the reply so libevent can free it. */
+static void on_close(struct evhttp_connection *conn, void *arg)
+{
+	struct watch_stream *w = arg;
+	if (w->r->ev)
+		evhttp_send_reply_end(w->r->ev);
+	w->r->ev = NULL;
+	w->closed = true;
+	stream_free(w);
+}
+
+static void end_stream(struct watch_stream *w)
+{
+	if (w->r->ev) {
+		evhttp_connection_set_closecb(evhttp_request_get_connection(w->r->ev), NULL, NULL);
+		evhttp_send_reply_end(w->r->ev);
+	}
+	w->r->ev = NULL;
+	w->closed = true;
+	stream_free(w);
+}
+
+static void on_timeout(void *arg)
+{
+	end_stream(arg);
+}
+
+static void on_bookmark(void *arg)
+{
+	struct watch_stream *w = arg;
+	char rv[24], api[96];
+	snprintf(rv, sizeof(rv), "%" PRId64, cache_rev(w->s->cache));
+	send_event(w, "BOOKMARK",
+		   json_pack("{s:s,s:s,s:{s:s}}", "kind", w->r->res->kind, "apiVersion",
+			     resource_api_version(w->r->res, api, sizeof(api)), "metadata",
+			     "resourceVersion", rv));
+	timer_after(w->bookmark, 60 * NS_PER_SEC);
+}
+
+void watch_serve(struct req *r)
+{
+	const char *rv_s = req_query(r, "resourceVersion"), *to = req_query(r, "timeoutSeconds");
+	const char *bm = req_query(r, "allowWatchBookmarks");
+	struct watch_stream *w;
+	int64_t from;
+	char *prefix;
+
+	if (authz_request(r, NULL) < 0)
+		return;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		abort();
+	if (parse_selectors(r, &w->sel) < 0) {
+		free(w);
+		return;
+	}
+	w->s = r->s;
+	w->r = r;
+	w->bookmarks = bm && !strcmp(bm, "true");
+	r->streaming = true;
+	w->next = r->s->watches;
+	if (w->next)
+		w->next->prev = w;
+	r->s->watches = w;
+
+	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
+			  "application/json");
+	evhttp_send_reply_start(r->ev, 200, "OK");
+	httpd_stream_no_timeout(r->ev);
+	evhttp_connection_set_closecb(evhttp_request_get_connection(r->ev), on_close, w);
+
+	prefix = prefix_key(r->res, r->ns);
+	if (!rv_s || !*rv_s || !strcmp(rv_s, "0")) {
+		/* The synthetic ADDED events kubectl's get -w expects first. */
+		json_t **objs;
+		size_t n = cache_list(r->s->cache, prefix, NULL, 0, &objs, NULL);
+		for (size_t i = 0; i < n; i++)
+			if (selectors_match(&w->sel, objs[i]))
+				send_event(w, "ADDED", as_wire(w, objs[i]));
+		free(objs);
+		from = cache_rev(r->s->cache);
+	} else {
+		from = strtoll(rv_s, NULL, 10);
+	}
+	w->cw = cache_watch(r->s->cache, prefix, from, on_event, w);
+	free(prefix);
+	if (!w->cw) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "%s", err_msg());
+		send_event(w, "ERROR", status_failure(ERR_GONE, msg, NULL, NULL, NULL));
+		end_stream(w);
+		return;
+	}
+	if (to && strtoll(to, NULL, 10) > 0) {
+		w->timeout = loop_timer(r->s->loop, on_timeout, w);
+		timer_after(w->timeout, strtoll(to, NULL, 10) * NS_PER_SEC);
+	}
+	if (w->bookmarks) {
+		w->bookmark = loop_timer(r->s->loop, on_bookmark, w);
+		timer_after(w->bookmark, 60 * NS_PER_SEC);
+	}
+}
+
+void watch_close_all(struct apiserver *s)
+{
+	while (s->watches)
+		end_stream(s->watches);
+}

@@ -1,0 +1,159 @@
+/* cube apiserver — the API server as its own process, with upstream's flag names. */
+#include "cube/cli.h"
+
+#include "apiserver/apiserver.h"
+
+#include "base/err.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "base/loop.h"
+
+#include <event2/event.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+	"Usage: cube apiserver [flags]\n"
+	"\n"
+	"The Kubernetes API over HTTPS with mutual TLS, stored in SQLite.\n"
+	"\n"
+	"Flags (upstream's names):\n"
+	"      --secure-port N                 port to serve HTTPS on (default 6443; 0 = any)\n"
+	"      --bind-address IP               address to listen on (default 0.0.0.0)\n"
+	"      --tls-cert-file F               serving certificate (chain)\n"
+	"      --tls-private-key-file F        its key\n"
+	"      --client-ca-file F              CA for client certificates\n"
+	"      --storage-backend sqlite        the store (sqlite; etcd3 is not built yet)\n"
+	"      --data-dir DIR                  where state.db lives (default /var/lib/cube)\n"
+	"      --storage-sync normal|full      SQLite synchronous mode (default normal: survives\n"
+	"                                      a process crash; full: also power loss)\n"
+	"      --enable-bootstrap-token-auth   accept bootstrap tokens (default true)\n"
+	"      --anonymous-auth                serve unauthenticated requests as system:anonymous\n"
+	"                                      (default false: 401)\n"
+	"      --default-not-ready-toleration-seconds N    (default 300)\n"
+	"      --default-unreachable-toleration-seconds N  (default 300)\n"
+	"      --max-request-body-bytes N      (default 3145728)\n"
+	"  -v, --v N                           log verbosity; 3 logs every request\n"
+	"\n"
+	"cube's own:\n"
+	"      --cluster-dir DIR               take the certificates from a 'cube pki init' DIR\n"
+	"                                      and seed its bootstrap token Secret\n"
+	"      --bootstrap-token-file F        seed Secret kube-system/bootstrap-token-<id>\n"
+	"      --port-file F                   write the port actually bound (for --secure-port 0)\n";
+
+static struct loop *main_loop;
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	LOG_INFO("\"Received signal, shutting down\" signal=%d", (int)sig);
+	loop_stop(arg);
+}
+
+static bool parse_bool(const char *s)
+{
+	return !s || !strcmp(s, "true") || !strcmp(s, "1");
+}
+
+int cmd_apiserver(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"secure-port", required_argument, NULL, 'p'},
+		{"bind-address", required_argument, NULL, 'b'},
+		{"tls-cert-file", required_argument, NULL, 'c'},
+		{"tls-private-key-file", required_argument, NULL, 'k'},
+		{"client-ca-file", required_argument, NULL, 'C'},
+		{"storage-backend", required_argument, NULL, 's'},
+		{"data-dir", required_argument, NULL, 'd'},
+		{"storage-sync", required_argument, NULL, 'S'},
+		{"enable-bootstrap-token-auth", optional_argument, NULL, 'B'},
+		{"anonymous-auth", optional_argument, NULL, 'A'},
+		{"default-not-ready-toleration-seconds", required_argument, NULL, 'n'},
+		{"default-unreachable-toleration-seconds", required_argument, NULL, 'u'},
+		{"max-request-body-bytes", required_argument, NULL, 'm'},
+		{"cluster-dir", required_argument, NULL, 'D'},
+		{"bootstrap-token-file", required_argument, NULL, 'T'},
+		{"port-file", required_argument, NULL, 'P'},
+		{"v", required_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct apiserver_opts o;
+	char *cluster_files[4] = {NULL};
+	const char *port_file = NULL;
+	struct apiserver *s;
+	struct event *sigs[2];
+	int c, rc = 0;
+
+	apiserver_opts_default(&o);
+	while ((c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p': o.secure_port = atoi(optarg); break;
+		case 'b': o.bind_address = optarg; break;
+		case 'c': o.tls_cert_file = optarg; break;
+		case 'k': o.tls_private_key_file = optarg; break;
+		case 'C': o.client_ca_file = optarg; break;
+		case 's':
+			if (strcmp(optarg, "sqlite"))
+				return cli_usage_error("apiserver",
+						       "--storage-backend %s: only sqlite is built",
+						       optarg);
+			break;
+		case 'd': o.data_dir = optarg; break;
+		case 'S':
+			if (!strcmp(optarg, "full"))
+				o.sync = STORE_SYNC_FULL;
+			else if (strcmp(optarg, "normal"))
+				return cli_usage_error("apiserver", "--storage-sync must be normal or full");
+			break;
+		case 'B': o.enable_bootstrap_token_auth = parse_bool(optarg); break;
+		case 'A': o.anonymous_auth = parse_bool(optarg); break;
+		case 'n': o.not_ready_toleration_s = atoll(optarg); break;
+		case 'u': o.unreachable_toleration_s = atoll(optarg); break;
+		case 'm': o.max_body = strtoull(optarg, NULL, 10); break;
+		case 'D':
+			cluster_files[0] = file_join(optarg, "pki/apiserver.crt");
+			cluster_files[1] = file_join(optarg, "pki/apiserver.key");
+			cluster_files[2] = file_join(optarg, "pki/ca.crt");
+			cluster_files[3] = file_join(optarg, "pki/bootstrap-token");
+			o.tls_cert_file = cluster_files[0];
+			o.tls_private_key_file = cluster_files[1];
+			o.client_ca_file = cluster_files[2];
+			o.bootstrap_token_file = cluster_files[3];
+			break;
+		case 'T': o.bootstrap_token_file = optarg; break;
+		case 'P': port_file = optarg; break;
+		case 'v': log_set_verbosity(atoi(optarg)); break;
+		case 'h': return cli_help(usage);
+		default: return cli_bad_flag("apiserver", argv);
+		}
+	}
+	main_loop = loop_new();
+	s = apiserver_new(main_loop, &o);
+	if (!s) {
+		rc = cli_fail("%s", err_msg());
+		goto out;
+	}
+	if (port_file) {
+		char buf[16];
+		snprintf(buf, sizeof(buf), "%d\n", apiserver_port(s));
+		file_write_atomic(port_file, buf, strlen(buf), 0644);
+	}
+	sigs[0] = evsignal_new(loop_base(main_loop), SIGTERM, on_signal, main_loop);
+	sigs[1] = evsignal_new(loop_base(main_loop), SIGINT, on_signal, main_loop);
+	evsignal_add(sigs[0], NULL);
+	evsignal_add(sigs[1], NULL);
+	signal(SIGPIPE, SIG_IGN);
+	loop_run(main_loop);
+	apiserver_free(s);
+	event_free(sigs[0]);
+	event_free(sigs[1]);
+	LOG_INFO("\"Shutdown complete\"");
+out:
+	loop_free(main_loop);
+	for (int i = 0; i < 4; i++)
+		free(cluster_files[i]);
+	return rc;
+}

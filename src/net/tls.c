@@ -7,6 +7,8 @@
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@ static void ident_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, lon
 	if (!id)
 		return;
 	free(id->user);
+	free(id->desc);
 	free(id->verify_msg);
 	strv_free(&id->groups);
 	free(id);
@@ -145,6 +148,31 @@ fail:
 	return NULL;
 }
 
+static void hex_id(const ASN1_OCTET_STRING *s, char *out, size_t n)
+{
+	size_t o = 0;
+	out[0] = '\0';
+	for (int i = 0; s && i < ASN1_STRING_length(s) && o + 4 < n; i++)
+		o += (size_t)snprintf(out + o, n - o, i ? ":%02X" : "%02X",
+				      ASN1_STRING_get0_data(s)[i]);
+}
+
+/* Upstream's "SN=<decimal>, SKID=<AB:CD..>, AKID=<..>" for log lines. */
+static char *describe(X509 *cert)
+{
+	char skid[200], akid[200], *sn, *out;
+	BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), NULL);
+
+	sn = bn ? BN_bn2dec(bn) : NULL;
+	hex_id(X509_get0_subject_key_id(cert), skid, sizeof(skid));
+	hex_id(X509_get0_authority_key_id(cert), akid, sizeof(akid));
+	if (asprintf(&out, "SN=%s, SKID=%s, AKID=%s", sn ? sn : "?", skid, akid) < 0)
+		abort();
+	OPENSSL_free(sn);
+	BN_free(bn);
+	return out;
+}
+
 static struct tls_identity *ident_new(SSL *ssl, int64_t now_ns)
 {
 	struct tls_identity *id = calloc(1, sizeof(*id));
@@ -160,6 +188,7 @@ static struct tls_identity *ident_new(SSL *ssl, int64_t now_ns)
 	id->present = true;
 	pki_name_read(X509_get_subject_name(peer), &id->user, &id->groups);
 	id->not_after_ns = pki_cert_not_after(peer);
+	id->desc = describe(peer);
 	/* On the server side the chain does not include the leaf. */
 	if (chain && sk_X509_num(chain) > 0)
 		inter = chain;

@@ -30,6 +30,7 @@ struct tls_identity {
 	bool present;      /* the peer sent a certificate */
 	int verify_err;    /* 0, or ERR_EXPIRED / ERR_UNAUTHORIZED from pki_verify */
 	char *verify_msg;  /* Go's x509 text when verify_err != 0 */
+	char *desc;        /* "SN=<decimal>, SKID=<hex>, AKID=<hex>", as upstream logs it */
 	char *user;        /* CN */
 	struct strv groups; /* O's */
 	int64_t not_after_ns;

@@ -5,7 +5,7 @@
 set -eu
 
 BUILD="build-essential pkg-config cmake libssl-dev libevent-dev libjansson-dev libyaml-dev libsqlite3-dev"
-TEST="libcmocka-dev openssl curl python3 python3-pytest python3-yaml"
+TEST="libcmocka-dev openssl curl python3 python3-pytest python3-yaml python3-kubernetes"
 
 missing=""
 for p in $BUILD $TEST; do

@@ -209,6 +209,31 @@ PB_MSG(LeaseSpec, SP(1, "holderIdentity"), I32P(2, "leaseDurationSeconds"), MT(3
        SP(7, "preferredHolder"));
 PB_MSG(Lease, M(1, "metadata", ObjectMeta), M(2, "spec", LeaseSpec));
 
+/* core/v1 objects kubectl creates through typed clients (create ns/cm/secret/sa/svc). */
+PB_MSG(NamespaceSpec, SR(1, "finalizers"));
+PB_MSG(NamespaceStatus, S(1, "phase"));
+PB_MSG(Namespace, M(1, "metadata", ObjectMeta), M(2, "spec", NamespaceSpec),
+       M(3, "status", NamespaceStatus));
+PB_MSG(ConfigMap, M(1, "metadata", ObjectMeta), MAP(2, "data", T_STRING),
+       MAP(3, "binaryData", T_BYTES), BP(4, "immutable"));
+PB_MSG(Secret, M(1, "metadata", ObjectMeta), MAP(2, "data", T_BYTES), S(3, "type"),
+       MAP(4, "stringData", T_STRING), BP(5, "immutable"));
+PB_MSG(ServicePort, S(1, "name"), S(2, "protocol"), I32(3, "port"), IOS(4, "targetPort"),
+       I32(5, "nodePort"), SP(6, "appProtocol"));
+PB_MSG(ServiceSpec, MR(1, "ports", ServicePort), MAP(2, "selector", T_STRING),
+       S(3, "clusterIP"), S(4, "type"), SR(5, "externalIPs"), S(7, "sessionAffinity"),
+       S(11, "externalName"));
+PB_MSG(Service, M(1, "metadata", ObjectMeta), M(2, "spec", ServiceSpec));
+PB_MSG(ServiceAccount, M(1, "metadata", ObjectMeta), BP(4, "automountServiceAccountToken"));
+PB_MSG(ObjectReference, S(1, "kind"), S(2, "namespace"), S(3, "name"), S(4, "uid"),
+       S(5, "apiVersion"), S(6, "resourceVersion"), S(7, "fieldPath"));
+PB_MSG(EventSource, S(1, "component"), S(2, "host"));
+PB_MSG(Event, M(1, "metadata", ObjectMeta), M(2, "involvedObject", ObjectReference),
+       S(3, "reason"), S(4, "message"), M(5, "source", EventSource), TM(6, "firstTimestamp"),
+       TM(7, "lastTimestamp"), I32(8, "count"), S(9, "type"), MT(10, "eventTime"),
+       S(12, "action"), S(14, "reportingComponent"), S(15, "reportingInstance"));
+PB_MSG(Binding, M(1, "metadata", ObjectMeta), M(2, "target", ObjectReference));
+
 static const struct pb_root {
 	const char *api_version; /* NULL: any */
 	const char *kind;
@@ -224,6 +249,13 @@ static const struct pb_root {
     {"authentication.k8s.io/v1", "SelfSubjectReview", &SelfSubjectReview},
     {"policy/v1", "Eviction", &Eviction},
     {"coordination.k8s.io/v1", "Lease", &Lease},
+    {"v1", "Namespace", &Namespace},
+    {"v1", "ConfigMap", &ConfigMap},
+    {"v1", "Secret", &Secret},
+    {"v1", "Service", &Service},
+    {"v1", "ServiceAccount", &ServiceAccount},
+    {"v1", "Event", &Event},
+    {"v1", "Binding", &Binding},
     {NULL, "DeleteOptions", &DeleteOptions},
 };
 

@@ -67,6 +67,26 @@ static void observe(struct req *r)
 	}
 }
 
+/* Every request ends here: the connection forgets r, the metrics count it. */
+static void req_done(struct req *r)
+{
+	if (r->ev)
+		evhttp_connection_set_closecb(evhttp_request_get_connection(r->ev), NULL, NULL);
+	observe(r);
+	req_free(r);
+}
+
+static void reply_text(struct req *r, int code, const char *ct, const char *text)
+{
+	struct evbuffer *out = evbuffer_new();
+	evbuffer_add(out, text, strlen(text));
+	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type", ct);
+	evhttp_send_reply(r->ev, code, NULL, out);
+	evbuffer_free(out);
+	r->code = code;
+	req_done(r);
+}
+
 void req_reply(struct req *r, int code, json_t *body)
 {
 	r->code = code;
@@ -85,11 +105,9 @@ void req_reply(struct req *r, int code, json_t *body)
 		evhttp_send_reply(r->ev, code, NULL, out);
 		evbuffer_free(out);
 		free(text);
-		evhttp_connection_set_closecb(evhttp_request_get_connection(r->ev), NULL, NULL);
 	}
 	json_decref(body);
-	observe(r);
-	req_free(r);
+	req_done(r);
 }
 
 void req_fail_status(struct req *r, json_t *status)
@@ -273,10 +291,8 @@ static bool public_path(const char *p)
 
 static void serve_metrics(struct req *r)
 {
-	struct evbuffer *out = evbuffer_new();
 	char *text;
 
-	metrics_set(metrics_with(r->s->m_objects, "nodes"), 0);
 	for (size_t i = 0; i < resources_count; i++) {
 		char *pfx = prefix_key(&resources[i], NULL), q[128];
 		metrics_set(metrics_with(r->s->m_objects,
@@ -285,28 +301,8 @@ static void serve_metrics(struct req *r)
 		free(pfx);
 	}
 	text = metrics_render(metrics_default());
-	evbuffer_add(out, text, strlen(text));
+	reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text);
 	free(text);
-	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
-			  "text/plain; version=0.0.4; charset=utf-8");
-	evhttp_send_reply(r->ev, 200, "OK", out);
-	evbuffer_free(out);
-	r->code = 200;
-	observe(r);
-	req_free(r);
-}
-
-static void serve_health(struct req *r)
-{
-	struct evbuffer *out = evbuffer_new();
-	evbuffer_add_printf(out, "ok");
-	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
-			  "text/plain; charset=utf-8");
-	evhttp_send_reply(r->ev, 200, "OK", out);
-	evbuffer_free(out);
-	r->code = 200;
-	observe(r);
-	req_free(r);
 }
 
 static void on_request(struct evhttp_request *ev, void *arg)
@@ -337,7 +333,7 @@ static void on_request(struct evhttp_request *ev, void *arg)
 		if (!strcmp(r->path, "/version"))
 			discovery_serve(r);
 		else
-			serve_health(r);
+			reply_text(r, 200, "text/plain; charset=utf-8", "ok");
 		return;
 	}
 	if (authn_request(r) < 0)

@@ -642,8 +642,8 @@ static void test_unknown_kind(void **state)
 	json_t *o;
 
 	put_str(&raw, 1, "ignored");
-	assert_int_equal(decode_err("v1", "ConfigMap", &raw), ERR_UNSUPPORTED);
-	assert_non_null(strstr(err_msg(), "ConfigMap"));
+	assert_int_equal(decode_err("v1", "PersistentVolume", &raw), ERR_UNSUPPORTED);
+	assert_non_null(strstr(err_msg(), "PersistentVolume"));
 	assert_int_equal(decode_err("apps/v1beta2", "Deployment", &raw), ERR_UNSUPPORTED);
 	assert_non_null(strstr(err_msg(), "apps/v1beta2"));
 	assert_int_equal(decode_err("v1", "", &raw), ERR_INVALID);

@@ -664,7 +664,8 @@ static void test_unknown_kind(void **state)
 	assert_true(pb_kind_supported("apps/v1", "Deployment"));
 	assert_true(pb_kind_supported("certificates.k8s.io/v1", "CertificateSigningRequest"));
 	assert_true(pb_kind_supported("apps/v1", "DeleteOptions"));
-	assert_false(pb_kind_supported("v1", "Secret"));
+	assert_true(pb_kind_supported("v1", "Secret"));
+	assert_false(pb_kind_supported("v1", "PersistentVolume"));
 	assert_false(pb_kind_supported(NULL, "Pod"));
 }
 

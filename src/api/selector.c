@@ -38,17 +38,6 @@ static char *xstrndup(const char *s, size_t n)
 	return d;
 }
 
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...)
-{
-	va_list ap;
-	char *s;
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		abort();
-	va_end(ap);
-	return s;
-}
 
 struct sbuf {
 	char *s;
@@ -141,7 +130,7 @@ static char *aggregate(const struct strv *errs)
 	if (uniq.n == 1) {
 		out = joined;
 	} else {
-		out = xasprintf("[%s]", joined);
+		out = str_printf("[%s]", joined);
 		free(joined);
 	}
 	strv_free(&uniq);
@@ -693,7 +682,7 @@ static void check_values(const char *key, enum label_op op, const struct strv *v
 		label_value_errors(vals->v[i], &msgs);
 		if (msgs.n) {
 			char *j = strv_join(&msgs, "; ");
-			char *vp = xasprintf("values[%zu][%s]", i, key);
+			char *vp = str_printf("values[%zu][%s]", i, key);
 			push_invalid(errs, vp, vals->v[i], j);
 			free(vp);
 			free(j);
@@ -866,7 +855,7 @@ static void value_field_errors(struct strv *errs, const char *path, const char *
 static void from_match_labels(struct label_selector *sel, const json_t *ml, const char *pfx,
                               struct strv *errs)
 {
-	char *path = xasprintf("%smatchLabels", pfx);
+	char *path = str_printf("%smatchLabels", pfx);
 	const char *k;
 	json_t *v;
 
@@ -905,7 +894,7 @@ static void from_expression(struct label_selector *sel, const json_t *e, const c
 		return;
 	}
 	if (jk && !json_is_null(jk) && !json_is_string(jk)) {
-		sub = xasprintf("%s.key", path);
+		sub = str_printf("%s.key", path);
 		push_type_error(errs, sub, jk, "a string");
 		free(sub);
 		ok = false;
@@ -913,14 +902,14 @@ static void from_expression(struct label_selector *sel, const json_t *e, const c
 		key = json_string_value(jk) ? json_string_value(jk) : "";
 	}
 	if (jop && !json_is_null(jop) && !json_is_string(jop)) {
-		sub = xasprintf("%s.operator", path);
+		sub = str_printf("%s.operator", path);
 		push_type_error(errs, sub, jop, "a string");
 		free(sub);
 		return;
 	}
 	opname = jop && json_string_value(jop) ? json_string_value(jop) : "";
 	if (jv && !json_is_null(jv) && !json_is_array(jv)) {
-		sub = xasprintf("%s.values", path);
+		sub = str_printf("%s.values", path);
 		push_type_error(errs, sub, jv, "an array");
 		free(sub);
 		ok = false;
@@ -929,7 +918,7 @@ static void from_expression(struct label_selector *sel, const json_t *e, const c
 		json_t *x;
 		json_array_foreach(jv, i, x)
 		{
-			sub = xasprintf("%s.values[%zu]", path, i);
+			sub = str_printf("%s.values[%zu]", path, i);
 			if (json_is_string(x)) {
 				strv_push(&vals, json_string_value(x));
 				value_field_errors(errs, sub, json_string_value(x));
@@ -957,11 +946,11 @@ static void from_expression(struct label_selector *sel, const json_t *e, const c
 			           "`operator` is 'Exists' or 'DoesNotExist'",
 			           path);
 	} else {
-		sub = xasprintf("%s.operator", path);
+		sub = str_printf("%s.operator", path);
 		push_invalid(errs, sub, opname, "not a valid selector operator");
 		free(sub);
 	}
-	sub = xasprintf("%s.key", path);
+	sub = str_printf("%s.key", path);
 	if (!jk || json_is_string(jk) || json_is_null(jk))
 		key_field_errors(errs, sub, key);
 	free(sub);
@@ -976,7 +965,7 @@ struct label_selector *label_selector_from_json_at(const json_t *sel, const char
 {
 	struct strv errs = STRV_INIT;
 	struct label_selector *s = sel_new();
-	char *pfx = xasprintf("%s%s", path && *path ? path : "", path && *path ? "." : "");
+	char *pfx = str_printf("%s%s", path && *path ? path : "", path && *path ? "." : "");
 
 	if (!sel || json_is_null(sel)) {
 		s->nothing = true;
@@ -988,7 +977,7 @@ struct label_selector *label_selector_from_json_at(const json_t *sel, const char
 		if (ml && !json_is_null(ml))
 			from_match_labels(s, ml, pfx, &errs);
 		if (me && !json_is_null(me) && !json_is_array(me)) {
-			char *p = xasprintf("%smatchExpressions", pfx);
+			char *p = str_printf("%smatchExpressions", pfx);
 			push_type_error(&errs, p, me, "an array");
 			free(p);
 		} else if (me) {
@@ -996,7 +985,7 @@ struct label_selector *label_selector_from_json_at(const json_t *sel, const char
 			json_t *e;
 			json_array_foreach(me, i, e)
 			{
-				char *p = xasprintf("%smatchExpressions[%zu]", pfx, i);
+				char *p = str_printf("%smatchExpressions[%zu]", pfx, i);
 				from_expression(s, e, p, &errs);
 				free(p);
 			}

@@ -92,6 +92,8 @@ static bool owned_by(const json_t *obj, const char *uid)
 	return false;
 }
 
+static const struct resource *res_of(const json_t *obj);
+
 /* Keys of every object owning a reference to uid (malloc'd strv). */
 static void dependents(struct apiserver *s, const char *uid, struct strv *out)
 {
@@ -99,14 +101,7 @@ static void dependents(struct apiserver *s, const char *uid, struct strv *out)
 	size_t n = cache_list(s->cache, "/registry/", NULL, 0, &objs, NULL);
 
 	for (size_t i = 0; i < n; i++) {
-		if (!owned_by(objs[i], uid))
-			continue;
-		const char *kind = jx_str(objs[i], "kind"), *av = jx_str(objs[i], "apiVersion");
-		char group[96] = "";
-		const char *slash = av ? strchr(av, '/') : NULL;
-		if (slash)
-			snprintf(group, sizeof(group), "%.*s", (int)(slash - av), av);
-		const struct resource *res = kind ? resource_by_kind(group, kind) : NULL;
+		const struct resource *res = owned_by(objs[i], uid) ? res_of(objs[i]) : NULL;
 		if (!res)
 			continue;
 		char *key = object_key(res, jx_str(objs[i], "metadata.namespace"),
@@ -369,19 +364,29 @@ out:
 	free(key);
 }
 
-void handle_delete(struct req *r)
+/* The object r names, authorized and admitted for deletion; NULL once answered. */
+static json_t *deletion_target(struct req *r)
 {
 	char *key = object_key(r->res, r->ns, r->name);
-	json_t *old = cache_get(r->s->cache, key), *body;
-	struct delete_opts o;
-	bool failed;
+	json_t *old = cache_get(r->s->cache, key);
 
 	free(key);
 	if (!old) {
 		req_not_found(r);
-		return;
+		return NULL;
 	}
 	if (authz_request(r, old) < 0 || admit(r, NULL, old) < 0)
+		return NULL;
+	return old;
+}
+
+void handle_delete(struct req *r)
+{
+	json_t *old = deletion_target(r), *body;
+	struct delete_opts o;
+	bool failed;
+
+	if (!old)
 		return;
 	body = read_body_opts(r, &failed);
 	if (failed)
@@ -394,18 +399,10 @@ void handle_delete(struct req *r)
 
 void handle_eviction(struct req *r)
 {
-	char *key = object_key(r->res, r->ns, r->name);
-	json_t *old = cache_get(r->s->cache, key), *body;
+	json_t *old = deletion_target(r), *body;
 	struct delete_opts o;
 
-	free(key);
-	if (!old) {
-		req_not_found(r);
-		return;
-	}
-	if (authz_request(r, old) < 0 || admit(r, NULL, old) < 0)
-		return;
-	if (!(body = body_object(r)))
+	if (!old || !(body = body_object(r)))
 		return;
 	if (read_opts(r, json_object_get(body, "deleteOptions"), &o) == 0)
 		delete_with(r, old, &o,

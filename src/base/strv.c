@@ -25,15 +25,30 @@ void strv_push(struct strv *sv, const char *s)
 	strv_take(sv, copy);
 }
 
-void strv_pushf(struct strv *sv, const char *fmt, ...)
+static char *str_vprintf(const char *fmt, va_list ap)
+{
+	char *s;
+	if (vasprintf(&s, fmt, ap) < 0)
+		abort();
+	return s;
+}
+
+char *str_printf(const char *fmt, ...)
 {
 	va_list ap;
 	char *s;
 	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		abort();
+	s = str_vprintf(fmt, ap);
 	va_end(ap);
-	strv_take(sv, s);
+	return s;
+}
+
+void strv_pushf(struct strv *sv, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	strv_take(sv, str_vprintf(fmt, ap));
+	va_end(ap);
 }
 
 bool strv_has(const struct strv *sv, const char *s)

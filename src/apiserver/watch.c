@@ -9,6 +9,7 @@
 #include "apiserver/objects.h"
 
 #include "api/printers.h"
+#include "api/selector.h"
 #include "api/status.h"
 
 #include "base/clock.h"
@@ -193,7 +194,12 @@ void watch_serve(struct req *r)
 	} else {
 		from = strtoll(rv_s, NULL, 10);
 	}
-	w->cw = cache_watch(r->s->cache, prefix, from, on_event, w);
+	{
+		const char *node = w->sel.fields ? field_selector_exact(w->sel.fields, "spec.nodeName")
+						 : NULL;
+		w->cw = node ? cache_watch_node(r->s->cache, prefix, from, node, on_event, w)
+			     : cache_watch(r->s->cache, prefix, from, on_event, w);
+	}
 	free(prefix);
 	if (!w->cw) {
 		char msg[256];

@@ -10,13 +10,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A doubly linked list of watchers: the unindexed ones, or one node's. */
+struct wlist {
+	struct cache_watch *head;
+};
+
 struct cache_watch {
 	struct cache *c;
 	char *prefix;
+	size_t prefix_len;
 	int64_t from_rev;
 	cache_watch_fn fn;
 	void *arg;
-	bool dead; /* unwatched during a dispatch; unlinked after it */
+	char *node;          /* index value, or NULL */
+	struct wlist *list;  /* the list it is on */
+	bool dead;           /* unwatched during a dispatch; freed after it */
 	struct cache_watch *prev, *next;
 };
 
@@ -35,9 +43,11 @@ struct cache {
 	int64_t gone_rev; /* events at or before this may be missing from the window */
 	struct cache_event *ring;
 	size_t window, head, len;
-	struct cache_watch *watchers;
-	int dispatching; /* watchers may unwatch from inside their callback */
-	bool has_dead;
+	struct wlist unindexed;
+	struct hmap by_node; /* spec.nodeName → struct wlist* */
+	int dispatching;     /* watchers may unwatch from inside their callback */
+	struct cache_watch **doomed;
+	size_t ndoomed, capdoomed;
 };
 
 struct cache *cache_new(struct store *store, size_t window)
@@ -74,8 +84,16 @@ void cache_free(struct cache *c)
 	for (size_t i = 0; i < c->len; i++)
 		event_clear(&c->ring[(c->head + i) % c->window]);
 	free(c->ring);
-	while (c->watchers)
-		cache_unwatch(c->watchers);
+	while (c->unindexed.head)
+		cache_unwatch(c->unindexed.head);
+	for (size_t i = 0; hmap_next(&c->by_node, &i, &k, &v);) {
+		struct wlist *l = v;
+		while (l->head)
+			cache_unwatch(l->head);
+		free(l);
+	}
+	hmap_free(&c->by_node);
+	free(c->doomed);
 	free(c);
 }
 
@@ -178,7 +196,7 @@ static void ring_push(struct cache *c, const struct cache_event *ev)
 
 static bool watcher_wants(const struct cache_watch *w, const struct cache_event *ev)
 {
-	return ev->rev > w->from_rev && strncmp(ev->key, w->prefix, strlen(w->prefix)) == 0;
+	return ev->rev > w->from_rev && strncmp(ev->key, w->prefix, w->prefix_len) == 0;
 }
 
 static void unlink_free(struct cache_watch *w)
@@ -186,27 +204,42 @@ static void unlink_free(struct cache_watch *w)
 	if (w->prev)
 		w->prev->next = w->next;
 	else
-		w->c->watchers = w->next;
+		w->list->head = w->next;
 	if (w->next)
 		w->next->prev = w->prev;
 	free(w->prefix);
+	free(w->node);
 	free(w);
+}
+
+static void dispatch_list(struct wlist *l, const struct cache_event *ev)
+{
+	for (struct cache_watch *w = l ? l->head : NULL; w; w = w->next)
+		if (!w->dead && watcher_wants(w, ev))
+			w->fn(w->arg, ev);
+}
+
+static const char *node_of(const json_t *obj)
+{
+	const char *n = obj ? jx_str(obj, "spec.nodeName") : NULL;
+	return n && *n ? n : NULL;
 }
 
 static void dispatch(struct cache *c, const struct cache_event *ev)
 {
+	const char *now = node_of(ev->obj), *was = node_of(ev->prev);
+
 	c->dispatching++;
-	for (struct cache_watch *w = c->watchers; w; w = w->next)
-		if (!w->dead && watcher_wants(w, ev))
-			w->fn(w->arg, ev);
-	if (--c->dispatching == 0 && c->has_dead) {
-		struct cache_watch *w = c->watchers, *next;
-		for (; w; w = next) {
-			next = w->next;
-			if (w->dead)
-				unlink_free(w);
-		}
-		c->has_dead = false;
+	dispatch_list(&c->unindexed, ev);
+	/* A pod moving between nodes is news for both. */
+	if (now)
+		dispatch_list(hmap_get(&c->by_node, now), ev);
+	if (was && (!now || strcmp(was, now)))
+		dispatch_list(hmap_get(&c->by_node, was), ev);
+	if (--c->dispatching == 0) {
+		for (size_t i = 0; i < c->ndoomed; i++)
+			unlink_free(c->doomed[i]);
+		c->ndoomed = 0;
 	}
 }
 
@@ -305,10 +338,11 @@ int cache_delete(struct cache *c, const char *key, cache_done_fn done, void *arg
 	return submit(c, CACHE_DELETED, key, NULL, done, arg);
 }
 
-struct cache_watch *cache_watch(struct cache *c, const char *prefix, int64_t from_rev,
-				cache_watch_fn fn, void *arg)
+static struct cache_watch *watch_new(struct cache *c, const char *prefix, int64_t from_rev,
+				     const char *node, cache_watch_fn fn, void *arg)
 {
 	struct cache_watch *w;
+	struct wlist *l = &c->unindexed;
 
 	if (from_rev < c->gone_rev) {
 		err_set(ERR_GONE, "too old resource version: %" PRId64 " (%" PRId64 ")", from_rev,
@@ -316,34 +350,62 @@ struct cache_watch *cache_watch(struct cache *c, const char *prefix, int64_t fro
 		return NULL;
 	}
 	w = calloc(1, sizeof(*w));
-	if (!w || !(w->prefix = strdup(prefix)))
+	if (!w || !(w->prefix = strdup(prefix)) || (node && !(w->node = strdup(node))))
 		abort();
 	w->c = c;
+	w->prefix_len = strlen(prefix);
 	w->from_rev = from_rev;
 	w->arg = arg;
-	/* Replay first, then join the list: no event is seen twice or missed,
+	w->fn = fn;
+	/* Replay first, then join a list: no event is seen twice or missed,
 	 * since nothing commits while we run on the loop. */
 	for (size_t i = 0; i < c->len; i++) {
 		const struct cache_event *ev = &c->ring[(c->head + i) % c->window];
 		if (watcher_wants(w, ev))
 			fn(arg, ev);
 	}
-	w->fn = fn;
-	w->next = c->watchers;
-	if (c->watchers)
-		c->watchers->prev = w;
-	c->watchers = w;
+	if (node && !(l = hmap_get(&c->by_node, node))) {
+		if (!(l = calloc(1, sizeof(*l))))
+			abort();
+		hmap_put(&c->by_node, node, l);
+	}
+	w->list = l;
+	w->next = l->head;
+	if (l->head)
+		l->head->prev = w;
+	l->head = w;
 	return w;
+}
+
+struct cache_watch *cache_watch(struct cache *c, const char *prefix, int64_t from_rev,
+				cache_watch_fn fn, void *arg)
+{
+	return watch_new(c, prefix, from_rev, NULL, fn, arg);
+}
+
+struct cache_watch *cache_watch_node(struct cache *c, const char *prefix, int64_t from_rev,
+				     const char *node, cache_watch_fn fn, void *arg)
+{
+	return watch_new(c, prefix, from_rev, node, fn, arg);
 }
 
 void cache_unwatch(struct cache_watch *w)
 {
+	struct cache *c;
+
 	if (!w)
 		return;
-	if (w->c->dispatching) {
-		/* The dispatch loop is walking the list: unlink after it. */
+	c = w->c;
+	if (c->dispatching) {
+		/* The dispatch loop is walking a list: unlink after it. */
 		w->dead = true;
-		w->c->has_dead = true;
+		if (c->ndoomed == c->capdoomed) {
+			c->capdoomed = c->capdoomed ? c->capdoomed * 2 : 8;
+			c->doomed = realloc(c->doomed, c->capdoomed * sizeof(*c->doomed));
+			if (!c->doomed)
+				abort();
+		}
+		c->doomed[c->ndoomed++] = w;
 		return;
 	}
 	unlink_free(w);

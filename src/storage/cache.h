@@ -10,6 +10,7 @@
  * only once the store says the write is durable. Watchers see events in
  * revision order. A window of recent events lets a watch resume from a
  * resourceVersion; asking for one older than the window is ERR_GONE (410).
+ * Watchers interested in one node's objects are indexed by spec.nodeName.
  *
  * Keys are "/registry/<resource>/<namespace>/<name>" (no namespace segment
  * for cluster-scoped resources), so a prefix selects a resource or a
@@ -70,6 +71,13 @@ int cache_delete(struct cache *c, const char *key, cache_done_fn done, void *arg
  */
 struct cache_watch *cache_watch(struct cache *c, const char *prefix, int64_t from_rev,
 				cache_watch_fn fn, void *arg);
+/*
+ * The same, for a watcher that only cares about objects whose spec.nodeName
+ * is node (a kubelet's pods): it is indexed, so an event costs nothing for
+ * the watchers of other nodes. The caller still applies its own selectors.
+ */
+struct cache_watch *cache_watch_node(struct cache *c, const char *prefix, int64_t from_rev,
+				     const char *node, cache_watch_fn fn, void *arg);
 void cache_unwatch(struct cache_watch *w);
 
 #endif

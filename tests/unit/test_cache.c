@@ -1,0 +1,238 @@
+/* The cache in front of the store: revisions, lists, the watch window, the
+ * node index — and the SQLite store under it: durable, reloadable. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "storage/cache.h"
+#include "storage/store.h"
+
+#include "base/err.h"
+#include "base/jx.h"
+#include "base/loop.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static json_t *pod(const char *name, const char *node)
+{
+	json_t *o = json_pack("{s:s,s:{s:s,s:s},s:{}}", "kind", "Pod", "metadata", "name", name,
+			      "namespace", "default", "spec");
+	if (node)
+		jx_set_str(o, "spec.nodeName", node);
+	return o;
+}
+
+struct seen {
+	int n;
+	char types[64];
+	int64_t revs[64];
+	struct cache_watch *self;
+	bool unwatch_on_first;
+};
+
+static void record(void *arg, const struct cache_event *ev)
+{
+	struct seen *s = arg;
+	s->types[s->n] = "AMD"[ev->type];
+	s->revs[s->n++] = ev->rev;
+	if (s->unwatch_on_first && s->n == 1)
+		cache_unwatch(s->self);
+}
+
+static void test_revisions_and_lists(void **state)
+{
+	struct cache *c = cache_new(NULL, 16);
+	json_t **objs;
+	bool more;
+	size_t n;
+
+	assert_int_equal(cache_load(c), 0);
+	assert_int_equal(cache_create(c, "/registry/pods/default/b", pod("b", NULL), NULL, NULL), 0);
+	assert_int_equal(cache_create(c, "/registry/pods/default/a", pod("a", NULL), NULL, NULL), 0);
+	assert_int_equal(cache_create(c, "/registry/pods/default/a", pod("a", NULL), NULL, NULL),
+			 ERR_EXISTS);
+	assert_int_equal(cache_rev(c), 2);
+	assert_string_equal(jx_str(cache_get(c, "/registry/pods/default/a"),
+				   "metadata.resourceVersion"),
+			    "2");
+	assert_int_equal(cache_update(c, "/registry/pods/default/b", pod("b", "n1"), NULL, NULL), 0);
+	assert_string_equal(jx_str(cache_get(c, "/registry/pods/default/b"),
+				   "metadata.resourceVersion"),
+			    "3");
+	assert_int_equal(cache_update(c, "/registry/pods/default/zz", pod("zz", NULL), NULL, NULL),
+			 ERR_NOTFOUND);
+	/* Key order, paging. */
+	n = cache_list(c, "/registry/pods/", NULL, 1, &objs, &more);
+	assert_int_equal(n, 1);
+	assert_true(more);
+	assert_string_equal(jx_str(objs[0], "metadata.name"), "a");
+	free(objs);
+	n = cache_list(c, "/registry/pods/", "/registry/pods/default/a", 0, &objs, &more);
+	assert_int_equal(n, 1);
+	assert_false(more);
+	assert_string_equal(jx_str(objs[0], "metadata.name"), "b");
+	free(objs);
+	assert_int_equal(cache_count(c, "/registry/pods/"), 2);
+	assert_int_equal(cache_delete(c, "/registry/pods/default/a", NULL, NULL), 0);
+	assert_null(cache_get(c, "/registry/pods/default/a"));
+	assert_int_equal(cache_rev(c), 4);
+	cache_free(c);
+}
+
+static void test_watch_window_and_gone(void **state)
+{
+	struct cache *c = cache_new(NULL, 3);
+	struct seen s = {0}, late = {0};
+	struct cache_watch *w;
+
+	cache_load(c);
+	for (int i = 0; i < 5; i++) {
+		char key[64], name[8];
+		snprintf(name, sizeof(name), "p%d", i);
+		snprintf(key, sizeof(key), "/registry/pods/default/%s", name);
+		cache_create(c, key, pod(name, NULL), NULL, NULL);
+	}
+	/* Window of 3 holds revisions 3..5: resuming from 1 is too old. */
+	assert_null(cache_watch(c, "/registry/pods/", 1, record, &s));
+	assert_non_null(strstr(err_msg(), "too old resource version: 1 (2)"));
+	/* From 3: revisions 4 and 5 are replayed at once. */
+	w = cache_watch(c, "/registry/pods/", 3, record, &late);
+	assert_non_null(w);
+	assert_int_equal(late.n, 2);
+	assert_int_equal(late.revs[0], 4);
+	assert_int_equal(late.revs[1], 5);
+	cache_update(c, "/registry/pods/default/p0", pod("p0", NULL), NULL, NULL);
+	cache_delete(c, "/registry/pods/default/p1", NULL, NULL);
+	assert_int_equal(late.n, 4);
+	assert_memory_equal(late.types, "AAMD", 4);
+	/* Other prefixes are not delivered. */
+	cache_create(c, "/registry/nodes/n1", json_pack("{s:{s:s}}", "metadata", "name", "n1"),
+		     NULL, NULL);
+	assert_int_equal(late.n, 4);
+	cache_unwatch(w);
+	cache_free(c);
+}
+
+static void test_node_index(void **state)
+{
+	struct cache *c = cache_new(NULL, 64);
+	struct seen n1 = {0}, n2 = {0}, all = {0};
+	struct cache_watch *w1, *w2, *wa;
+
+	cache_load(c);
+	w1 = cache_watch_node(c, "/registry/pods/", 0, "n1", record, &n1);
+	w2 = cache_watch_node(c, "/registry/pods/", 0, "n2", record, &n2);
+	wa = cache_watch(c, "/registry/pods/", 0, record, &all);
+	cache_create(c, "/registry/pods/default/a", pod("a", NULL), NULL, NULL);
+	cache_update(c, "/registry/pods/default/a", pod("a", "n1"), NULL, NULL);
+	cache_create(c, "/registry/pods/default/b", pod("b", "n2"), NULL, NULL);
+	/* Moving a pod from n1 to n2 is news for both nodes. */
+	cache_update(c, "/registry/pods/default/a", pod("a", "n2"), NULL, NULL);
+	cache_delete(c, "/registry/pods/default/b", NULL, NULL);
+	assert_int_equal(all.n, 5);
+	assert_int_equal(n1.n, 2); /* bound to n1, moved away */
+	assert_int_equal(n2.n, 3); /* b added, a moved in, b deleted */
+	cache_unwatch(w1);
+	cache_unwatch(w2);
+	cache_unwatch(wa);
+	cache_free(c);
+}
+
+static void test_unwatch_inside_callback(void **state)
+{
+	struct cache *c = cache_new(NULL, 8);
+	struct seen a = {0}, b = {0};
+
+	cache_load(c);
+	a.unwatch_on_first = true;
+	a.self = cache_watch(c, "/registry/pods/", 0, record, &a);
+	b.self = cache_watch(c, "/registry/pods/", 0, record, &b);
+	cache_create(c, "/registry/pods/default/x", pod("x", NULL), NULL, NULL);
+	cache_create(c, "/registry/pods/default/y", pod("y", NULL), NULL, NULL);
+	assert_int_equal(a.n, 1);
+	assert_int_equal(b.n, 2);
+	cache_unwatch(b.self);
+	cache_free(c);
+}
+
+/* ---- the SQLite store under a real loop ---- */
+
+static int acked;
+
+static void on_done(void *arg, int err, json_t *obj)
+{
+	assert_int_equal(err, 0);
+	acked++;
+}
+
+static void test_sqlite_durable_and_reloaded(void **state)
+{
+	char dir[] = "/tmp/cube-store-XXXXXX", path[128];
+	struct loop *loop = loop_new();
+	struct store *st;
+	struct cache *c;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/state.db", dir);
+	st = store_sqlite_open(path, STORE_SYNC_NORMAL, loop);
+	assert_non_null(st);
+	c = cache_new(st, 100);
+	assert_int_equal(cache_load(c), 0);
+	acked = 0;
+	for (int i = 0; i < 200; i++) {
+		char key[64], name[16];
+		snprintf(name, sizeof(name), "p%03d", i);
+		snprintf(key, sizeof(key), "/registry/pods/default/%s", name);
+		cache_create(c, key, pod(name, "n1"), on_done, NULL);
+	}
+	cache_delete(c, "/registry/pods/default/p007", on_done, NULL);
+	/* Replies come only once durable, on the loop. */
+	assert_int_equal(acked, 0);
+	for (int spins = 0; acked < 201 && spins < 100000; spins++) {
+		loop_poll(loop);
+		usleep(100);
+	}
+	assert_int_equal(acked, 201);
+	uint64_t writes, commits;
+	store_stats(st, &writes, &commits);
+	assert_int_equal(writes, 201);
+	assert_true(commits <= writes);
+	cache_free(c);
+	store_close(st);
+
+	/* A new process: everything is back, and the revision resumes. */
+	st = store_sqlite_open(path, STORE_SYNC_NORMAL, loop);
+	c = cache_new(st, 100);
+	assert_int_equal(cache_load(c), 0);
+	assert_int_equal(cache_rev(c), 201);
+	assert_int_equal(cache_count(c, "/registry/pods/"), 199);
+	assert_null(cache_get(c, "/registry/pods/default/p007"));
+	assert_string_equal(jx_str(cache_get(c, "/registry/pods/default/p199"),
+				   "metadata.resourceVersion"),
+			    "200");
+	/* The window starts empty at the stored revision: older resumes are 410. */
+	assert_null(cache_watch(c, "/registry/pods/", 100, NULL, NULL));
+	cache_free(c);
+	store_close(st);
+	loop_free(loop);
+	unlink(path);
+	snprintf(path, sizeof(path), "rm -rf %s", dir);
+	assert_int_equal(system(path), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_revisions_and_lists),
+		cmocka_unit_test(test_watch_window_and_gone),
+		cmocka_unit_test(test_node_index),
+		cmocka_unit_test(test_unwatch_inside_callback),
+		cmocka_unit_test(test_sqlite_durable_and_reloaded),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -396,7 +396,9 @@ static void register_metrics(struct apiserver *s)
 struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *o)
 {
 	struct apiserver *s = calloc(1, sizeof(*s));
-	struct httpd_opts ho = {o->bind_address, o->secure_port, o->max_body, 64 << 10, 300};
+	/* evhttp's own 413 has no Status body: let bodies up to twice the limit
+	 * through so the handler answers them with a proper Status. */
+	struct httpd_opts ho = {o->bind_address, o->secure_port, o->max_body * 2, 64 << 10, 300};
 	char *db;
 
 	if (!s)

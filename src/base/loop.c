@@ -4,6 +4,7 @@
 
 #include <event2/thread.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 
 struct deferred {
@@ -27,6 +28,9 @@ static void threads_init(void)
 {
 	if (evthread_use_pthreads() < 0)
 		abort();
+	/* A peer that hangs up must be an error on the socket, not the end of
+	 * the process: every cube component writes to sockets. */
+	signal(SIGPIPE, SIG_IGN);
 }
 
 static void arm_tick(struct loop *l)

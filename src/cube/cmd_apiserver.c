@@ -145,7 +145,6 @@ int cmd_apiserver(int argc, char **argv)
 	sigs[1] = evsignal_new(loop_base(main_loop), SIGINT, on_signal, main_loop);
 	evsignal_add(sigs[0], NULL);
 	evsignal_add(sigs[1], NULL);
-	signal(SIGPIPE, SIG_IGN);
 	loop_run(main_loop);
 	apiserver_free(s);
 	event_free(sigs[0]);

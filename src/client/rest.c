@@ -1,0 +1,469 @@
+#include "client/rest.h"
+
+#include "net/tls.h"
+#include "pki/kubeconfig.h"
+
+#include "base/err.h"
+#include "base/jx.h"
+#include "base/log.h"
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/http.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct call;
+
+struct conn {
+	struct rest_client *c;
+	struct evhttp_connection *evcon;
+	struct bufferevent *bev;
+	struct event *reap;   /* fires once on a later turn to close this connection */
+	const char *why;      /* why it is being closed */
+	struct call *calls;   /* requests in flight on it */
+	bool dead;            /* take no more requests */
+	bool watch;           /* dedicated to one watch */
+	struct conn *next;
+};
+
+/* One request in flight: a plain call, or a watch. */
+struct call {
+	struct conn *conn;
+	struct evhttp_request *req;
+	rest_cb cb;
+	void *arg;
+	struct rest_watch *w;
+	struct call *next;
+};
+
+struct rest_client {
+	struct loop *loop;
+	SSL_CTX *tls;
+	char *host, *token, *user_agent, *ca_pem;
+	int port, max_conns, timeout_s;
+	struct conn *conns;
+};
+
+struct rest_watch {
+	struct call *call;
+	rest_event_cb on_event;
+	rest_end_cb on_end;
+	void *arg;
+	struct evbuffer *line; /* a partial event line */
+	bool stopped;          /* the owner is gone: no more callbacks */
+};
+
+/* ---- connections ------------------------------------------------------------- */
+
+static void call_unlink(struct call *call)
+{
+	for (struct call **p = &call->conn->calls; *p; p = &(*p)->next)
+		if (*p == call) {
+			*p = call->next;
+			return;
+		}
+}
+
+static void watch_free(struct rest_watch *w)
+{
+	evbuffer_free(w->line);
+	free(w);
+}
+
+/* Report a call that will never complete, and forget it. */
+static void call_abandon(struct call *call, const char *why, bool report)
+{
+	struct rest_watch *w = call->w;
+	if (call->req)
+		evhttp_cancel_request(call->req);
+	if (w) {
+		if (report && !w->stopped)
+			w->on_end(w->arg, 0, why);
+		watch_free(w);
+	} else if (report) {
+		call->cb(call->arg, 0, NULL, why);
+	}
+	free(call);
+}
+
+static void conn_free(struct conn *k, bool report)
+{
+	struct rest_client *c = k->c;
+
+	/* Cancelling and freeing below may reset the connection: nothing may
+	 * schedule another reap of k from here on. */
+	k->dead = true;
+	evhttp_connection_set_closecb(k->evcon, NULL, NULL);
+	for (struct conn **p = &c->conns; *p; p = &(*p)->next)
+		if (*p == k) {
+			*p = k->next;
+			break;
+		}
+	while (k->calls) {
+		struct call *call = k->calls;
+		k->calls = call->next;
+		call_abandon(call, k->why ? k->why : "connection closed", report);
+	}
+	event_free(k->reap);
+	evhttp_connection_free(k->evcon);
+	free(k);
+}
+
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+	conn_free(arg, true);
+}
+
+/* Close on a later turn: never from inside libevent's callback for it. */
+static void conn_retire(struct conn *k, const char *why)
+{
+	if (k->dead)
+		return;
+	k->dead = true;
+	k->why = why;
+	event_active(k->reap, 0, 0);
+}
+
+static void on_conn_close(struct evhttp_connection *evcon, void *arg)
+{
+	/* An openssl bufferevent cannot reconnect: never reuse this one. */
+	conn_retire(arg, "connection closed by the server");
+}
+
+static struct conn *conn_new(struct rest_client *c, bool watch)
+{
+	struct conn *k = calloc(1, sizeof(*k));
+	SSL *ssl = SSL_new(c->tls);
+	unsigned char ip[16];
+
+	if (!k || !ssl)
+		abort();
+	/* Check the server's name or address, as Go's client does. */
+	if (inet_pton(AF_INET, c->host, ip) == 1 || inet_pton(AF_INET6, c->host, ip) == 1) {
+		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), c->host);
+	} else {
+		SSL_set_tlsext_host_name(ssl, c->host);
+		X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), c->host, 0);
+	}
+	k->c = c;
+	k->watch = watch;
+	k->reap = event_new(loop_base(c->loop), -1, 0, on_reap, k);
+	k->bev = bufferevent_openssl_socket_new(loop_base(c->loop), -1, ssl,
+						BUFFEREVENT_SSL_CONNECTING,
+						BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	k->evcon = evhttp_connection_base_bufferevent_new(loop_base(c->loop), NULL, k->bev,
+							  c->host, (ev_uint16_t)c->port);
+	evhttp_connection_set_retries(k->evcon, 0);
+	evhttp_connection_set_timeout(k->evcon, watch ? -1 : c->timeout_s);
+	evhttp_connection_set_closecb(k->evcon, on_conn_close, k);
+	k->next = c->conns;
+	c->conns = k;
+	return k;
+}
+
+static int conn_load(const struct conn *k)
+{
+	int n = 0;
+	for (const struct call *call = k->calls; call; call = call->next)
+		n++;
+	return n;
+}
+
+/* The least busy usable connection, or a new one while under the limit. */
+static struct conn *conn_pick(struct rest_client *c)
+{
+	struct conn *best = NULL;
+	int n = 0, best_load = 0;
+	for (struct conn *k = c->conns; k; k = k->next) {
+		int load;
+		if (k->dead || k->watch)
+			continue;
+		n++;
+		load = conn_load(k);
+		if (!best || load < best_load) {
+			best = k;
+			best_load = load;
+		}
+	}
+	if (!best || (best_load > 0 && n < c->max_conns))
+		best = conn_new(c, false);
+	return best;
+}
+
+/* Why a request failed below HTTP: the TLS error when there is one. */
+static const char *transport_error(struct conn *k, char *buf, size_t n)
+{
+	unsigned long e = bufferevent_get_openssl_error(k->bev);
+	if (e) {
+		char ossl[256];
+		ERR_error_string_n(e, ossl, sizeof(ossl));
+		snprintf(buf, n, "tls: %s", ossl);
+	} else {
+		snprintf(buf, n, "connection to %s:%d failed or was closed", k->c->host,
+			 k->c->port);
+	}
+	return buf;
+}
+
+static struct call *call_new(struct conn *k, rest_cb cb, void *arg)
+{
+	struct call *call = calloc(1, sizeof(*call));
+	if (!call)
+		abort();
+	call->conn = k;
+	call->cb = cb;
+	call->arg = arg;
+	call->next = k->calls;
+	k->calls = call;
+	return call;
+}
+
+/* ---- requests ------------------------------------------------------------------- */
+
+static void add_headers(struct rest_client *c, struct evhttp_request *req, const char *ct)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	char host[300];
+
+	snprintf(host, sizeof(host), "%s:%d", c->host, c->port);
+	evhttp_add_header(h, "Host", host);
+	evhttp_add_header(h, "Accept", "application/json");
+	evhttp_add_header(h, "User-Agent", c->user_agent);
+	if (ct)
+		evhttp_add_header(h, "Content-Type", ct);
+	if (c->token) {
+		char auth[512];
+		snprintf(auth, sizeof(auth), "Bearer %s", c->token);
+		evhttp_add_header(h, "Authorization", auth);
+	}
+}
+
+static void on_reply(struct evhttp_request *req, void *arg)
+{
+	struct call *call = arg;
+	struct conn *k = call->conn;
+	int status = req ? evhttp_request_get_response_code(req) : 0;
+	json_t *body = NULL;
+	char err[512];
+
+	call_unlink(call);
+	if (status == 0) {
+		conn_retire(k, "connection failed");
+		call->cb(call->arg, 0, NULL, transport_error(k, err, sizeof(err)));
+	} else {
+		struct evbuffer *in = evhttp_request_get_input_buffer(req);
+		size_t len = evbuffer_get_length(in);
+		if (len)
+			body = jx_parse((char *)evbuffer_pullup(in, (ev_ssize_t)len), len);
+		call->cb(call->arg, status, body, NULL);
+		json_decref(body);
+	}
+	free(call);
+}
+
+static enum evhttp_cmd_type method_of(const char *m)
+{
+	if (!strcmp(m, "POST"))
+		return EVHTTP_REQ_POST;
+	if (!strcmp(m, "PUT"))
+		return EVHTTP_REQ_PUT;
+	if (!strcmp(m, "PATCH"))
+		return EVHTTP_REQ_PATCH;
+	if (!strcmp(m, "DELETE"))
+		return EVHTTP_REQ_DELETE;
+	return EVHTTP_REQ_GET;
+}
+
+void rest_do_ct(struct rest_client *c, const char *method, const char *path,
+		const char *content_type, const json_t *body, rest_cb cb, void *arg)
+{
+	struct conn *k = conn_pick(c);
+	struct call *call = call_new(k, cb, arg);
+
+	call->req = evhttp_request_new(on_reply, call);
+	add_headers(c, call->req, body ? (content_type ? content_type : "application/json") : NULL);
+	if (body) {
+		char *text = jx_dump(body);
+		evbuffer_add(evhttp_request_get_output_buffer(call->req), text, strlen(text));
+		free(text);
+	}
+	if (evhttp_make_request(k->evcon, call->req, method_of(method), path) < 0) {
+		/* libevent freed the request; the reap reports the failure later. */
+		call->req = NULL;
+		conn_retire(k, "could not send the request");
+	}
+}
+
+void rest_do(struct rest_client *c, const char *method, const char *path, const json_t *body,
+	     rest_cb cb, void *arg)
+{
+	rest_do_ct(c, method, path, NULL, body, cb, arg);
+}
+
+/* ---- watches ----------------------------------------------------------------------- */
+
+static void on_chunk(struct evhttp_request *req, void *arg)
+{
+	struct call *call = arg;
+	struct rest_watch *w = call->w;
+	char *line;
+	size_t len;
+
+	evbuffer_add_buffer(w->line, evhttp_request_get_input_buffer(req));
+	while (!w->stopped && (line = evbuffer_readln(w->line, &len, EVBUFFER_EOL_LF))) {
+		json_t *ev = len ? jx_parse(line, len) : NULL;
+		free(line);
+		if (!ev)
+			continue;
+		w->on_event(w->arg, jx_str(ev, "type") ?: "", json_object_get(ev, "object"));
+		json_decref(ev);
+	}
+}
+
+static void on_watch_end(struct evhttp_request *req, void *arg)
+{
+	struct call *call = arg;
+	struct rest_watch *w = call->w;
+	struct conn *k = call->conn;
+	int status = req ? evhttp_request_get_response_code(req) : 0;
+	char err[512];
+
+	call_unlink(call);
+	conn_retire(k, "watch ended"); /* a watch connection serves one watch */
+	if (!w->stopped)
+		w->on_end(w->arg, status, status ? NULL : transport_error(k, err, sizeof(err)));
+	watch_free(w);
+	free(call);
+}
+
+struct rest_watch *rest_watch(struct rest_client *c, const char *path, rest_event_cb on_event,
+			      rest_end_cb on_end, void *arg)
+{
+	struct rest_watch *w = calloc(1, sizeof(*w));
+	struct conn *k = conn_new(c, true);
+	struct call *call = call_new(k, NULL, NULL);
+
+	if (!w)
+		abort();
+	w->call = call;
+	w->on_event = on_event;
+	w->on_end = on_end;
+	w->arg = arg;
+	w->line = evbuffer_new();
+	call->w = w;
+	call->req = evhttp_request_new(on_watch_end, call);
+	evhttp_request_set_chunked_cb(call->req, on_chunk);
+	add_headers(c, call->req, NULL);
+	if (evhttp_make_request(k->evcon, call->req, EVHTTP_REQ_GET, path) < 0) {
+		call->req = NULL;
+		conn_retire(k, "could not send the watch request");
+	}
+	return w;
+}
+
+void rest_watch_stop(struct rest_watch *w)
+{
+	if (!w || w->stopped)
+		return;
+	/* No more callbacks; the connection closes on a later turn and frees w. */
+	w->stopped = true;
+	conn_retire(w->call->conn, "watch stopped");
+}
+
+/* ---- the client ---------------------------------------------------------------------- */
+
+static int parse_server(struct rest_client *c, const char *server)
+{
+	struct evhttp_uri *u = evhttp_uri_parse(server);
+	const char *scheme = u ? evhttp_uri_get_scheme(u) : NULL;
+	const char *host = u ? evhttp_uri_get_host(u) : NULL;
+
+	if (!u || !scheme || strcmp(scheme, "https") || !host) {
+		evhttp_uri_free(u);
+		return err_set(ERR_INVALID, "server \"%s\" is not an https:// URL", server);
+	}
+	c->host = strdup(host);
+	c->port = evhttp_uri_get_port(u) > 0 ? evhttp_uri_get_port(u) : 443;
+	evhttp_uri_free(u);
+	return 0;
+}
+
+struct rest_client *rest_client_new(struct loop *loop, const struct rest_config *cfg)
+{
+	struct rest_client *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		abort();
+	c->loop = loop;
+	c->max_conns = cfg->max_conns > 0 ? cfg->max_conns : 4;
+	c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 30;
+	c->user_agent = strdup(cfg->user_agent ? cfg->user_agent : "cube/0.1.0");
+	c->token = cfg->token ? strdup(cfg->token) : NULL;
+	c->ca_pem = cfg->ca_pem ? strdup(cfg->ca_pem) : NULL;
+	if (parse_server(c, cfg->server ? cfg->server : "") < 0 ||
+	    !(c->tls = tls_client_ctx(cfg->ca_pem, cfg->cert_pem, cfg->key_pem))) {
+		if (!c->tls && c->host)
+			err_set(ERR_INVALID, "bad TLS material for %s", cfg->server);
+		rest_client_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+struct rest_client *rest_client_from_kubeconfig(struct loop *loop, const struct kubeconfig *kc,
+						const char *user_agent)
+{
+	struct rest_config cfg = {
+		.server = kc->server,
+		.ca_pem = kc->ca_data,
+		.cert_pem = kc->cert_data,
+		.key_pem = kc->key_data,
+		.token = kc->token,
+		.user_agent = user_agent,
+	};
+	return rest_client_new(loop, &cfg);
+}
+
+void rest_close_all(struct rest_client *c)
+{
+	/* Requests and watches in flight fail on a later turn; their owners retry. */
+	for (struct conn *k = c->conns; k; k = k->next)
+		conn_retire(k, "connection closed to start using new credentials");
+}
+
+int rest_set_client_cert(struct rest_client *c, const char *cert_pem, const char *key_pem)
+{
+	SSL_CTX *tls = tls_client_ctx(c->ca_pem, cert_pem, key_pem);
+	if (!tls)
+		return err_set(ERR_INVALID, "bad client certificate or key");
+	SSL_CTX_free(c->tls);
+	c->tls = tls;
+	rest_close_all(c);
+	return 0;
+}
+
+void rest_clear_client_cert(struct rest_client *c)
+{
+	rest_set_client_cert(c, NULL, NULL);
+}
+
+void rest_client_free(struct rest_client *c)
+{
+	if (!c)
+		return;
+	/* The owner is going away: nobody is left to hear about failures. */
+	while (c->conns)
+		conn_free(c->conns, false);
+	SSL_CTX_free(c->tls);
+	free(c->host);
+	free(c->token);
+	free(c->user_agent);
+	free(c->ca_pem);
+	free(c);
+}

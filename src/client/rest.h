@@ -1,0 +1,80 @@
+/*
+ * rest — the client side of the Kubernetes API, on a cube loop.
+ *
+ * Requests are asynchronous: rest_do sends, and the callback runs on the
+ * loop with the HTTP status and the parsed JSON body (or a transport error).
+ * Connections are HTTPS/1.1 keep-alive over libevent's evhttp and
+ * bufferevent_openssl, a few per client so requests run side by side; a
+ * watch gets a connection of its own and delivers one event per line.
+ *
+ * Credentials can change under a running client (kubelet certificate
+ * rotation): rest_set_client_cert builds a new TLS context, closes every
+ * connection made with the old one — requests and watches in flight fail
+ * with a transport error, and their owners retry — and new connections use
+ * the new certificate at once. upstream logs "certificate rotation detected,
+ * shutting down client connections to start using new credentials"; so does
+ * the caller that rotates.
+ *
+ * Ownership: the client is the caller's; bodies passed in are borrowed; the
+ * body given to a callback is borrowed for the call. Threads: the loop's.
+ */
+#ifndef CUBE_CLIENT_REST_H
+#define CUBE_CLIENT_REST_H
+
+#include "base/loop.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct rest_config {
+	const char *server;   /* "https://127.0.0.1:6443" */
+	const char *ca_pem;   /* trust for the server */
+	const char *cert_pem; /* client certificate (chain), or NULL */
+	const char *key_pem;
+	const char *token;    /* bearer token, or NULL */
+	const char *user_agent;
+	int max_conns;        /* parallel connections for plain requests (default 4) */
+	int timeout_s;        /* per request (default 30) */
+};
+
+struct kubeconfig;
+
+struct rest_client;
+
+struct rest_client *rest_client_new(struct loop *loop, const struct rest_config *cfg);
+/* From a loaded kubeconfig (pki/kubeconfig.h). */
+struct rest_client *rest_client_from_kubeconfig(struct loop *loop, const struct kubeconfig *kc,
+						const char *user_agent);
+void rest_client_free(struct rest_client *c);
+
+/* Swap the client certificate; closes every open connection. 0 or an error. */
+int rest_set_client_cert(struct rest_client *c, const char *cert_pem, const char *key_pem);
+/* Send no client certificate from now on (an expired one is not sent). */
+void rest_clear_client_cert(struct rest_client *c);
+/* Close every connection (e.g. after credentials changed elsewhere). */
+void rest_close_all(struct rest_client *c);
+
+/*
+ * status: the HTTP status, or 0 on a transport failure (then err says why).
+ * body: the response parsed as JSON, or NULL.
+ */
+typedef void (*rest_cb)(void *arg, int status, json_t *body, const char *err);
+
+/* method "GET", "POST", ...; body may be NULL. Content-Type is JSON unless given. */
+void rest_do(struct rest_client *c, const char *method, const char *path, const json_t *body,
+	     rest_cb cb, void *arg);
+void rest_do_ct(struct rest_client *c, const char *method, const char *path,
+		const char *content_type, const json_t *body, rest_cb cb, void *arg);
+
+struct rest_watch;
+typedef void (*rest_event_cb)(void *arg, const char *type, json_t *object);
+/* The stream ended: status 200 for a clean end, else the HTTP status or 0. */
+typedef void (*rest_end_cb)(void *arg, int status, const char *err);
+
+struct rest_watch *rest_watch(struct rest_client *c, const char *path, rest_event_cb on_event,
+			      rest_end_cb on_end, void *arg);
+/* Stop a watch; its callbacks are not called again. NULL is a no-op. */
+void rest_watch_stop(struct rest_watch *w);
+
+#endif

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct call;
+struct rest_call;
 
 struct conn {
 	struct rest_client *c;
@@ -26,20 +26,20 @@ struct conn {
 	struct bufferevent *bev;
 	struct event *reap;   /* fires once on a later turn to close this connection */
 	const char *why;      /* why it is being closed */
-	struct call *calls;   /* requests in flight on it */
+	struct rest_call *calls;   /* requests in flight on it */
 	bool dead;            /* take no more requests */
 	bool watch;           /* dedicated to one watch */
 	struct conn *next;
 };
 
 /* One request in flight: a plain call, or a watch. */
-struct call {
+struct rest_call {
 	struct conn *conn;
 	struct evhttp_request *req;
 	rest_cb cb;
 	void *arg;
 	struct rest_watch *w;
-	struct call *next;
+	struct rest_call *next;
 };
 
 struct rest_client {
@@ -51,7 +51,7 @@ struct rest_client {
 };
 
 struct rest_watch {
-	struct call *call;
+	struct rest_call *call;
 	rest_event_cb on_event;
 	rest_end_cb on_end;
 	void *arg;
@@ -61,9 +61,9 @@ struct rest_watch {
 
 /* ---- connections ------------------------------------------------------------- */
 
-static void call_unlink(struct call *call)
+static void call_unlink(struct rest_call *call)
 {
-	for (struct call **p = &call->conn->calls; *p; p = &(*p)->next)
+	for (struct rest_call **p = &call->conn->calls; *p; p = &(*p)->next)
 		if (*p == call) {
 			*p = call->next;
 			return;
@@ -77,7 +77,7 @@ static void watch_free(struct rest_watch *w)
 }
 
 /* Report a call that will never complete, and forget it. */
-static void call_abandon(struct call *call, const char *why, bool report)
+static void call_abandon(struct rest_call *call, const char *why, bool report)
 {
 	struct rest_watch *w = call->w;
 	if (call->req)
@@ -86,7 +86,7 @@ static void call_abandon(struct call *call, const char *why, bool report)
 		if (report && !w->stopped)
 			w->on_end(w->arg, 0, why);
 		watch_free(w);
-	} else if (report) {
+	} else if (report && call->cb) {
 		call->cb(call->arg, 0, NULL, why);
 	}
 	free(call);
@@ -106,7 +106,7 @@ static void conn_free(struct conn *k, bool report)
 			break;
 		}
 	while (k->calls) {
-		struct call *call = k->calls;
+		struct rest_call *call = k->calls;
 		k->calls = call->next;
 		call_abandon(call, k->why ? k->why : "connection closed", report);
 	}
@@ -170,7 +170,7 @@ static struct conn *conn_new(struct rest_client *c, bool watch)
 static int conn_load(const struct conn *k)
 {
 	int n = 0;
-	for (const struct call *call = k->calls; call; call = call->next)
+	for (const struct rest_call *call = k->calls; call; call = call->next)
 		n++;
 	return n;
 }
@@ -211,9 +211,9 @@ static const char *transport_error(struct conn *k, char *buf, size_t n)
 	return buf;
 }
 
-static struct call *call_new(struct conn *k, rest_cb cb, void *arg)
+static struct rest_call *call_new(struct conn *k, rest_cb cb, void *arg)
 {
-	struct call *call = calloc(1, sizeof(*call));
+	struct rest_call *call = calloc(1, sizeof(*call));
 	if (!call)
 		abort();
 	call->conn = k;
@@ -246,14 +246,16 @@ static void add_headers(struct rest_client *c, struct evhttp_request *req, const
 
 static void on_reply(struct evhttp_request *req, void *arg)
 {
-	struct call *call = arg;
+	struct rest_call *call = arg;
 	struct conn *k = call->conn;
 	int status = req ? evhttp_request_get_response_code(req) : 0;
 	json_t *body = NULL;
 	char err[512];
 
 	call_unlink(call);
-	if (status == 0) {
+	if (!call->cb) {
+		/* Cancelled: nobody wants the answer. */
+	} else if (status == 0) {
 		conn_retire(k, "connection failed");
 		call->cb(call->arg, 0, NULL, transport_error(k, err, sizeof(err)));
 	} else {
@@ -280,17 +282,21 @@ static enum evhttp_cmd_type method_of(const char *m)
 	return EVHTTP_REQ_GET;
 }
 
-void rest_do_ct(struct rest_client *c, const char *method, const char *path,
-		const char *content_type, const json_t *body, rest_cb cb, void *arg)
+struct rest_call *rest_do_ct(struct rest_client *c, const char *method, const char *path,
+			     const char *content_type, const json_t *body, rest_cb cb, void *arg)
 {
 	struct conn *k = conn_pick(c);
-	struct call *call = call_new(k, cb, arg);
+	struct rest_call *call = call_new(k, cb, arg);
 
 	call->req = evhttp_request_new(on_reply, call);
 	add_headers(c, call->req, body ? (content_type ? content_type : "application/json") : NULL);
 	if (body) {
-		char *text = jx_dump(body);
+		char *text = jx_dump(body), len[24];
 		evbuffer_add(evhttp_request_get_output_buffer(call->req), text, strlen(text));
+		/* evhttp adds Content-Length only for POST and PUT; PATCH needs it too. */
+		snprintf(len, sizeof(len), "%zu", strlen(text));
+		evhttp_add_header(evhttp_request_get_output_headers(call->req), "Content-Length",
+				  len);
 		free(text);
 	}
 	if (evhttp_make_request(k->evcon, call->req, method_of(method), path) < 0) {
@@ -298,19 +304,26 @@ void rest_do_ct(struct rest_client *c, const char *method, const char *path,
 		call->req = NULL;
 		conn_retire(k, "could not send the request");
 	}
+	return call;
 }
 
-void rest_do(struct rest_client *c, const char *method, const char *path, const json_t *body,
-	     rest_cb cb, void *arg)
+struct rest_call *rest_do(struct rest_client *c, const char *method, const char *path,
+			  const json_t *body, rest_cb cb, void *arg)
 {
-	rest_do_ct(c, method, path, NULL, body, cb, arg);
+	return rest_do_ct(c, method, path, NULL, body, cb, arg);
+}
+
+void rest_cancel(struct rest_call *call)
+{
+	if (call)
+		call->cb = NULL;
 }
 
 /* ---- watches ----------------------------------------------------------------------- */
 
 static void on_chunk(struct evhttp_request *req, void *arg)
 {
-	struct call *call = arg;
+	struct rest_call *call = arg;
 	struct rest_watch *w = call->w;
 	char *line;
 	size_t len;
@@ -328,7 +341,7 @@ static void on_chunk(struct evhttp_request *req, void *arg)
 
 static void on_watch_end(struct evhttp_request *req, void *arg)
 {
-	struct call *call = arg;
+	struct rest_call *call = arg;
 	struct rest_watch *w = call->w;
 	struct conn *k = call->conn;
 	int status = req ? evhttp_request_get_response_code(req) : 0;
@@ -347,7 +360,7 @@ struct rest_watch *rest_watch(struct rest_client *c, const char *path, rest_even
 {
 	struct rest_watch *w = calloc(1, sizeof(*w));
 	struct conn *k = conn_new(c, true);
-	struct call *call = call_new(k, NULL, NULL);
+	struct rest_call *call = call_new(k, NULL, NULL);
 
 	if (!w)
 		abort();

@@ -61,11 +61,16 @@ void rest_close_all(struct rest_client *c);
  */
 typedef void (*rest_cb)(void *arg, int status, json_t *body, const char *err);
 
-/* method "GET", "POST", ...; body may be NULL. Content-Type is JSON unless given. */
-void rest_do(struct rest_client *c, const char *method, const char *path, const json_t *body,
-	     rest_cb cb, void *arg);
-void rest_do_ct(struct rest_client *c, const char *method, const char *path,
-		const char *content_type, const json_t *body, rest_cb cb, void *arg);
+struct rest_call;
+
+/* method "GET", "POST", ...; body may be NULL. Content-Type is JSON unless
+ * given. The handle is valid until the callback runs or rest_cancel. */
+struct rest_call *rest_do(struct rest_client *c, const char *method, const char *path,
+			  const json_t *body, rest_cb cb, void *arg);
+struct rest_call *rest_do_ct(struct rest_client *c, const char *method, const char *path,
+			     const char *content_type, const json_t *body, rest_cb cb, void *arg);
+/* The callback will not run (the request itself may still complete). */
+void rest_cancel(struct rest_call *call);
 
 struct rest_watch;
 typedef void (*rest_event_cb)(void *arg, const char *type, json_t *object);

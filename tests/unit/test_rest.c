@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "apiserver/apiserver.h"
+#include "client/informer.h"
 #include "client/rest.h"
 #include "pki/cluster.h"
 #include "pki/kubeconfig.h"
@@ -213,12 +214,73 @@ static void test_stop_watch_from_owner(void **state)
 	assert_int_equal(s.ended, 0);
 }
 
+struct changes {
+	int adds, updates, deletes;
+};
+
+static void inf_add(void *arg, json_t *obj)
+{
+	((struct changes *)arg)->adds++;
+}
+
+static void inf_update(void *arg, json_t *old, json_t *obj)
+{
+	((struct changes *)arg)->updates++;
+}
+
+static void inf_delete(void *arg, json_t *obj)
+{
+	((struct changes *)arg)->deletes++;
+}
+
+static void test_informer(void **state)
+{
+	struct world *w = *state;
+	struct changes ch = {0};
+	struct informer_handlers h = {inf_add, inf_update, inf_delete, &ch};
+	struct informer *inf = informer_new(w->loop, w->client, "/api/v1/namespaces", NULL, &h);
+	json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
+			       "metadata", "name", "team-a");
+	json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "x", "y");
+	struct result r;
+	int want;
+
+	informer_start(inf);
+	want = 4;
+	while (ch.adds < want)
+		event_base_loop(loop_base(w->loop), EVLOOP_ONCE);
+	assert_true(informer_synced(inf));
+	assert_non_null(informer_get(inf, "kube-system"));
+	call(w, "POST", "/api/v1/namespaces", ns, &r);
+	json_decref(r.body);
+	while (ch.adds < 5)
+		event_base_loop(loop_base(w->loop), EVLOOP_ONCE);
+	memset(&r, 0, sizeof(r));
+	rest_do_ct(w->client, "PATCH", "/api/v1/namespaces/team-a",
+		   "application/merge-patch+json", patch, on_result, &r);
+	spin_until(w, &r.done);
+	assert_int_equal(r.status, 200);
+	json_decref(r.body);
+	while (ch.updates < 1)
+		event_base_loop(loop_base(w->loop), EVLOOP_ONCE);
+	assert_string_equal(jx_str(informer_get(inf, "team-a"), "metadata.labels.x"), "y");
+	call(w, "DELETE", "/api/v1/namespaces/team-a", NULL, &r);
+	json_decref(r.body);
+	while (ch.deletes < 1)
+		event_base_loop(loop_base(w->loop), EVLOOP_ONCE);
+	assert_null(informer_get(inf, "team-a"));
+	informer_free(inf);
+	json_decref(ns);
+	json_decref(patch);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_watch_and_rotation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_watch_from_owner, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_informer, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,256 @@
+#include "client/informer.h"
+
+#include "base/clock.h"
+#include "base/hmap.h"
+#include "base/jx.h"
+#include "base/log.h"
+#include "base/rand.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct informer {
+	struct loop *loop;
+	struct rest_client *c;
+	char *path, *query;
+	struct informer_handlers h;
+	struct hmap store; /* key → json_t* */
+	char rv[32];
+	bool synced, stopped;
+	struct rest_call *listing; /* the list in flight */
+	struct rest_watch *watch;
+	struct timer *retry;
+	int64_t backoff_ns;
+};
+
+const char *informer_key(const json_t *obj, char *buf, size_t n)
+{
+	const char *ns = jx_str(obj, "metadata.namespace"), *name = jx_str(obj, "metadata.name");
+	if (ns && *ns)
+		snprintf(buf, n, "%s/%s", ns, name ? name : "");
+	else
+		snprintf(buf, n, "%s", name ? name : "");
+	return buf;
+}
+
+static void list(struct informer *inf);
+static void watch(struct informer *inf);
+
+static void later(struct informer *inf, bool relist)
+{
+	if (!relist && inf->backoff_ns == 0) {
+		watch(inf);
+		return;
+	}
+	inf->backoff_ns = inf->backoff_ns ? inf->backoff_ns * 2 : NS_PER_SEC;
+	if (inf->backoff_ns > 30 * NS_PER_SEC)
+		inf->backoff_ns = 30 * NS_PER_SEC;
+	inf->rv[0] = relist ? '\0' : inf->rv[0];
+	timer_after(inf->retry, inf->backoff_ns);
+}
+
+static void on_retry(void *arg)
+{
+	struct informer *inf = arg;
+	if (inf->rv[0])
+		watch(inf);
+	else
+		list(inf);
+}
+
+static void apply(struct informer *inf, const char *type, json_t *obj)
+{
+	char key[512];
+	json_t *old;
+
+	informer_key(obj, key, sizeof(key));
+	old = hmap_get(&inf->store, key);
+	if (!strcmp(type, "DELETED")) {
+		hmap_del(&inf->store, key);
+		if (old && inf->h.on_delete)
+			inf->h.on_delete(inf->h.arg, obj);
+		json_decref(old);
+		return;
+	}
+	hmap_put(&inf->store, key, json_incref(obj));
+	if (old && inf->h.on_update)
+		inf->h.on_update(inf->h.arg, old, obj);
+	else if (!old && inf->h.on_add)
+		inf->h.on_add(inf->h.arg, obj);
+	json_decref(old);
+}
+
+static void on_event(void *arg, const char *type, json_t *obj)
+{
+	struct informer *inf = arg;
+	const char *rv = jx_str(obj, "metadata.resourceVersion");
+
+	if (!strcmp(type, "ERROR")) {
+		/* 410 Expired: our resourceVersion is gone; start over. */
+		inf->rv[0] = '\0';
+		return;
+	}
+	if (rv)
+		snprintf(inf->rv, sizeof(inf->rv), "%s", rv);
+	if (!strcmp(type, "BOOKMARK"))
+		return;
+	apply(inf, type, obj);
+}
+
+static void on_watch_end(void *arg, int status, const char *err)
+{
+	struct informer *inf = arg;
+	inf->watch = NULL;
+	if (inf->stopped)
+		return;
+	if (status == 200 && inf->rv[0]) {
+		inf->backoff_ns = 0;
+		watch(inf); /* a clean end (timeoutSeconds): resume at once */
+		return;
+	}
+	LOG_V(2, "\"Watch ended\" path=\"%s\" status=%d err=\"%s\"", inf->path, status,
+	      err ? err : "");
+	later(inf, status == 410 || !inf->rv[0]);
+}
+
+static void watch(struct informer *inf)
+{
+	char path[2048];
+	/* Informers ask for 300–600 s so their watches do not all end together. */
+	snprintf(path, sizeof(path),
+		 "%s?watch=true&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%d%s%s",
+		 inf->path, inf->rv, 300 + (int)rand_below(300), inf->query ? "&" : "",
+		 inf->query ? inf->query : "");
+	inf->watch = rest_watch(inf->c, path, on_event, on_watch_end, inf);
+}
+
+static void replace(struct informer *inf, json_t *items)
+{
+	struct hmap fresh = HMAP_INIT;
+	const char *k;
+	void *v;
+	size_t i;
+	json_t *obj;
+	char key[512];
+
+	json_array_foreach(items, i, obj) hmap_put(&fresh, informer_key(obj, key, sizeof(key)),
+						   obj);
+	/* Deletions first: what the last list had and this one lacks. */
+	for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);) {
+		if (!hmap_get(&fresh, k)) {
+			if (inf->h.on_delete)
+				inf->h.on_delete(inf->h.arg, v);
+		}
+	}
+	for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);)
+		if (!hmap_get(&fresh, k))
+			json_decref(v);
+	{
+		struct hmap keep = HMAP_INIT;
+		for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);)
+			if (hmap_get(&fresh, k))
+				hmap_put(&keep, k, v);
+		hmap_free(&inf->store);
+		inf->store = keep;
+	}
+	json_array_foreach(items, i, obj)
+	{
+		const char *type = "ADDED";
+		json_t *old = hmap_get(&inf->store, informer_key(obj, key, sizeof(key)));
+		if (old && json_equal(jx_get(old, "metadata.resourceVersion"),
+				      jx_get(obj, "metadata.resourceVersion")))
+			continue;
+		apply(inf, old ? "MODIFIED" : type, obj);
+	}
+	hmap_free(&fresh);
+}
+
+static void on_list(void *arg, int status, json_t *body, const char *err)
+{
+	struct informer *inf = arg;
+	const char *rv = jx_str(body, "metadata.resourceVersion");
+
+	inf->listing = NULL;
+	if (status != 200 || !rv) {
+		LOG_V(2, "\"Failed to list\" path=\"%s\" status=%d err=\"%s\"", inf->path, status,
+		      err ? err : (body ? jx_str(body, "message") ?: "" : ""));
+		later(inf, true);
+		return;
+	}
+	inf->backoff_ns = 0;
+	snprintf(inf->rv, sizeof(inf->rv), "%s", rv);
+	replace(inf, json_object_get(body, "items"));
+	inf->synced = true;
+	watch(inf);
+}
+
+static void list(struct informer *inf)
+{
+	char path[2048];
+	snprintf(path, sizeof(path), "%s%s%s", inf->path, inf->query ? "?" : "",
+		 inf->query ? inf->query : "");
+	inf->listing = rest_do(inf->c, "GET", path, NULL, on_list, inf);
+}
+
+struct informer *informer_new(struct loop *loop, struct rest_client *c, const char *path,
+			      const char *query, const struct informer_handlers *h)
+{
+	struct informer *inf = calloc(1, sizeof(*inf));
+	if (!inf || !(inf->path = strdup(path)) || (query && !(inf->query = strdup(query))))
+		abort();
+	inf->loop = loop;
+	inf->c = c;
+	if (h)
+		inf->h = *h;
+	inf->retry = loop_timer(loop, on_retry, inf);
+	return inf;
+}
+
+void informer_start(struct informer *inf)
+{
+	list(inf);
+}
+
+bool informer_synced(const struct informer *inf)
+{
+	return inf->synced;
+}
+
+json_t *informer_get(const struct informer *inf, const char *key)
+{
+	return hmap_get(&inf->store, key);
+}
+
+size_t informer_list(const struct informer *inf, json_t ***out)
+{
+	size_t n = 0;
+	const char *k;
+	void *v;
+
+	*out = malloc((hmap_len(&inf->store) + 1) * sizeof(**out));
+	if (!*out)
+		abort();
+	for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);)
+		(*out)[n++] = v;
+	return n;
+}
+
+void informer_free(struct informer *inf)
+{
+	const char *k;
+	void *v;
+
+	if (!inf)
+		return;
+	inf->stopped = true;
+	rest_watch_stop(inf->watch);
+	timer_free(inf->retry);
+	for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);)
+		json_decref(v);
+	hmap_free(&inf->store);
+	rest_cancel(inf->listing);
+	free(inf->path);
+	free(inf->query);
+	free(inf);
+}

@@ -1,0 +1,50 @@
+/*
+ * informer — a local, eventually consistent copy of a set of objects, kept
+ * by list-then-watch, with handlers told of every change (client-go's
+ * shared informer, single-threaded).
+ *
+ * Start lists the collection, replaces the store (telling handlers what was
+ * added, changed or deleted since the last list), then watches from the
+ * list's resourceVersion. A watch that ends is resumed from the last
+ * resourceVersion seen; a 410 (as an ERROR event or a status) means relist.
+ * Transport errors back off 1 s → 30 s. Handlers run after the store is
+ * updated, on the loop, and must not block.
+ *
+ * Keys are "namespace/name", or "name" for cluster-scoped objects. Objects in
+ * the store are shared and immutable: copy before changing one.
+ *
+ * Ownership: the informer is the caller's; the rest client is borrowed and
+ * must outlive it. Threads: the loop's.
+ */
+#ifndef CUBE_CLIENT_INFORMER_H
+#define CUBE_CLIENT_INFORMER_H
+
+#include "client/rest.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct informer_handlers {
+	void (*on_add)(void *arg, json_t *obj);
+	void (*on_update)(void *arg, json_t *old, json_t *obj);
+	void (*on_delete)(void *arg, json_t *obj);
+	void *arg;
+};
+
+struct informer;
+
+/* path: the collection, e.g. "/api/v1/pods"; query: "fieldSelector=..." or NULL. */
+struct informer *informer_new(struct loop *loop, struct rest_client *c, const char *path,
+			      const char *query, const struct informer_handlers *h);
+void informer_start(struct informer *inf);
+/* The first list has arrived. */
+bool informer_synced(const struct informer *inf);
+json_t *informer_get(const struct informer *inf, const char *key);
+/* Borrowed objects, in no particular order; *out malloc'd. */
+size_t informer_list(const struct informer *inf, json_t ***out);
+/* "ns/name" or "name" of an object (into buf). */
+const char *informer_key(const json_t *obj, char *buf, size_t n);
+void informer_free(struct informer *inf);
+
+#endif

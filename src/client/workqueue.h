@@ -1,0 +1,38 @@
+/*
+ * workqueue — keys waiting to be reconciled, as client-go's work queue:
+ * a key is never processed twice at once, and a key added while it is
+ * being processed is processed again afterwards, so no change is lost.
+ * Processing may be asynchronous: the controller calls workqueue_done when
+ * it has finished with a key (successfully or not).
+ *
+ * Rate limiting per key is client-go's default controller limiter:
+ * exponential 5 ms → 1000 s per failure (workqueue_retry), forgotten on
+ * success (workqueue_forget).
+ *
+ * Ownership: the queue copies keys; the key handed to process() is valid
+ * until workqueue_done for it. Threads: the loop's.
+ */
+#ifndef CUBE_CLIENT_WORKQUEUE_H
+#define CUBE_CLIENT_WORKQUEUE_H
+
+#include "base/loop.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct workqueue;
+
+/* process(arg, key) is called on the loop; it must end with workqueue_done. */
+struct workqueue *workqueue_new(struct loop *loop, int workers,
+				void (*process)(void *arg, const char *key), void *arg);
+void workqueue_free(struct workqueue *q);
+
+void workqueue_add(struct workqueue *q, const char *key);
+void workqueue_add_after(struct workqueue *q, const char *key, int64_t delay_ns);
+/* Requeue after this key's next backoff step. */
+void workqueue_retry(struct workqueue *q, const char *key);
+void workqueue_forget(struct workqueue *q, const char *key);
+void workqueue_done(struct workqueue *q, const char *key);
+size_t workqueue_len(const struct workqueue *q);
+
+#endif

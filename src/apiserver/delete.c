@@ -371,11 +371,14 @@ static json_t *deletion_target(struct req *r)
 	json_t *old = cache_get(r->s->cache, key);
 
 	free(key);
+	/* Authorize first: a 404 must not tell the forbidden what exists. */
+	if (authz_request(r, old) < 0)
+		return NULL;
 	if (!old) {
 		req_not_found(r);
 		return NULL;
 	}
-	if (authz_request(r, old) < 0 || admit(r, NULL, old) < 0)
+	if (admit(r, NULL, old) < 0)
 		return NULL;
 	return old;
 }

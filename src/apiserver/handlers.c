@@ -172,11 +172,16 @@ struct write_ctx {
 	json_t *answer; /* sent instead of the stored object when set */
 };
 
+static bool is_scale(const struct req *r);
+static json_t *scale_of(const json_t *obj);
+
 static void on_written(void *arg, int err, json_t *obj)
 {
 	struct write_ctx *w = arg;
 	if (w->answer)
 		req_reply(w->r, w->code, w->answer);
+	else if (is_scale(w->r))
+		req_reply(w->r, w->code, scale_of(obj));
 	else
 		reply_object(w->r, w->code, json_incref(obj));
 	free(w);
@@ -224,6 +229,36 @@ void write_and_reply(struct req *r, const char *key, json_t *obj, bool create, i
 	write_and_answer(r, key, obj, create, code, NULL);
 }
 
+/* The autoscaling/v1 Scale view of a workload. */
+static json_t *scale_of(const json_t *obj)
+{
+	json_t *sel = jx_get(obj, "spec.selector.matchLabels"), *scale;
+	struct strv parts = STRV_INIT;
+	const char *k;
+	json_t *v;
+	char *selector;
+
+	json_object_foreach(sel, k, v) strv_pushf(&parts, "%s=%s", k, json_string_value(v));
+	strv_sort(&parts);
+	selector = strv_join(&parts, ",");
+	scale = json_pack("{s:s,s:s,s:{s:O,s:O,s:O,s:O,s:O},s:{s:I},s:{s:I,s:s}}", "kind", "Scale",
+			  "apiVersion", "autoscaling/v1", "metadata", "name",
+			  jx_get(obj, "metadata.name"), "namespace", jx_get(obj, "metadata.namespace"),
+			  "uid", jx_get(obj, "metadata.uid"), "resourceVersion",
+			  jx_get(obj, "metadata.resourceVersion"), "creationTimestamp",
+			  jx_get(obj, "metadata.creationTimestamp"), "spec", "replicas",
+			  (json_int_t)jx_int(obj, "spec.replicas", 0), "status", "replicas",
+			  (json_int_t)jx_int(obj, "status.replicas", 0), "selector", selector);
+	free(selector);
+	strv_free(&parts);
+	return scale;
+}
+
+static bool is_scale(const struct req *r)
+{
+	return r->sub && !strcmp(r->sub->name, "scale");
+}
+
 /* ---- get and list --------------------------------------------------------------------- */
 
 static void handle_get(struct req *r)
@@ -232,23 +267,14 @@ static void handle_get(struct req *r)
 	json_t *obj = cache_get(r->s->cache, key);
 
 	free(key);
+	if (authz_request(r, obj) < 0)
+		return;
 	if (!obj) {
 		req_not_found(r);
 		return;
 	}
-	if (authz_request(r, obj) < 0)
-		return;
-	if (r->sub && is(r->sub->name, "scale")) {
-		json_t *scale = json_pack(
-			"{s:s,s:s,s:{s:O,s:O,s:O,s:O,s:O},s:{s:O},s:{s:O}}", "kind", "Scale",
-			"apiVersion", "autoscaling/v1", "metadata", "name", jx_get(obj, "metadata.name"),
-			"namespace", jx_get(obj, "metadata.namespace"), "uid",
-			jx_get(obj, "metadata.uid"), "resourceVersion",
-			jx_get(obj, "metadata.resourceVersion"), "creationTimestamp",
-			jx_get(obj, "metadata.creationTimestamp"), "spec", "replicas",
-			jx_get(obj, "spec.replicas") ?: json_integer(0), "status", "replicas",
-			jx_get(obj, "status.replicas") ?: json_integer(0));
-		req_reply(r, 200, scale);
+	if (is_scale(r)) {
+		req_reply(r, 200, scale_of(obj));
 		return;
 	}
 	reply_object(r, 200, json_incref(obj));
@@ -722,7 +748,10 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 	       json_incref(jx_get(old, "metadata.resourceVersion")));
 	if (same_ignoring_rv(next, old)) {
 		json_decref(next);
-		reply_object(r, 200, json_incref((json_t *)old));
+		if (is_scale(r))
+			req_reply(r, 200, scale_of(old));
+		else
+			reply_object(r, 200, json_incref((json_t *)old));
 		return;
 	}
 	if (!r->sub && jx_get(old, "metadata.generation") &&
@@ -749,12 +778,13 @@ static void handle_update(struct req *r)
 	json_t *old = cache_get(r->s->cache, key), *body;
 
 	free(key);
+	/* Authorize first: a 404 must not tell the forbidden what exists. */
+	if (authz_request(r, old) < 0)
+		return;
 	if (!old) {
 		req_not_found(r);
 		return;
 	}
-	if (authz_request(r, old) < 0)
-		return;
 	if (!(body = body_object(r)))
 		return;
 	update_with(r, old, body, true);
@@ -821,7 +851,7 @@ static void handle_patch(struct req *r)
 		return;
 	}
 	/* A patch on scale sees the Scale, on anything else the object itself. */
-	base = json_incref(old);
+	base = is_scale(r) ? scale_of(old) : json_incref(old);
 	rc = patch_apply(base, ct ? ct : "", buf, len, r->res->kind, &patched);
 	json_decref(base);
 	free(buf);
@@ -851,6 +881,11 @@ void handle_resource(struct req *r)
 		req_fail(r, ERR_INVALID, err_msg());
 		return;
 	}
+	/* POST names no object; PUT and PATCH name one. */
+	if (is(r->verb, "create") && r->name && !r->sub)
+		need = 0;
+	if ((is(r->verb, "update") || is(r->verb, "patch")) && !r->name)
+		need = 0;
 	if (!(allowed & need) || (r->sub && !r->name)) {
 		req_fail_status(r, status_failure(ERR_METHOD,
 						  "the server does not allow this method on the "

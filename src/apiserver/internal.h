@@ -67,6 +67,7 @@ void req_fail(struct req *r, int err, const char *message);      /* Status from 
 void req_fail_status(struct req *r, json_t *status);             /* steals status */
 void req_not_found(struct req *r);                               /* "<res> \"name\" not found" */
 const char *req_query(struct req *r, const char *key);
+bool query_bool(struct req *r, const char *key);
 void req_free(struct req *r);
 char *object_key(const struct resource *res, const char *ns, const char *name);
 char *prefix_key(const struct resource *res, const char *ns);

@@ -203,10 +203,20 @@ static int split(const char *path, char **seg, int max)
 	return n;
 }
 
+/* A boolean query parameter as Go's strconv.ParseBool reads it. */
+bool query_bool(struct req *r, const char *key)
+{
+	static const char *const yes[] = {"1", "t", "T", "true", "TRUE", "True", NULL};
+	const char *v = req_query(r, key);
+	for (size_t i = 0; v && yes[i]; i++)
+		if (!strcmp(v, yes[i]))
+			return true;
+	return false;
+}
+
 static const char *method_verb(struct req *r)
 {
-	const char *w = req_query(r, "watch");
-	bool watch = w && (!strcmp(w, "true") || !strcmp(w, "1"));
+	bool watch = query_bool(r, "watch");
 
 	switch (r->method) {
 	case EVHTTP_REQ_GET:
@@ -396,9 +406,11 @@ static void register_metrics(struct apiserver *s)
 struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *o)
 {
 	struct apiserver *s = calloc(1, sizeof(*s));
-	/* evhttp's own 413 has no Status body: let bodies up to twice the limit
-	 * through so the handler answers them with a proper Status. */
-	struct httpd_opts ho = {o->bind_address, o->secure_port, o->max_body * 2, 64 << 10, 300};
+	/* evhttp's own 413 is a bare HTML page (libevent 2.1 has no error hook):
+	 * let bodies up to 16 MiB (or 4x the limit) through so the handler
+	 * answers them with a proper Status; beyond that evhttp's 413 remains. */
+	size_t transport_max = o->max_body * 4 > (16u << 20) ? o->max_body * 4 : (16u << 20);
+	struct httpd_opts ho = {o->bind_address, o->secure_port, transport_max, 64 << 10, 300};
 	char *db;
 
 	if (!s)

@@ -152,7 +152,6 @@ static void on_bookmark(void *arg)
 void watch_serve(struct req *r)
 {
 	const char *rv_s = req_query(r, "resourceVersion"), *to = req_query(r, "timeoutSeconds");
-	const char *bm = req_query(r, "allowWatchBookmarks");
 	struct watch_stream *w;
 	int64_t from;
 	char *prefix;
@@ -168,7 +167,7 @@ void watch_serve(struct req *r)
 	}
 	w->s = r->s;
 	w->r = r;
-	w->bookmarks = bm && !strcmp(bm, "true");
+	w->bookmarks = query_bool(r, "allowWatchBookmarks");
 	r->streaming = true;
 	w->next = r->s->watches;
 	if (w->next)

@@ -1,0 +1,1609 @@
+"""End-to-end tests of `cube apiserver` (issue 3).
+
+A real `cube apiserver` is started on a loopback port over a `cube pki init`
+cluster directory, and driven the way its users drive it: with the real
+kubectl 1.32 (through the /usr/bin/kubectl version dispatcher), the official
+Python client, curl, and raw HTTPS requests made with the admin, node,
+bootstrap-token, expired, foreign and absent credentials.
+
+Most tests share one server per module (each uses its own object names);
+tests that need a clean state, kill the server or restart it get their own.
+"""
+
+import base64
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from datetime import datetime, timezone
+
+import pytest
+import yaml
+
+KUBECTL = "/usr/bin/kubectl"
+CORE = "/api/v1"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+NODE_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
+
+
+# ----------------------------------------------------------------- helpers --
+
+def now_rfc3339():
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro():
+    """A MicroTime: exactly six fractional digits, as kubectl requires."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def node_manifest(name, ready=True, labels=None, taints=None,
+                  unschedulable=None):
+    """A Node as a kubelet registers it: addresses, nodeInfo, conditions."""
+    status = "True" if ready else "False"
+    node = {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+            **(labels or {})}},
+        "spec": {"podCIDR": "10.244.1.0/24"},
+        "status": {
+            "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.11"},
+                          {"type": "Hostname", "address": name}],
+            "nodeInfo": {
+                "kubeletVersion": "v1.32.0", "kubeProxyVersion": "v1.32.0",
+                "osImage": "Debian GNU/Linux 12 (bookworm)",
+                "kernelVersion": "6.1.0-18-amd64",
+                "containerRuntimeVersion": "containerd://1.7.24",
+                "architecture": "amd64", "operatingSystem": "linux",
+                "machineID": "m", "systemUUID": "s", "bootID": "b"},
+            "conditions": [{
+                "type": "Ready", "status": status,
+                "reason": "KubeletReady" if ready else "KubeletNotReady",
+                "message": "kubelet is posting ready status" if ready
+                else "container runtime is down",
+                "lastHeartbeatTime": now_rfc3339(),
+                "lastTransitionTime": now_rfc3339()}],
+        },
+    }
+    if taints:
+        node["spec"]["taints"] = taints
+    if unschedulable is not None:
+        node["spec"]["unschedulable"] = unschedulable
+    return node
+
+
+def pod_manifest(name, ns="default", node=None, labels=None,
+                 containers=(("app", "nginx"),)):
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": ns,
+                        "labels": labels or {"app": name}},
+           "spec": {"containers": [{"name": n, "image": i}
+                                   for n, i in containers]}}
+    if node:
+        pod["spec"]["nodeName"] = node
+    return pod
+
+
+def deployment_manifest(name, replicas=1, image="nginx"):
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "default",
+                         "labels": {"app": name}},
+            "spec": {"replicas": replicas,
+                     "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [
+                                      {"name": name, "image": image}]}}}}
+
+
+def namespace_manifest(name):
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name}}
+
+
+def lease_manifest(node, ns="kube-node-lease"):
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": node, "namespace": ns},
+            "spec": {"holderIdentity": node, "leaseDurationSeconds": 40,
+                     "renewTime": now_micro()}}
+
+
+def csr_manifest(server, name, node):
+    """A CertificateSigningRequest object carrying a real node CSR."""
+    d = server.parent / "csr" / name
+    d.mkdir(parents=True)
+    server._cube("certs", "new-csr", "--node", node, "--key-out",
+                 d / "key.pem", "--out", d / "req.pem")
+    return {"apiVersion": "certificates.k8s.io/v1",
+            "kind": "CertificateSigningRequest",
+            "metadata": {"name": name},
+            "spec": {"request": base64.b64encode(
+                (d / "req.pem").read_bytes()).decode(),
+                "signerName": NODE_SIGNER,
+                "usages": ["digital signature", "client auth"]}}
+
+
+def parse_table(text):
+    """kubectl's column output as a list of dicts keyed by header."""
+    lines = [l for l in text.splitlines() if l.strip()]
+    if not lines:
+        return []
+    header = lines[0]
+    cols = [(m.start(), m.group()) for m in
+            re.finditer(r"\S+(?: \S+)*", header)]
+    rows = []
+    for line in lines[1:]:
+        row = {}
+        for i, (start, name) in enumerate(cols):
+            end = cols[i + 1][0] if i + 1 < len(cols) else None
+            row[name] = line[start:end].strip()
+        rows.append(row)
+    return rows
+
+
+def header_of(text):
+    return re.split(r"\s{2,}", text.splitlines()[0].strip())
+
+
+def row_named(text, name, key="NAME"):
+    rows = [r for r in parse_table(text) if r.get(key) == name]
+    assert rows, f"no row {key}={name} in:\n{text}"
+    return rows[0]
+
+
+def rv(obj):
+    return int(obj["metadata"]["resourceVersion"])
+
+
+def assert_status(resp, code, reason=None, message=None):
+    """resp is a Status with this code (and reason, and message substring)."""
+    assert resp.status == code, f"expected HTTP {code}, got {resp!r}"
+    st = resp.json()
+    assert st.get("kind") == "Status" and st.get("apiVersion") == "v1", \
+        f"not a Status object: {st}"
+    assert st.get("status") == "Failure", st
+    assert st.get("code") == code, st
+    if reason:
+        assert st.get("reason") == reason, st
+    if message:
+        assert message in st.get("message", ""), \
+            f"message {st.get('message')!r} lacks {message!r}"
+    return st
+
+
+class Streamer:
+    """The lines of a background process's stdout, collected by a thread."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.lines = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            with self._lock:
+                self.lines.append(line.rstrip("\n"))
+
+    def snapshot(self):
+        with self._lock:
+            return list(self.lines)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._thread.join(5)
+        return self.proc.stderr.read() if self.proc.stderr else ""
+
+
+def open_watch(server, path, auth="admin", timeout=10):
+    """A raw watch: (connection, response) with the stream open."""
+    conn = server.connect(auth, timeout=timeout)
+    conn.request("GET", path, headers=server.headers_for(auth))
+    resp = conn.getresponse()
+    assert resp.status == 200, f"watch {path}: HTTP {resp.status} {resp.read()[:500]!r}"
+    return conn, resp
+
+
+def read_events(resp, count=None, until=None):
+    """Watch events, parsed, until count are read, until(event) is true,
+    or the stream ends."""
+    events = []
+    while count is None or len(events) < count:
+        line = resp.readline()
+        if not line:
+            break
+        if not line.strip():
+            continue
+        ev = json.loads(line)
+        events.append(ev)
+        if until and until(ev):
+            break
+    return events
+
+
+# ---------------------------------------------------------------- fixtures --
+
+@pytest.fixture(scope="module")
+def server(make_apiserver, tmp_path_factory):
+    """One apiserver shared by this module's read-mostly tests."""
+    s = make_apiserver(tmp_path_factory.mktemp("apiserver"))
+    yield s
+    rc = s.stop()
+    assert rc == 0, f"cube apiserver exited {rc} on SIGTERM\n{s.log()[-3000:]}"
+
+
+@pytest.fixture
+def kubectl_env(run, tmp_path):
+    """The environment `run` gives commands (its HOME, made by `run`), for
+    kubectl started in the background with Popen."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("KUBECONFIG", "CUBE_CLOCK_OFFSET")}
+    env.update(HOME=str(home), LC_ALL="C")
+    return env
+
+
+@pytest.fixture
+def kubectl_for(run):
+    """kubectl_for(server) -> kubectl(*args, check=True, input=None)."""
+    def bind(srv, kubeconfig=None):
+        conf = kubeconfig or srv.admin_conf
+
+        def kubectl(*args, check=True, input=None, timeout=60):
+            if isinstance(input, (dict, list)):
+                input = yaml.safe_dump(input)
+            return run(KUBECTL, *args, check=check, input=input,
+                       timeout=timeout, env={"KUBECONFIG": conf})
+        return kubectl
+    return bind
+
+
+@pytest.fixture
+def kubectl(kubectl_for, server):
+    """kubectl(*args) against the module's server as kubernetes-admin."""
+    return kubectl_for(server)
+
+
+@pytest.fixture
+def popen_kubectl(kubectl_env, server):
+    """kubectl in the background: returns a Streamer of its stdout."""
+    started = []
+
+    def start(*args, kubeconfig=None):
+        env = dict(kubectl_env, KUBECONFIG=str(kubeconfig or server.admin_conf))
+        proc = subprocess.Popen([KUBECTL, *map(str, args)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        s = Streamer(proc)
+        started.append(s)
+        return s
+    yield start
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture
+def curl(run, server, tmp_path):
+    """curl(method, path, data=None, ctype=..., identity="admin",
+    token=None, srv=None) -> (curl exit status, HTTP code, body text).
+    identity is "admin", None (no client certificate) or (cert, key);
+    data may be a JSON-able value, a string, or "@file"."""
+    counter = [0]
+
+    def _curl(method, path, data=None, ctype="application/json",
+              identity="admin", token=None, srv=None):
+        srv = srv or server
+        counter[0] += 1
+        out = tmp_path / f"curl-body-{counter[0]}"
+        argv = ["curl", "-sS", "--cacert", srv.ca, "-X", method,
+                "-o", out, "-w", "%{http_code}"]
+        if identity == "admin":
+            identity = srv.admin
+        if identity:
+            argv += ["--cert", identity[0], "--key", identity[1]]
+        if token:
+            argv += ["-H", f"Authorization: Bearer {token}"]
+        if data is not None:
+            if not isinstance(data, str):
+                data = json.dumps(data)
+            argv += ["-H", f"Content-Type: {ctype}", "--data-binary", data]
+        argv.append(srv.url + path)
+        proc = run(*argv, check=False)
+        body = out.read_text() if out.exists() else ""
+        return proc.returncode, int(proc.stdout.strip() or 0), body
+    return _curl
+
+
+@pytest.fixture(scope="module")
+def nodes_for_get(server):
+    """Two nodes, created with kubectl from YAML, that no test changes."""
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env.update(KUBECONFIG=str(server.admin_conf), HOME=str(server.parent))
+    docs = [node_manifest("get-node-a", ready=True,
+                          labels={"zone": "a",
+                                  "node-role.kubernetes.io/worker": ""}),
+            node_manifest("get-node-b", ready=False, labels={"zone": "b"})]
+    proc = subprocess.run([KUBECTL, "create", "-f", "-"], env=env, text=True,
+                          input=yaml.safe_dump_all(docs), capture_output=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "node/get-node-a created" in proc.stdout
+    return ["get-node-a", "get-node-b"]
+
+
+def create(kubectl, *docs):
+    """kubectl create -f - of manifests; returns stdout."""
+    return kubectl("create", "-f", "-",
+                   input=yaml.safe_dump_all(list(docs))).stdout
+
+
+def get_json(kubectl, *args):
+    return json.loads(kubectl("get", *args, "-o", "json").stdout)
+
+
+# ============================================================ kubectl: read --
+
+def test_kubectl_version_reports_cube_1_32(kubectl):
+    out = kubectl("version").stdout
+    assert "Server Version: v1.32.0-cube" in out, out
+    info = json.loads(kubectl("version", "-o", "json").stdout)
+    assert info["serverVersion"]["major"] == "1"
+    assert info["serverVersion"]["minor"] == "32"
+
+
+def test_api_resources_lists_kinds_with_short_names(kubectl):
+    out = kubectl("api-resources").stdout
+    assert header_of(out) == ["NAME", "SHORTNAMES", "APIVERSION",
+                              "NAMESPACED", "KIND"], out
+    rows = {r["NAME"]: r for r in parse_table(out)}
+    expected = {
+        "nodes": ("no", "v1", "false", "Node"),
+        "pods": ("po", "v1", "true", "Pod"),
+        "events": ("ev", "v1", "true", "Event"),
+        "certificatesigningrequests": ("csr", "certificates.k8s.io/v1",
+                                       "false", "CertificateSigningRequest"),
+        "deployments": ("deploy", "apps/v1", "true", "Deployment"),
+        "replicasets": ("rs", "apps/v1", "true", "ReplicaSet"),
+        "leases": ("", "coordination.k8s.io/v1", "true", "Lease"),
+        "namespaces": ("ns", "v1", "false", "Namespace"),
+    }
+    for name, (short, version, namespaced, kind) in expected.items():
+        assert name in rows, f"api-resources lacks {name}:\n{out}"
+        r = rows[name]
+        assert (r["SHORTNAMES"], r["APIVERSION"], r["NAMESPACED"],
+                r["KIND"]) == (short, version, namespaced, kind), r
+
+
+def test_get_nodes_default_columns(kubectl, nodes_for_get):
+    out = kubectl("get", "nodes").stdout
+    assert header_of(out) == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"], out
+    a = row_named(out, "get-node-a")
+    assert (a["STATUS"], a["ROLES"], a["VERSION"]) == \
+        ("Ready", "worker", "v1.32.0"), a
+    assert re.fullmatch(r"\d+s|\d+m\d*s?", a["AGE"]), a
+    b = row_named(out, "get-node-b")
+    assert (b["STATUS"], b["ROLES"]) == ("NotReady", "<none>"), b
+    # The short name resolves to the same resource.
+    assert "get-node-a" in kubectl("get", "no").stdout
+
+
+def test_get_nodes_wide(kubectl, nodes_for_get):
+    out = kubectl("get", "nodes", "-o", "wide").stdout
+    assert header_of(out) == ["NAME", "STATUS", "ROLES", "AGE", "VERSION",
+                              "INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE",
+                              "KERNEL-VERSION", "CONTAINER-RUNTIME"], out
+    a = row_named(out, "get-node-a")
+    assert a["INTERNAL-IP"] == "10.0.0.11"
+    assert a["EXTERNAL-IP"] == "<none>"
+    assert a["OS-IMAGE"] == "Debian GNU/Linux 12 (bookworm)"
+    assert a["KERNEL-VERSION"] == "6.1.0-18-amd64"
+    assert a["CONTAINER-RUNTIME"] == "containerd://1.7.24"
+
+
+def test_get_node_yaml_and_json(kubectl, nodes_for_get):
+    doc = yaml.safe_load(kubectl("get", "node", "get-node-a", "-o", "yaml").stdout)
+    assert doc["kind"] == "Node" and doc["apiVersion"] == "v1"
+    assert doc["metadata"]["name"] == "get-node-a"
+    assert doc["metadata"]["uid"] and doc["metadata"]["resourceVersion"]
+    assert doc["status"]["nodeInfo"]["kubeletVersion"] == "v1.32.0"
+    listed = get_json(kubectl, "nodes")
+    assert listed["kind"] == "List"
+    names = [n["metadata"]["name"] for n in listed["items"]]
+    assert {"get-node-a", "get-node-b"} <= set(names), names
+    assert all(n["kind"] == "Node" for n in listed["items"])
+
+
+def test_get_nodes_jsonpath(kubectl, nodes_for_get):
+    out = kubectl("get", "nodes", "get-node-a", "-o",
+                  "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"
+                  " {.status.addresses[0].address}").stdout
+    assert out == "True 10.0.0.11", out
+    names = kubectl("get", "nodes", "-o",
+                    "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}"
+                    ).stdout.split()
+    assert {"get-node-a", "get-node-b"} <= set(names), names
+
+
+def test_get_nodes_show_labels_and_label_selector(kubectl, nodes_for_get):
+    out = kubectl("get", "nodes", "--show-labels").stdout
+    assert header_of(out)[-1] == "LABELS", out
+    labels = row_named(out, "get-node-a")["LABELS"].split(",")
+    assert "zone=a" in labels and "kubernetes.io/hostname=get-node-a" in labels
+    out = kubectl("get", "nodes", "-l", "zone=b").stdout
+    assert [r["NAME"] for r in parse_table(out)] == ["get-node-b"], out
+    out = kubectl("get", "nodes", "-l", "zone in (a,b),zone!=a").stdout
+    assert [r["NAME"] for r in parse_table(out)] == ["get-node-b"], out
+
+
+def test_get_pods_all_namespaces(kubectl):
+    create(kubectl, namespace_manifest("team-a"), namespace_manifest("team-b"))
+    create(kubectl, pod_manifest("web", ns="team-a"),
+           pod_manifest("db", ns="team-b"))
+    out = kubectl("get", "pods", "-A").stdout
+    assert header_of(out) == ["NAMESPACE", "NAME", "READY", "STATUS",
+                              "RESTARTS", "AGE"], out
+    rows = {(r["NAMESPACE"], r["NAME"]) for r in parse_table(out)}
+    assert {("team-a", "web"), ("team-b", "db")} <= rows, out
+    web = row_named(out, "web")
+    assert (web["READY"], web["STATUS"], web["RESTARTS"]) == \
+        ("0/1", "Pending", "0"), web
+    # Without -A only the namespace asked for.
+    out = kubectl("get", "po", "-n", "team-a").stdout
+    assert [r["NAME"] for r in parse_table(out)] == ["web"], out
+
+
+def test_get_pods_field_selector_node_name(kubectl):
+    create(kubectl, namespace_manifest("fs"),
+           pod_manifest("on-1", ns="fs", node="fs-node-1"),
+           pod_manifest("on-2", ns="fs", node="fs-node-2"),
+           pod_manifest("nowhere", ns="fs"))
+    out = kubectl("get", "pods", "-A", "--field-selector",
+                  "spec.nodeName=fs-node-1").stdout
+    assert [r["NAME"] for r in parse_table(out)] == ["on-1"], out
+    out = kubectl("get", "pods", "-n", "fs", "-o", "wide",
+                  "--field-selector", "spec.nodeName!=fs-node-1").stdout
+    assert header_of(out) == ["NAME", "READY", "STATUS", "RESTARTS", "AGE",
+                              "IP", "NODE", "NOMINATED NODE",
+                              "READINESS GATES"], out
+    nodes = {r["NAME"]: r["NODE"] for r in parse_table(out)}
+    assert nodes == {"on-2": "fs-node-2", "nowhere": "<none>"}, out
+
+
+def test_get_pod_output_formats(kubectl):
+    create(kubectl, pod_manifest("formats", labels={"app": "formats",
+                                                    "tier": "web"}))
+    doc = yaml.safe_load(kubectl("get", "pod", "formats", "-o", "yaml").stdout)
+    assert doc["kind"] == "Pod" and doc["spec"]["containers"][0]["image"] == "nginx"
+    doc = get_json(kubectl, "pod", "formats")
+    assert doc["metadata"]["namespace"] == "default"
+    out = kubectl("get", "pod", "formats", "-o",
+                  "jsonpath={.metadata.labels.tier}").stdout
+    assert out == "web"
+    out = kubectl("get", "pods", "-l", "tier=web", "--show-labels").stdout
+    row = row_named(out, "formats")
+    assert set(row["LABELS"].split(",")) == {"app=formats", "tier=web"}, out
+
+
+def _event(name, ns, node):
+    ts = now_rfc3339()
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": ns},
+            "involvedObject": {"kind": "Node", "name": node, "uid": node},
+            "reason": "NodeReady", "type": "Normal",
+            "message": f"Node {node} status is now: NodeReady",
+            "source": {"component": "kubelet", "host": node},
+            "firstTimestamp": ts, "lastTimestamp": ts, "count": 1}
+
+
+def _replicaset(name):
+    d = deployment_manifest(name, replicas=2)
+    d["kind"] = "ReplicaSet"
+    return d
+
+
+# (kubectl get arguments, manifests to create, header, row name, cells)
+GET_CASES = {
+    "csr": (["csr"], lambda s: [csr_manifest(s, "csr-get", "csr-node")],
+            ["NAME", "AGE", "SIGNERNAME", "REQUESTOR", "REQUESTEDDURATION",
+             "CONDITION"], "csr-get",
+            {"SIGNERNAME": NODE_SIGNER, "REQUESTOR": "kubernetes-admin",
+             "REQUESTEDDURATION": "<none>", "CONDITION": "Pending"}),
+    "leases": (["leases", "-A"], lambda s: [lease_manifest("lease-node")],
+               ["NAMESPACE", "NAME", "HOLDER", "AGE"], "lease-node",
+               {"NAMESPACE": "kube-node-lease", "HOLDER": "lease-node"}),
+    "events": (["events", "-A"],
+               lambda s: [_event("ev-node.1", "default", "ev-node")],
+               ["NAMESPACE", "LAST SEEN", "TYPE", "REASON", "OBJECT",
+                "MESSAGE"], None,
+               {"NAMESPACE": "default", "TYPE": "Normal", "REASON": "NodeReady",
+                "OBJECT": "node/ev-node",
+                "MESSAGE": "Node ev-node status is now: NodeReady"}),
+    "deploy": (["deploy"], lambda s: [deployment_manifest("get-deploy", 2)],
+               ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+               "get-deploy", {"READY": "0/2"}),
+    "rs": (["rs"], lambda s: [_replicaset("get-rs")],
+           ["NAME", "DESIRED", "CURRENT", "READY", "AGE"], "get-rs",
+           {"DESIRED": "2"}),
+}
+
+
+@pytest.mark.parametrize("case", list(GET_CASES))
+def test_get_resource_table(kubectl, server, case):
+    args, manifests, header, name, cells = GET_CASES[case]
+    create(kubectl, *manifests(server))
+    out = kubectl("get", *args).stdout
+    assert header_of(out) == header, out
+    rows = parse_table(out)
+    if name:
+        rows = [r for r in rows if r["NAME"] == name]
+    else:
+        rows = [r for r in rows if r["OBJECT"] == cells["OBJECT"]]
+    assert len(rows) == 1, f"expected one matching row:\n{out}"
+    for k, v in cells.items():
+        assert rows[0][k] == v, f"{k}: {rows[0][k]!r} != {v!r}\n{out}"
+    # -o wide adds the priority-1 columns and keeps the others.
+    wide = kubectl("get", *args, "-o", "wide").stdout
+    assert set(header) <= set(header_of(wide)), wide
+
+
+def test_get_missing_object_is_not_found(kubectl):
+    p = kubectl("get", "pod", "nope", check=False)
+    assert p.returncode == 1
+    assert 'Error from server (NotFound): pods "nope" not found' in p.stderr, p.stderr
+
+
+# ========================================================== kubectl: watch --
+
+def test_get_pods_watch_prints_new_and_changed_pods(kubectl, popen_kubectl,
+                                                     wait_until):
+    create(kubectl, namespace_manifest("watched"))
+    create(kubectl, pod_manifest("first", ns="watched"))
+    w = popen_kubectl("get", "pods", "-n", "watched", "-w")
+
+    def lines_for(name):
+        return [l for l in w.snapshot() if l.split()[:1] == [name]]
+
+    wait_until(lambda: lines_for("first"),
+               message=lambda: f"the existing pod's row; saw {w.snapshot()}")
+    assert w.snapshot()[0].split()[:2] == ["NAME", "READY"], w.snapshot()
+    create(kubectl, pod_manifest("second", ns="watched"))
+    wait_until(lambda: lines_for("second"),
+               message=lambda: f"the new pod's row; saw {w.snapshot()}")
+    kubectl("label", "pod", "second", "-n", "watched", "changed=yes")
+    wait_until(lambda: len(lines_for("second")) >= 2,
+               message=lambda: f"a row for the change; saw {w.snapshot()}")
+    assert "Pending" in lines_for("second")[-1]
+    # One header only: every event came back as a Table row.
+    assert sum(l.split()[:1] == ["NAME"] for l in w.snapshot()) == 1, w.snapshot()
+    assert w.proc.poll() is None, "kubectl get -w ended on its own"
+
+
+def test_get_single_pod_watch_prints_its_changes(kubectl, popen_kubectl,
+                                                  wait_until):
+    """`get pod P -w` drops the first (synthetic ADDED) event on purpose;
+    the real change after it must still be printed."""
+    create(kubectl, pod_manifest("solo"))
+    w = popen_kubectl("get", "pod", "solo", "-w")
+
+    def rows():
+        return [l for l in w.snapshot() if l.split()[:1] == ["solo"]]
+
+    wait_until(lambda: rows(), message=lambda: f"solo's row; saw {w.snapshot()}")
+    # kubectl's watch opens a moment after its GET; keep changing the pod
+    # until a change arrives through the watch.
+    step = iter(range(1000))
+
+    def changed():
+        kubectl("label", "pod", "solo", f"step={next(step)}", "--overwrite")
+        return len(rows()) >= 2
+
+    wait_until(changed, timeout=15, message=lambda: f"a row for the change; "
+               f"saw {w.snapshot()}")
+
+
+# ======================================================= kubectl: describe --
+
+def test_describe_node_shows_conditions_taints_pods_and_lease(kubectl):
+    taint = {"key": "dedicated", "value": "db", "effect": "NoSchedule"}
+    create(kubectl, node_manifest("desc-node", taints=[taint]))
+    create(kubectl, pod_manifest("desc-pod", node="desc-node"))
+    create(kubectl, lease_manifest("desc-node"))
+    out = kubectl("describe", "node", "desc-node").stdout
+    assert re.search(r"(?m)^Name:\s+desc-node$", out), out
+    assert re.search(r"(?m)^Taints:\s+dedicated=db:NoSchedule$", out), out
+    assert re.search(r"(?m)^Unschedulable:\s+false$", out), out
+    assert re.search(r"(?m)^\s+Ready\s+True\s+.*KubeletReady\s+kubelet is "
+                     r"posting ready status$", out), out
+    assert re.search(r"(?m)^Lease:\s*$", out), out
+    assert re.search(r"(?m)^\s+HolderIdentity:\s+desc-node$", out), out
+    assert re.search(r"(?m)^\s+RenewTime:\s+\S+", out), out
+    assert "Failed to get lease" not in out, out
+    assert re.search(r"(?m)^Non-terminated Pods:\s+\(1 in total\)$", out), out
+    assert re.search(r"(?m)^\s+default\s+desc-pod\s+", out), out
+    assert re.search(r"(?m)^\s+InternalIP:\s+10\.0\.0\.11$", out), out
+    assert re.search(r"(?m)^\s+Kubelet Version:\s+v1\.32\.0$", out), out
+
+
+# ========================================================= kubectl: create --
+
+def test_create_f_and_again_is_already_exists(kubectl, tmp_path):
+    f = tmp_path / "objects.yaml"
+    f.write_text(yaml.safe_dump_all([deployment_manifest("created"),
+                                     pod_manifest("created-pod")]))
+    out = kubectl("create", "-f", f).stdout
+    assert "deployment.apps/created created" in out, out
+    assert "pod/created-pod created" in out, out
+    again = kubectl("create", "-f", f, check=False)
+    assert again.returncode == 1
+    assert ('Error from server (AlreadyExists): error when creating "%s": '
+            'deployments.apps "created" already exists' % f) in again.stderr, \
+        again.stderr
+    assert 'pods "created-pod" already exists' in again.stderr, again.stderr
+
+
+@pytest.mark.parametrize("kind", ["deployment", "pod"])
+def test_apply_created_configured_unchanged(kubectl, tmp_path, kind):
+    f = tmp_path / "m.yaml"
+    if kind == "deployment":
+        doc, ref = deployment_manifest("applied", replicas=1), "deployment.apps/applied"
+    else:
+        doc, ref = pod_manifest("applied-pod"), "pod/applied-pod"
+    f.write_text(yaml.safe_dump(doc))
+    assert kubectl("apply", "-f", f).stdout.strip() == f"{ref} created"
+    if kind == "deployment":
+        doc["spec"]["replicas"] = 3
+        doc["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:1.27"
+    else:
+        doc["metadata"]["labels"]["version"] = "2"
+    f.write_text(yaml.safe_dump(doc))
+    assert kubectl("apply", "-f", f).stdout.strip() == f"{ref} configured"
+    assert kubectl("apply", "-f", f).stdout.strip() == f"{ref} unchanged"
+    live = get_json(kubectl, ref)
+    if kind == "deployment":
+        assert live["spec"]["replicas"] == 3
+        assert [(c["name"], c["image"]) for c in live["spec"]["template"][
+            "spec"]["containers"]] == [("applied", "nginx:1.27")]
+        assert live["metadata"]["generation"] == 2
+    else:
+        assert live["metadata"]["labels"]["version"] == "2"
+    assert "kubectl.kubernetes.io/last-applied-configuration" in \
+        live["metadata"]["annotations"]
+
+
+def test_create_deployment_from_flags(kubectl):
+    out = kubectl("create", "deployment", "web", "--image=nginx",
+                  "--replicas=3").stdout
+    assert out.strip() == "deployment.apps/web created"
+    d = get_json(kubectl, "deploy", "web")
+    assert d["spec"]["replicas"] == 3
+    assert d["spec"]["selector"]["matchLabels"] == {"app": "web"}
+    assert d["spec"]["template"]["metadata"]["labels"] == {"app": "web"}
+    c = d["spec"]["template"]["spec"]["containers"]
+    assert [(x["name"], x["image"]) for x in c] == [("nginx", "nginx")]
+    again = kubectl("create", "deployment", "web", "--image=nginx", check=False)
+    assert again.returncode == 1
+    assert 'deployments.apps "web" already exists' in again.stderr
+
+
+def test_scale_deployment(kubectl, show):
+    kubectl("create", "deployment", "scaled", "--image=nginx")
+    p = kubectl("scale", "deployment", "scaled", "--replicas=4", check=False)
+    assert p.returncode == 0 and p.stdout.strip() == \
+        "deployment.apps/scaled scaled", show(p)
+    assert get_json(kubectl, "deploy", "scaled")["spec"]["replicas"] == 4
+
+
+@pytest.mark.parametrize("args,ref", [
+    (["namespace", "made-by-flags"], "namespace/made-by-flags"),
+    (["configmap", "cm-by-flags", "--from-literal=a=b"],
+     "configmap/cm-by-flags"),
+    (["secret", "generic", "secret-by-flags", "--from-literal=a=b"],
+     "secret/secret-by-flags"),
+], ids=["namespace", "configmap", "secret"])
+def test_create_from_flags(kubectl, show, args, ref):
+    """Typed kubectl create sends protobuf bodies (kubectl-wire.md 0.3)."""
+    p = kubectl("create", *args, check=False)
+    assert p.returncode == 0 and p.stdout.strip() == f"{ref} created", show(p)
+    assert kubectl("get", ref, "-o", "name").stdout.strip() == ref
+
+
+# ========================================================== kubectl: patch --
+
+POD_PATCHES = {
+    # Strategic merge: containers merge by name; the other container stays.
+    "strategic": ('{"spec":{"containers":[{"name":"b","image":"busybox:2"}]}}',
+                  lambda p: [(c["name"], c["image"]) for c in
+                             p["spec"]["containers"]]
+                  == [("a", "nginx"), ("b", "busybox:2")]),
+    "merge": ('{"metadata":{"labels":{"patched":"merge","app":null}}}',
+              lambda p: p["metadata"]["labels"] == {"patched": "merge"}),
+    "json": ('[{"op":"add","path":"/metadata/labels/patched","value":"json"},'
+             '{"op":"replace","path":"/spec/containers/0/image","value":"nginx:2"}]',
+             lambda p: p["metadata"]["labels"]["patched"] == "json"
+             and p["spec"]["containers"][0]["image"] == "nginx:2"),
+}
+
+
+@pytest.mark.parametrize("ptype", list(POD_PATCHES))
+def test_patch_pod(kubectl, ptype):
+    name = f"patch-{ptype}"
+    create(kubectl, pod_manifest(name, containers=(("a", "nginx"),
+                                                   ("b", "busybox"))))
+    body, check = POD_PATCHES[ptype]
+    # Strategic merge is kubectl's default: no --type for it.
+    how = [] if ptype == "strategic" else ["--type", ptype]
+    out = kubectl("patch", "pod", name, *how, "-p", body).stdout
+    assert out.strip() == f"pod/{name} patched", out
+    pod = get_json(kubectl, "pod", name)
+    assert check(pod), json.dumps(pod, indent=1)
+    # The same patch again changes nothing, not even the resourceVersion.
+    if ptype != "json":
+        out = kubectl("patch", "pod", name, *how, "-p", body).stdout
+        assert out.strip() == f"pod/{name} patched (no change)", out
+
+
+NODE_PATCHES = {
+    "strategic": '{"metadata":{"labels":{"patched":"strategic"}},'
+                 '"spec":{"taints":[{"key":"k","value":"v","effect":"NoSchedule"}]}}',
+    "merge": '{"metadata":{"labels":{"patched":"merge"}},'
+             '"spec":{"taints":[{"key":"k","value":"v","effect":"NoSchedule"}]}}',
+    "json": '[{"op":"add","path":"/metadata/labels/patched","value":"json"},'
+            '{"op":"add","path":"/spec/taints",'
+            '"value":[{"key":"k","value":"v","effect":"NoSchedule"}]}]',
+}
+
+
+@pytest.mark.parametrize("ptype", list(NODE_PATCHES))
+def test_patch_node(kubectl, ptype):
+    name = f"patch-node-{ptype}"
+    create(kubectl, node_manifest(name, taints=[
+        {"key": "old", "effect": "NoExecute"}]))
+    how = [] if ptype == "strategic" else ["--type", ptype]
+    out = kubectl("patch", "node", name, *how, "-p", NODE_PATCHES[ptype]).stdout
+    assert out.strip() == f"node/{name} patched", out
+    node = get_json(kubectl, "node", name)
+    assert node["metadata"]["labels"]["patched"] == ptype
+    # Taints have no merge key: the list is replaced whole.
+    assert node["spec"]["taints"] == [{"key": "k", "value": "v",
+                                       "effect": "NoSchedule"}], node["spec"]
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.32.0"
+
+
+def test_label_and_annotate(kubectl):
+    create(kubectl, pod_manifest("labelled"), node_manifest("labelled-node"))
+    assert kubectl("label", "pod", "labelled", "env=prod").stdout.strip() == \
+        "pod/labelled labeled"
+    assert kubectl("annotate", "pod", "labelled", "note=hello").stdout.strip() \
+        == "pod/labelled annotated"
+    assert kubectl("label", "node", "labelled-node", "rack=r1").stdout.strip() \
+        == "node/labelled-node labeled"
+    pod = get_json(kubectl, "pod", "labelled")
+    assert pod["metadata"]["labels"]["env"] == "prod"
+    assert pod["metadata"]["annotations"]["note"] == "hello"
+    assert parse_table(kubectl("get", "nodes", "-l", "rack=r1").stdout)[0][
+        "NAME"] == "labelled-node"
+    refused = kubectl("label", "pod", "labelled", "env=dev", check=False)
+    assert refused.returncode == 1 and "--overwrite is false" in refused.stderr
+    assert kubectl("label", "pod", "labelled", "env-").stdout.strip() == \
+        "pod/labelled unlabeled"
+    assert "env" not in get_json(kubectl, "pod", "labelled")["metadata"]["labels"]
+
+
+def test_cordon_and_uncordon(kubectl):
+    create(kubectl, node_manifest("cordoned"))
+    assert kubectl("cordon", "cordoned").stdout.strip() == "node/cordoned cordoned"
+    row = row_named(kubectl("get", "nodes").stdout, "cordoned")
+    assert row["STATUS"] == "Ready,SchedulingDisabled", row
+    assert get_json(kubectl, "node", "cordoned")["spec"]["unschedulable"] is True
+    assert kubectl("cordon", "cordoned").stdout.strip() == \
+        "node/cordoned already cordoned"
+    assert kubectl("uncordon", "cordoned").stdout.strip() == \
+        "node/cordoned uncordoned"
+    row = row_named(kubectl("get", "nodes").stdout, "cordoned")
+    assert row["STATUS"] == "Ready", row
+    assert "unschedulable" not in get_json(kubectl, "node", "cordoned")["spec"]
+
+
+def test_taint_add_and_remove(kubectl):
+    create(kubectl, node_manifest("tainted"))
+    assert kubectl("taint", "nodes", "tainted", "k1=v1:NoSchedule").stdout.strip() \
+        == "node/tainted tainted"
+    kubectl("taint", "nodes", "tainted", "k2=v2:NoExecute")
+
+    def taints():
+        t = get_json(kubectl, "node", "tainted")["spec"].get("taints", [])
+        return sorted((x["key"], x.get("value"), x["effect"]) for x in t)
+
+    assert taints() == [("k1", "v1", "NoSchedule"), ("k2", "v2", "NoExecute")]
+    dup = kubectl("taint", "nodes", "tainted", "k1=v1:NoSchedule", check=False)
+    assert dup.returncode == 1 and "already has k1 taint" in dup.stderr
+    assert kubectl("taint", "nodes", "tainted", "k1=v1:NoSchedule-").stdout.strip() \
+        == "node/tainted untainted"
+    assert taints() == [("k2", "v2", "NoExecute")]
+    kubectl("taint", "nodes", "tainted", "k2:NoExecute-")
+    assert taints() == []
+    out = kubectl("describe", "node", "tainted").stdout
+    assert re.search(r"(?m)^Taints:\s+<none>$", out), out
+
+
+# ========================================================= kubectl: delete --
+
+def test_delete_bound_pod_is_graceful_until_the_node_confirms(kubectl, server):
+    node = "grace-node"
+    create(kubectl, pod_manifest("graceful", node=node))
+    out = kubectl("delete", "pod", "graceful", "--wait=false").stdout
+    assert out.strip() == 'pod "graceful" deleted'
+    row = row_named(kubectl("get", "pods").stdout, "graceful")
+    assert row["STATUS"] == "Terminating", row
+    pod = get_json(kubectl, "pod", "graceful")
+    assert pod["metadata"]["deletionTimestamp"]
+    assert pod["metadata"]["deletionGracePeriodSeconds"] == 30
+    # The kubelet of that node confirms: then the pod is gone.
+    r = server.request("DELETE", f"{CORE}/namespaces/default/pods/graceful"
+                       "?gracePeriodSeconds=0", auth=server.node_identity(node))
+    assert r.status == 200, r
+    gone = kubectl("get", "pod", "graceful", check=False)
+    assert gone.returncode == 1 and "NotFound" in gone.stderr, gone.stderr
+
+
+def test_delete_waits_until_the_node_confirms(kubectl, server, popen_kubectl,
+                                              wait_until):
+    node = "grace-node"
+    create(kubectl, pod_manifest("awaited", node=node))
+    d = popen_kubectl("delete", "pod", "awaited")
+    path = f"{CORE}/namespaces/default/pods/awaited"
+    wait_until(lambda: server.request("GET", path).json()["metadata"].get(
+        "deletionTimestamp"), message="the pod to be marked for deletion")
+    # kubectl lists the pod by name, then watches for its DELETED event.
+    wait_until(lambda: "fieldSelector=metadata.name%3Dawaited&limit=500"
+               in server.log(), message="kubectl delete's list of the pod")
+    assert d.proc.poll() is None, "kubectl delete returned before the kubelet confirmed"
+    r = server.request("DELETE", path + "?gracePeriodSeconds=0",
+                       auth=server.node_identity(node))
+    assert r.status == 200, r
+    wait_until(lambda: d.proc.poll() is not None, timeout=20,
+               message="kubectl delete to return after the confirmation")
+    err = d.stop()
+    assert d.proc.returncode == 0, err
+    assert d.snapshot() == ['pod "awaited" deleted'], d.snapshot()
+
+
+def test_delete_force_removes_a_bound_pod_at_once(kubectl):
+    create(kubectl, pod_manifest("forced", node="force-node"))
+    p = kubectl("delete", "pod", "forced", "--grace-period=0", "--force",
+                timeout=20)
+    assert 'pod "forced" force deleted' in p.stdout, p.stdout
+    gone = kubectl("get", "pod", "forced", check=False)
+    assert gone.returncode == 1 and 'pods "forced" not found' in gone.stderr
+
+
+def test_delete_unbound_pod_is_immediate(kubectl):
+    create(kubectl, pod_manifest("unbound"))
+    p = kubectl("delete", "pod", "unbound", timeout=20)
+    assert p.stdout.strip() == 'pod "unbound" deleted'
+    gone = kubectl("get", "pod", "unbound", check=False)
+    assert gone.returncode == 1 and 'pods "unbound" not found' in gone.stderr
+
+
+# ============================================================ kubectl: csr --
+
+def test_certificate_approve_and_deny(kubectl, server):
+    create(kubectl, csr_manifest(server, "csr-yes", "approved-node"),
+           csr_manifest(server, "csr-no", "denied-node"))
+    out = kubectl("certificate", "approve", "csr-yes").stdout
+    assert out.strip() == \
+        "certificatesigningrequest.certificates.k8s.io/csr-yes approved"
+    out = kubectl("certificate", "deny", "csr-no").stdout
+    assert out.strip() == \
+        "certificatesigningrequest.certificates.k8s.io/csr-no denied"
+    table = kubectl("get", "csr").stdout
+    assert row_named(table, "csr-yes")["CONDITION"] == "Approved", table
+    assert row_named(table, "csr-no")["CONDITION"] == "Denied", table
+    cond = get_json(kubectl, "csr", "csr-yes")["status"]["conditions"]
+    assert [(c["type"], c["status"], c["reason"]) for c in cond] == \
+        [("Approved", "True", "KubectlApprove")]
+    refused = kubectl("certificate", "deny", "csr-yes", check=False)
+    assert refused.returncode == 1 and "already Approved" in refused.stderr
+
+
+def test_auth_whoami_is_kubernetes_admin(kubectl):
+    out = kubectl("auth", "whoami").stdout
+    rows = {r["ATTRIBUTE"]: r["VALUE"] for r in parse_table(out)}
+    assert rows["Username"] == "kubernetes-admin", out
+    assert "system:masters" in rows["Groups"], out
+    assert "system:authenticated" in rows["Groups"], out
+
+
+# =========================================================== kubectl: wait --
+
+def test_wait_for_ready_node_returns_at_once(kubectl):
+    create(kubectl, node_manifest("wait-ready"))
+    p = kubectl("wait", "--for=condition=Ready", "node/wait-ready",
+                "--timeout=20s", timeout=30)
+    assert p.stdout.strip() == "node/wait-ready condition met"
+
+
+def test_wait_returns_when_status_turns_ready(kubectl, popen_kubectl, curl,
+                                              server, wait_until):
+    create(kubectl, node_manifest("wait-later", ready=False))
+    w = popen_kubectl("wait", "--for=condition=Ready", "node/wait-later",
+                      "--timeout=30s")
+    # Change the status once kubectl has listed the node (its watch then
+    # starts from that list's resourceVersion and must see the change).
+    wait_until(lambda: "fieldSelector=metadata.name%3Dwait-later" in server.log(),
+               message="kubectl wait's list of the node")
+    assert w.proc.poll() is None, "kubectl wait returned for a NotReady node"
+    ready = {"status": {"conditions": [{
+        "type": "Ready", "status": "True", "reason": "KubeletReady",
+        "message": "kubelet is posting ready status",
+        "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}]}}
+    rc, code, body = curl("PATCH", f"{CORE}/nodes/wait-later/status", ready,
+                          ctype="application/strategic-merge-patch+json")
+    assert (rc, code) == (0, 200), body
+    wait_until(lambda: w.proc.poll() is not None, timeout=20,
+               message="kubectl wait to return")
+    err = w.stop()
+    assert w.proc.returncode == 0, err
+    assert "node/wait-later condition met" in w.snapshot(), w.snapshot()
+
+
+# ========================================================== kubectl: drain --
+
+def test_drain_evicts_the_pod_the_kubelet_confirms(kubectl, server):
+    node = "drain-node"
+    create(kubectl, node_manifest(node))
+    create(kubectl, pod_manifest("drained-pod", node=node))
+    me = server.node_identity(node)
+    stop = threading.Event()
+    confirmed = []
+
+    def kubelet():
+        """Plays the kubelet: confirms the deletion of its evicted pod."""
+        path = f"{CORE}/namespaces/default/pods/drained-pod"
+        while not stop.is_set():
+            r = server.request("GET", path, auth=me)
+            if r.status == 404:
+                return
+            if r.status == 200 and r.json()["metadata"].get("deletionTimestamp"):
+                d = server.request("DELETE", path + "?gracePeriodSeconds=0", auth=me)
+                confirmed.append(d.status)
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=kubelet, daemon=True)
+    t.start()
+    try:
+        p = kubectl("drain", node, "--ignore-daemonsets", "--force",
+                    "--timeout=30s", timeout=45)
+    finally:
+        stop.set()
+        t.join(5)
+    assert confirmed == [200], f"kubelet's confirmation: {confirmed}"
+    out = p.stdout + p.stderr
+    assert f"node/{node} cordoned" in out, out
+    assert "evicting pod default/drained-pod" in out, out
+    assert "pod/drained-pod evicted" in out, out
+    assert f"node/{node} drained" in out, out
+    row = row_named(kubectl("get", "nodes").stdout, node)
+    assert row["STATUS"] == "Ready,SchedulingDisabled"
+
+
+# ========================================================= python client --
+
+@pytest.fixture
+def k8s(server):
+    """The official Python client, configured from admin.conf."""
+    from kubernetes import client, config
+    api = config.new_client_from_config(config_file=str(server.admin_conf))
+    yield client.CoreV1Api(api)
+    api.close()
+
+
+def test_python_client_lists_nodes(k8s, nodes_for_get):
+    nodes = k8s.list_node()
+    names = [n.metadata.name for n in nodes.items]
+    assert {"get-node-a", "get-node-b"} <= set(names), names
+    a = [n for n in nodes.items if n.metadata.name == "get-node-a"][0]
+    assert a.status.node_info.kubelet_version == "v1.32.0"
+    assert int(nodes.metadata.resource_version) > 0
+
+
+def test_python_client_load_kube_config(server, nodes_for_get):
+    from kubernetes import client, config
+    config.load_kube_config(config_file=str(server.admin_conf))
+    names = [n.metadata.name for n in client.CoreV1Api().list_node().items]
+    assert "get-node-a" in names
+
+
+def test_python_client_watch_sees_added_and_modified(k8s):
+    from kubernetes import client, watch
+    k8s.create_node(client.V1Node(metadata=client.V1ObjectMeta(
+        name="py-watched", labels={"step": "0"})))
+    w = watch.Watch()
+    seen = []
+    for ev in w.stream(k8s.list_node, timeout_seconds=10):
+        if ev["object"].metadata.name != "py-watched":
+            continue
+        seen.append((ev["type"], ev["object"].metadata.labels.get("step")))
+        if ev["type"] == "ADDED":
+            k8s.patch_node("py-watched", {"metadata": {"labels": {"step": "1"}}})
+        if ev["type"] == "MODIFIED":
+            w.stop()
+    assert seen == [("ADDED", "0"), ("MODIFIED", "1")], seen
+
+
+def test_python_client_creates_pod(k8s, kubectl):
+    from kubernetes import client
+    pod = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="py-pod", labels={"from": "python"}),
+        spec=client.V1PodSpec(containers=[client.V1Container(
+            name="app", image="nginx")]))
+    made = k8s.create_namespaced_pod("default", pod)
+    assert made.metadata.uid and made.metadata.resource_version
+    assert made.metadata.creation_timestamp is not None
+    row = row_named(kubectl("get", "pods", "-l", "from=python").stdout, "py-pod")
+    assert row["STATUS"] == "Pending"
+
+
+# ========================================================= node identity --
+
+@pytest.fixture(scope="module")
+def n1(server):
+    """Nodes n1 and n2 exist; returns n1's client certificate."""
+    for name in ("n1", "n2"):
+        r = server.request("POST", f"{CORE}/nodes", node_manifest(name))
+        assert r.status == 201, r
+    r = server.request("POST", LEASES, lease_manifest("n2"))
+    assert r.status == 201, r
+    return server.node_identity("n1")
+
+
+def test_node_creates_and_renews_its_own_lease(server, n1):
+    r = server.request("POST", LEASES, lease_manifest("n1"), auth=n1)
+    assert r.status == 201, r
+    lease = server.request("GET", f"{LEASES}/n1", auth=n1).json()
+    first = lease["spec"]["renewTime"]
+    lease["spec"]["renewTime"] = now_micro()
+    r = server.request("PUT", f"{LEASES}/n1", lease, auth=n1)
+    assert r.status == 200, r
+    assert r.json()["spec"]["renewTime"] != first
+    assert rv(r.json()) > rv(lease)
+
+
+def test_node_updates_its_own_status(server, n1):
+    node = server.request("GET", f"{CORE}/nodes/n1", auth=n1).json()
+    node["status"]["conditions"][0]["lastHeartbeatTime"] = "2030-01-01T00:00:00Z"
+    r = server.request("PUT", f"{CORE}/nodes/n1/status", node, auth=n1)
+    assert r.status == 200, r
+    patch = {"status": {"conditions": [{"type": "Ready", "status": "False",
+                                        "reason": "KubeletNotReady"}]}}
+    r = server.request("PATCH", f"{CORE}/nodes/n1/status", patch, auth=n1,
+                       content_type="application/strategic-merge-patch+json")
+    assert r.status == 200, r
+    cond = r.json()["status"]["conditions"][0]
+    assert (cond["status"], cond["lastHeartbeatTime"]) == \
+        ("False", "2030-01-01T00:00:00Z"), cond
+
+
+def test_node_is_forbidden_another_nodes_lease(server, n1):
+    for method, body in (("GET", None), ("PUT", lease_manifest("n2")),
+                         ("DELETE", None)):
+        r = server.request(method, f"{LEASES}/n2", body, auth=n1)
+        assert_status(r, 403, "Forbidden",
+                      'leases.coordination.k8s.io "n2" is forbidden: '
+                      'User "system:node:n1"')
+    r = server.request("POST", LEASES, lease_manifest("n9"), auth=n1)
+    assert_status(r, 403, "Forbidden")
+
+
+def test_node_is_forbidden_a_missing_lease_too(server, n1):
+    """Authorization comes before the lookup: no 404 leaks existence."""
+    r = server.request("GET", f"{LEASES}/no-such-node", auth=n1)
+    assert_status(r, 403, "Forbidden", 'is forbidden: User "system:node:n1"')
+
+
+def test_node_is_forbidden_another_nodes_status(server, n1):
+    r = server.request("GET", f"{CORE}/nodes/n2/status", auth=n1)
+    assert_status(r, 403, "Forbidden",
+                  'nodes "n2" is forbidden: User "system:node:n1" cannot get '
+                  'resource "nodes/status"')
+    node = server.request("GET", f"{CORE}/nodes/n2").json()
+    # Writes pass the Node authorizer and are refused by NodeRestriction,
+    # with its message (as upstream).
+    r = server.request("PUT", f"{CORE}/nodes/n2/status", node, auth=n1)
+    assert_status(r, 403, "Forbidden",
+                  'nodes "n2" is forbidden: node "n1" is not allowed to '
+                  'modify node "n2"')
+    r = server.request("PATCH", f"{CORE}/nodes/n2/status",
+                       {"status": {"phase": "x"}}, auth=n1,
+                       content_type="application/merge-patch+json")
+    assert_status(r, 403, "Forbidden", 'node "n1" is not allowed to modify')
+
+
+def test_node_reads_only_its_own_node(server, n1):
+    assert server.request("GET", f"{CORE}/nodes/n1", auth=n1).status == 200
+    r = server.request("GET", f"{CORE}/nodes", auth=n1)
+    assert_status(r, 403, "Forbidden", 'User "system:node:n1" cannot list')
+    r = server.request("GET", f"{CORE}/nodes?fieldSelector=metadata.name%3Dn1",
+                       auth=n1)
+    assert r.status == 200 and [n["metadata"]["name"] for n in
+                                r.json()["items"]] == ["n1"], r
+
+
+def test_node_lists_pods_only_bound_to_itself(server, n1):
+    r = server.request("POST", f"{CORE}/namespaces/default/pods",
+                       pod_manifest("on-n1", node="n1"))
+    assert r.status == 201, r
+    r = server.request("GET", f"{CORE}/pods?fieldSelector=spec.nodeName%3Dn1",
+                       auth=n1)
+    assert r.status == 200, r
+    assert [p["metadata"]["name"] for p in r.json()["items"]] == ["on-n1"]
+    conn, resp = open_watch(server, f"{CORE}/pods?watch=true&timeoutSeconds=1"
+                            "&fieldSelector=spec.nodeName%3Dn1", auth=n1)
+    try:
+        events = read_events(resp)
+    finally:
+        conn.close()
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == \
+        [("ADDED", "on-n1")], events
+    for query in ("", "?fieldSelector=spec.nodeName%3Dn2",
+                  "?labelSelector=app%3Don-n1"):
+        r = server.request("GET", f"{CORE}/pods{query}", auth=n1)
+        assert_status(r, 403, "Forbidden",
+                      'pods is forbidden: User "system:node:n1" cannot list '
+                      'resource "pods"')
+
+
+def test_node_csr_for_another_node_is_forbidden(server, n1):
+    r = server.request("POST", CSRS, csr_manifest(server, "n1-for-n2", "n2"),
+                       auth=n1)
+    assert_status(r, 403, "Forbidden",
+                  "can only create a node CSR with CN=system:node:n1")
+    r = server.request("POST", CSRS, csr_manifest(server, "n1-own", "n1"),
+                       auth=n1)
+    assert r.status == 201, r
+    assert r.json()["spec"]["username"] == "system:node:n1"
+
+
+# =================================================== bad credentials: 401 --
+
+def _probe(curl, identity):
+    rc, code, body = curl("GET", f"{CORE}/nodes", identity=identity)
+    assert rc == 0, f"curl failed (TLS handshake?): exit {rc} {body}"
+    return code, body
+
+
+def test_expired_node_certificate_is_401(server, curl, wait_until):
+    expired = server.node_identity("expired-node", duration="24h",
+                                   clock_offset="-400d")
+    code, body = _probe(curl, expired)
+    assert code == 401, body
+    st = json.loads(body)
+    assert (st["kind"], st["reason"], st["code"]) == \
+        ("Status", "Unauthorized", 401), st
+    wait_until(lambda: re.search(
+        r"Unable to authenticate the request.*x509: certificate has expired "
+        r"or is not yet valid", server.log()),
+        message="the expired-certificate line in the server log")
+
+
+def test_foreign_ca_certificate_is_401(server, curl, run, tmp_path,
+                                       cube, wait_until):
+    other = tmp_path / "other-cluster"
+    run(cube, "pki", "init", "--dir", other)
+    foreign = server.node_identity("foreign-node", ca_dir=other)
+    code, body = _probe(curl, foreign)
+    assert code == 401, body
+    assert json.loads(body)["reason"] == "Unauthorized"
+    wait_until(lambda: re.search(
+        r"Unable to authenticate the request.*x509: certificate signed by "
+        r"unknown authority", server.log()),
+        message="the unknown-authority line in the server log")
+
+
+# ======================================================= bootstrap token --
+
+def test_bootstrap_token_creates_and_reads_csrs(server):
+    token = ("token", server.token)
+    r = server.request("POST", CSRS, csr_manifest(server, "boot-csr", "boot-node"),
+                       auth=token)
+    assert r.status == 201, r
+    tid = server.token.split(".")[0]
+    spec = r.json()["spec"]
+    assert spec["username"] == f"system:bootstrap:{tid}"
+    assert "system:bootstrappers" in spec["groups"]
+    r = server.request("GET", f"{CSRS}/boot-csr", auth=token)
+    assert r.status == 200 and r.json()["metadata"]["name"] == "boot-csr", r
+    r = server.request("GET", CSRS, auth=token)
+    assert r.status == 200 and "boot-csr" in \
+        [c["metadata"]["name"] for c in r.json()["items"]], r
+
+
+def test_bootstrap_token_is_forbidden_everything_else(server):
+    token = ("token", server.token)
+    tid = server.token.split(".")[0]
+    r = server.request("GET", f"{CORE}/nodes", auth=token)
+    assert_status(r, 403, "Forbidden",
+                  f'nodes is forbidden: User "system:bootstrap:{tid}" cannot '
+                  'list resource "nodes" in API group "" at the cluster scope')
+    r = server.request("POST", f"{CORE}/namespaces/default/pods",
+                       pod_manifest("from-token"), auth=token)
+    assert_status(r, 403, "Forbidden", f'User "system:bootstrap:{tid}" cannot create')
+    # Creating and reading CSRs is all: not approving one.
+    csr = server.request("POST", CSRS, csr_manifest(server, "boot-approve",
+                                                    "boot-node-2"))
+    assert csr.status == 201, csr
+    body = csr.json()
+    body["status"] = {"conditions": [{"type": "Approved", "status": "True",
+                                      "reason": "Self"}]}
+    r = server.request("PUT", f"{CSRS}/boot-approve/approval", body, auth=token)
+    assert_status(r, 403, "Forbidden", f'User "system:bootstrap:{tid}" cannot '
+                  'update resource "certificatesigningrequests/approval"')
+
+
+def test_wrong_token_is_401(server):
+    tid = server.token.split(".")[0]
+    for tok in (f"{tid}.0000000000000000", "abcdef.0123456789abcdef", "garbage"):
+        r = server.request("GET", CSRS, auth=("token", tok))
+        assert_status(r, 401, "Unauthorized")
+
+
+def test_no_credentials(server):
+    r = server.request("GET", f"{CORE}/nodes", auth=None)
+    assert_status(r, 401, "Unauthorized")
+    for path in ("/version", "/healthz", "/livez", "/readyz"):
+        r = server.request("GET", path, auth=None)
+        assert r.status == 200, f"{path}: {r!r}"
+    v = server.request("GET", "/version", auth=None).json()
+    assert (v["major"], v["minor"], v["gitVersion"]) == ("1", "32", "v1.32.0-cube")
+
+
+# ============================================================= bad input --
+
+PODS = f"{CORE}/namespaces/default/pods"
+CMS = f"{CORE}/namespaces/default/configmaps"
+
+
+BAD_INPUT = {
+    "malformed-json": (lambda s: s.request(
+        "POST", PODS, '{"kind":"Pod",', content_type="application/json"),
+        400, "BadRequest", None),
+    "wrong-kind": (lambda s: s.request(
+        "POST", PODS, dict(pod_manifest("wk"), kind="ConfigMap")),
+        400, "BadRequest", None),
+    "invalid-name": (lambda s: s.request(
+        "POST", PODS, pod_manifest("Bad_Name")),
+        422, "Invalid", "metadata.name"),
+    "bad-label-selector": (lambda s: s.request(
+        "GET", PODS + "?labelSelector=a%20in%20(b"), 400, "BadRequest", None),
+    "bad-field-selector": (lambda s: s.request(
+        "GET", PODS + "?fieldSelector=spec.foo%3Dbar"),
+        400, "BadRequest", "field label not supported"),
+    "json-patch-missing-path": (lambda s: s.request(
+        "PATCH", f"{PODS}/bad-input-target",
+        '[{"op":"replace","path":"/metadata/labels/missing","value":"x"},'
+        '{"op":"replace","path":"/spec/nope/deeper","value":"x"}]',
+        content_type="application/json-patch+json"), 422, None, None),
+    "unknown-patch-type": (lambda s: s.request(
+        "PATCH", f"{PODS}/bad-input-target", '{"metadata":{}}',
+        content_type="application/x-nonsense"),
+        415, "UnsupportedMediaType", None),
+    "garbage-protobuf": (lambda s: s.request(
+        "POST", PODS, b"k8s\x00\xff\xff\xff\xff\x0fgarbage\x01\x02",
+        content_type="application/vnd.kubernetes.protobuf"),
+        400, "BadRequest", None),
+    "stale-resource-version": (lambda s: s.request(
+        "PUT", f"{PODS}/bad-input-target",
+        dict(pod_manifest("bad-input-target"),
+             metadata={"name": "bad-input-target", "namespace": "default",
+                       "resourceVersion": "1", "labels": {"x": "y"}})),
+        409, "Conflict",
+        'Operation cannot be fulfilled on pods "bad-input-target": the object '
+        'has been modified; please apply your changes to the latest version '
+        'and try again'),
+    "already-exists": (lambda s: s.request(
+        "POST", PODS, pod_manifest("bad-input-target")),
+        409, "AlreadyExists", 'pods "bad-input-target" already exists'),
+    "not-found": (lambda s: s.request("GET", f"{PODS}/nope"),
+                  404, "NotFound", 'pods "nope" not found'),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_input_target(server):
+    r = server.request("POST", PODS, pod_manifest("bad-input-target"))
+    assert r.status == 201, r
+    return r.json()
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT))
+def test_bad_input_is_a_status_and_the_server_keeps_serving(
+        server, kubectl, bad_input_target, case):
+    send, code, reason, message = BAD_INPUT[case]
+    r = send(server)
+    assert_status(r, code, reason, message)
+    # Nothing changed, and the server still answers kubectl.
+    now = server.request("GET", f"{PODS}/bad-input-target").json()
+    assert now["metadata"]["resourceVersion"] == \
+        bad_input_target["metadata"]["resourceVersion"]
+    assert "bad-input-target" in kubectl("get", "pods").stdout
+
+
+def test_not_found_status_details(server):
+    st = assert_status(server.request("GET", f"{PODS}/nope"), 404, "NotFound")
+    assert st["details"] == {"name": "nope", "kind": "pods"}, st
+
+
+def status_body(text, what="the request"):
+    try:
+        st = json.loads(text)
+    except ValueError:
+        pytest.fail(f"the answer to {what} is not a Status but: {text[:300]!r}",
+                    pytrace=False)
+    assert st.get("kind") == "Status", st
+    return st
+
+
+def _configmap_file(path, name, size):
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"name": name},
+                                "data": {"x": "y" * size}}))
+    return "@" + str(path)
+
+
+def test_body_over_the_default_limit_is_413(server, curl, kubectl, tmp_path):
+    big = _configmap_file(tmp_path / "big.json", "too-big", (3 << 20) + 10)
+    rc, code, body = curl("POST", CMS, big)
+    assert (rc, code) == (0, 413), body[:300]
+    st = status_body(body)
+    assert (st["kind"], st["reason"], st["code"]) == \
+        ("Status", "RequestEntityTooLarge", 413), st
+    assert "too-big" not in kubectl("get", "configmaps").stdout
+
+
+def test_max_request_body_bytes_flag(make_apiserver, tmp_path, kubectl_for,
+                                     curl):
+    s = make_apiserver(tmp_path / "small", "--max-request-body-bytes", "1000")
+    try:
+        small = _configmap_file(tmp_path / "small.json", "small", 100)
+        rc, code, body = curl("POST", CMS, small, srv=s)
+        assert (rc, code) == (0, 201), body
+        # Just over the limit, and far over it: the same Status each time.
+        for size in (1500, 20000):
+            big = _configmap_file(tmp_path / f"big-{size}.json", "big", size)
+            rc, code, body = curl("POST", CMS, big, srv=s)
+            assert (rc, code) == (0, 413), body
+            st = status_body(body, f"a {size}-byte body")
+            assert (st["reason"], st["code"]) == ("RequestEntityTooLarge", 413), st
+            assert st["message"] == "Request entity too large: limit is 1000", st
+        out = kubectl_for(s)("get", "configmaps").stdout
+        assert "small" in out and "big" not in out
+    finally:
+        assert s.stop() == 0
+
+
+def test_wrong_method_for_a_path_is_405(server):
+    """POST names a collection, PUT an object: not the other way round."""
+    r = server.request("POST", f"{CMS}/by-url", _cm("by-body"))
+    assert_status(r, 405, "MethodNotAllowed")
+    assert server.request("GET", f"{CMS}/by-body").status == 404, \
+        "a POST to an object's URL created the object named in the body"
+    r = server.request("PUT", CMS, _cm("by-put"))
+    assert_status(r, 405, "MethodNotAllowed")
+
+
+# ================================================================ watches --
+
+def _cm(name, **data):
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "labels": {"watch": "yes"}},
+            "data": data}
+
+
+def test_watch_from_zero_starts_with_added_for_existing(server):
+    for name in ("w0-a", "w0-b"):
+        assert server.request("POST", CMS, _cm(name)).status == 201
+    conn, resp = open_watch(server, CMS + "?watch=true&resourceVersion=0"
+                            "&labelSelector=watch%3Dyes&timeoutSeconds=5")
+    try:
+        assert resp.getheader("Content-Type").startswith("application/json")
+        events = read_events(resp, until=lambda e: e["object"]["metadata"][
+            "name"] == "w0-b")
+        names = [(e["type"], e["object"]["metadata"]["name"]) for e in events]
+        assert ("ADDED", "w0-a") in names and ("ADDED", "w0-b") in names, names
+        assert all(t == "ADDED" for t, _ in names), names
+        assert all(e["object"]["kind"] == "ConfigMap" for e in events)
+    finally:
+        conn.close()
+
+
+def test_watch_from_list_resource_version_sends_only_later_changes(server):
+    assert server.request("POST", CMS, _cm("wl-before")).status == 201
+    listed = server.request("GET", CMS).json()
+    conn, resp = open_watch(server, CMS + "?watch=true&resourceVersion="
+                            + listed["metadata"]["resourceVersion"])
+    try:
+        made = server.request("POST", CMS, _cm("wl-after"))
+        assert made.status == 201
+        changed = server.request(
+            "PATCH", f"{CMS}/wl-after", {"data": {"k": "v"}},
+            content_type="application/merge-patch+json")
+        assert changed.status == 200
+        gone = server.request("DELETE", f"{CMS}/wl-after")
+        assert gone.status == 200
+        events = read_events(resp, count=3)
+    finally:
+        conn.close()
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == \
+        [("ADDED", "wl-after"), ("MODIFIED", "wl-after"),
+         ("DELETED", "wl-after")], events
+    rvs = [rv(e["object"]) for e in events]
+    assert rvs == sorted(rvs) and rvs[0] > int(listed["metadata"]["resourceVersion"])
+    assert rvs[0] == rv(made.json()) and rvs[1] == rv(changed.json())
+
+
+def test_watch_without_allow_bookmarks_sends_no_bookmark(server):
+    conn, resp = open_watch(server, CMS + "?watch=true&timeoutSeconds=2")
+    try:
+        for i in range(3):
+            server.request("POST", CMS, _cm(f"wb-{i}"))
+        events = read_events(resp)  # until the server ends the stream
+    finally:
+        conn.close()
+    types = {e["type"] for e in events}
+    assert "BOOKMARK" not in types, types
+    assert {"ADDED"} == types, types
+
+
+def test_watch_timeout_seconds_ends_the_stream(server):
+    start = time.monotonic()
+    conn, resp = open_watch(server, CMS + "?watch=true&resourceVersion=0"
+                            "&timeoutSeconds=1", timeout=10)
+    try:
+        read_events(resp)
+        assert resp.read() == b""
+    finally:
+        conn.close()
+    took = time.monotonic() - start
+    assert 0.9 <= took < 5, f"stream lasted {took:.2f}s for timeoutSeconds=1"
+
+
+@pytest.mark.parametrize("value", ["true", "1", "True"])
+def test_watch_query_parameter_values(server, value):
+    """Upstream reads watch= as a bool: anything but 0/false is a watch
+    (the Python client sends watch=True)."""
+    conn, resp = open_watch(server, f"{CMS}?watch={value}&timeoutSeconds=1")
+    try:
+        first = resp.readline()
+    finally:
+        conn.close()
+    ev = json.loads(first)
+    assert ev.get("type") == "ADDED" and "object" in ev, \
+        f"watch={value} did not start a watch: {first[:300]!r}"
+
+
+def test_watch_from_before_a_restart_is_expired(apiserver):
+    """The restarted server's watch window starts at its current revision:
+    an older resourceVersion gets 410 Expired inside a 200 stream."""
+    assert apiserver.request("POST", CMS, _cm("old-1")).status == 201
+    old = apiserver.request("GET", CMS).json()["metadata"]["resourceVersion"]
+    assert apiserver.request("POST", CMS, _cm("old-2")).status == 201
+    apiserver.restart()
+    conn, resp = open_watch(apiserver, f"{CMS}?watch=true&resourceVersion={old}")
+    try:
+        events = read_events(resp, count=1)
+    finally:
+        conn.close()
+    assert len(events) == 1 and events[0]["type"] == "ERROR", events
+    st = events[0]["object"]
+    assert (st["kind"], st["reason"], st["code"]) == ("Status", "Expired", 410), st
+    assert st["message"].startswith(f"too old resource version: {old} ("), st
+
+
+def test_watch_as_table_for_kubectl(server):
+    conn = server.connect()
+    conn.request("GET", CMS + "?watch=true&resourceVersion=0&timeoutSeconds=1",
+                 headers={"Accept": "application/json;as=Table;v=v1;"
+                                    "g=meta.k8s.io,application/json"})
+    resp = conn.getresponse()
+    try:
+        events = read_events(resp)
+    finally:
+        conn.close()
+    assert events, "no events"
+    assert all(e["object"]["kind"] == "Table" for e in events), events[0]
+    assert events[0]["object"]["columnDefinitions"], events[0]
+    assert all(len(e["object"]["rows"]) == 1 for e in events)
+
+
+# ============================================================= durability --
+
+def _create_stream(server, names, acked, errors, halfway):
+    """Create ConfigMaps one by one over a keep-alive connection, recording
+    each acknowledged (201) create; set halfway after 150 acks in all."""
+    conn = server.connect(timeout=10)
+    try:
+        for name in names:
+            conn.request("POST", CMS, body=json.dumps(_cm(name, value=name)),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            data = resp.read()
+            if resp.status != 201:
+                errors.append((name, resp.status, data[:300]))
+                continue
+            acked.append((name, json.loads(data)))
+            if len(acked) >= 150:
+                halfway.set()
+    except Exception as e:  # the server died under us
+        errors.append(("died", type(e).__name__, str(e)))
+    finally:
+        conn.close()
+
+
+def test_sigkill_mid_stream_loses_no_acknowledged_write(apiserver):
+    names = [f"cm-{i:04d}" for i in range(300)]
+    acked, errors, halfway = [], [], threading.Event()
+    writers = [threading.Thread(target=_create_stream, daemon=True,
+                                args=(apiserver, names[i::3], acked, errors,
+                                      halfway)) for i in range(3)]
+    for t in writers:
+        t.start()
+    assert halfway.wait(30), f"writes did not get going: {errors[:3]}"
+    assert apiserver.kill() == -signal.SIGKILL
+    for t in writers:
+        t.join(15)
+    assert len(acked) < len(names), "the kill came after the last write"
+    assert not [e for e in errors if e[0] != "died"], errors
+
+    apiserver.start()
+    listed = apiserver.request("GET", CMS).json()
+    stored = {c["metadata"]["name"]: c for c in listed["items"]}
+    lost = [n for n, _ in acked if n not in stored]
+    assert not lost, f"{len(lost)} acknowledged creates lost: {lost[:10]}"
+    for name, obj in acked:
+        assert stored[name]["metadata"]["uid"] == obj["metadata"]["uid"]
+        assert stored[name]["data"] == {"value": name}
+    top = max(rv(obj) for _, obj in acked)
+    assert int(listed["metadata"]["resourceVersion"]) >= top
+    r = apiserver.request("POST", CMS, _cm("after-crash"))
+    assert r.status == 201, r
+    assert rv(r.json()) > top, \
+        f"revision went backwards: {rv(r.json())} after {top}"
+
+
+def test_restart_keeps_objects_and_the_revision(apiserver, kubectl_for):
+    kubectl = kubectl_for(apiserver)
+    create(kubectl, node_manifest("kept-node"), pod_manifest("kept-pod"),
+           deployment_manifest("kept-deploy"))
+    before = {}
+    for path in (f"{CORE}/nodes/kept-node", f"{PODS}/kept-pod",
+                 "/apis/apps/v1/namespaces/default/deployments/kept-deploy"):
+        before[path] = apiserver.request("GET", path).json()
+    top = int(apiserver.request("GET", f"{CORE}/namespaces").json()[
+        "metadata"]["resourceVersion"])
+
+    assert apiserver.stop() == 0, apiserver.log()[-2000:]
+    apiserver.start()
+
+    for path, obj in before.items():
+        now = apiserver.request("GET", path)
+        assert now.status == 200, f"{path} lost: {now!r}"
+        assert now.json() == obj, f"{path} changed across the restart"
+    listed = apiserver.request("GET", f"{CORE}/namespaces").json()
+    assert int(listed["metadata"]["resourceVersion"]) >= top
+    r = apiserver.request("POST", CMS, _cm("after-restart"))
+    assert r.status == 201 and rv(r.json()) > top, r
+    assert "kept-pod" in kubectl("get", "pods").stdout

@@ -334,9 +334,7 @@ int parse_selectors(struct req *r, struct selectors *sel)
 
 	memset(sel, 0, sizeof(*sel));
 	if (ls && !(sel->labels = label_selector_parse(ls))) {
-		snprintf(msg, sizeof(msg), "unable to parse requirement: %s", err_msg());
-		if (!strncmp(err_msg(), "unable to parse", 15))
-			snprintf(msg, sizeof(msg), "%s", err_msg());
+		snprintf(msg, sizeof(msg), "%s", err_msg());
 		req_fail(r, ERR_INVALID, msg);
 		return ERR_INVALID;
 	}

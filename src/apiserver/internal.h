@@ -29,8 +29,7 @@ struct apiserver {
 	struct store *store;
 	struct cache *cache;
 	struct watch_stream *watches; /* open watch streams, for shutdown */
-	struct metric_family *m_requests, *m_latency, *m_cert_exp, *m_objects, *m_inflight;
-	char *openapi_hash;
+	struct metric_family *m_requests, *m_latency, *m_cert_exp, *m_objects;
 };
 
 struct user_info {
@@ -71,7 +70,6 @@ bool query_bool(struct req *r, const char *key);
 void req_free(struct req *r);
 char *object_key(const struct resource *res, const char *ns, const char *name);
 char *prefix_key(const struct resource *res, const char *ns);
-void apiserver_count(struct apiserver *s);
 
 /* discovery.c: /version, /api, /apis, /api/v1, /apis/g/v, /openapi/v3 */
 bool discovery_serve(struct req *r);

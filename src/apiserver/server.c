@@ -367,11 +367,6 @@ static void on_request(struct evhttp_request *ev, void *arg)
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
-void apiserver_count(struct apiserver *s)
-{
-	(void)s;
-}
-
 static void register_metrics(struct apiserver *s)
 {
 	static const double latency[] = {0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25,
@@ -462,6 +457,5 @@ void apiserver_free(struct apiserver *s)
 	loop_poll(s->loop);
 	cache_free(s->cache);
 	SSL_CTX_free(s->tls);
-	free(s->openapi_hash);
 	free(s);
 }

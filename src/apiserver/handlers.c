@@ -710,6 +710,61 @@ static bool same_ignoring_rv(const json_t *a, const json_t *b)
 	return eq;
 }
 
+static json_t *condition(const json_t *obj, const char *type)
+{
+	json_t *c;
+	size_t i;
+	json_array_foreach(jx_get(obj, "status.conditions"), i, c) if (is(jx_str(c, "type"), type))
+		return c;
+	return NULL;
+}
+
+/*
+ * The CSR's decision conditions belong to /approval, its certificate to
+ * /status, and neither may be rewritten after the fact (upstream's
+ * certificates validation). Missing condition timestamps are filled in.
+ */
+static void csr_rules(struct req *r, json_t *next, const json_t *old, struct validation *v)
+{
+	static const char *const decisions[] = {"Approved", "Denied"};
+	const char *sub = r->sub ? r->sub->name : NULL;
+	json_t *c, *cert = jx_get(next, "status.certificate");
+	char now[TIME_BUF], msg[160];
+	size_t i;
+
+	time_format_rfc3339(clock_now(), now);
+	json_array_foreach(jx_get(next, "status.conditions"), i, c)
+	{
+		if (!json_object_get(c, "lastUpdateTime"))
+			json_object_set_new(c, "lastUpdateTime", json_string(now));
+		if (!json_object_get(c, "lastTransitionTime"))
+			json_object_set_new(c, "lastTransitionTime", json_string(now));
+	}
+	if (condition(next, "Approved") && condition(next, "Denied"))
+		val_invalid_str(v, "status.conditions", "Denied",
+				"Approved and Denied conditions are mutually exclusive");
+	for (int d = 0; d < 2; d++) {
+		bool had = condition(old, decisions[d]), has = condition(next, decisions[d]);
+		if (had && !has) {
+			snprintf(msg, sizeof(msg), "updates may not remove a condition of type \"%s\"",
+				 decisions[d]);
+			val_forbidden(v, "status.conditions", msg);
+		} else if (!had && has && !is(sub, "approval")) {
+			snprintf(msg, sizeof(msg), "updates may not add a condition of type \"%s\"",
+				 decisions[d]);
+			val_forbidden(v, "status.conditions", msg);
+		}
+	}
+	if (json_string_length(jx_get(old, "status.certificate")) &&
+	    !json_equal(cert, jx_get(old, "status.certificate")))
+		val_forbidden(v, "status.certificate",
+			      "updates may not modify existing certificate content");
+	else if (json_string_length(cert) && !json_string_length(jx_get(old, "status.certificate")) &&
+		 (!condition(next, "Approved") || condition(next, "Failed")))
+		val_forbidden(v, "status.certificate",
+			      "certificate can only be set on an approved, non-failed request");
+}
+
 /* Shared tail of update and patch: body is the client's intended object. */
 static void update_with(struct req *r, const json_t *old, json_t *body, bool check_rv)
 {
@@ -737,6 +792,18 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 		}
 	}
 	next = merge_for_sub(r, old, body);
+	if (is(r->res->plural, "certificatesigningrequests")) {
+		struct validation v;
+		val_init(&v);
+		csr_rules(r, next, old, &v);
+		if (!val_ok(&v)) {
+			reply_invalid(r, &v, r->res->kind, r->name);
+			val_free(&v);
+			json_decref(next);
+			return;
+		}
+		val_free(&v);
+	}
 	if (admit_and_validate(r, next, old) < 0) {
 		json_decref(next);
 		return;

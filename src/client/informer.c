@@ -37,12 +37,9 @@ const char *informer_key(const json_t *obj, char *buf, size_t n)
 static void list(struct informer *inf);
 static void watch(struct informer *inf);
 
+/* After a failure: try again after a growing pause, never at once. */
 static void later(struct informer *inf, bool relist)
 {
-	if (!relist && inf->backoff_ns == 0) {
-		watch(inf);
-		return;
-	}
 	inf->backoff_ns = inf->backoff_ns ? inf->backoff_ns * 2 : NS_PER_SEC;
 	if (inf->backoff_ns > 30 * NS_PER_SEC)
 		inf->backoff_ns = 30 * NS_PER_SEC;
@@ -93,6 +90,7 @@ static void on_event(void *arg, const char *type, json_t *obj)
 	}
 	if (rv)
 		snprintf(inf->rv, sizeof(inf->rv), "%s", rv);
+	inf->backoff_ns = 0; /* the stream works */
 	if (!strcmp(type, "BOOKMARK"))
 		return;
 	apply(inf, type, obj);

@@ -200,7 +200,8 @@ static struct conn *conn_pick(struct rest_client *c)
 static const char *transport_error(struct conn *k, char *buf, size_t n)
 {
 	unsigned long e = bufferevent_get_openssl_error(k->bev);
-	if (e) {
+	/* Library 0 is the socket below TLS (refused, reset), not TLS itself. */
+	if (e && ERR_GET_LIB(e) != 0) {
 		char ossl[256];
 		ERR_error_string_n(e, ossl, sizeof(ossl));
 		snprintf(buf, n, "tls: %s", ossl);

@@ -34,5 +34,6 @@ int cli_help(const char *usage);
 int cmd_pki(int argc, char **argv);
 int cmd_certs(int argc, char **argv);
 int cmd_apiserver(int argc, char **argv);
+int cmd_controller_manager(int argc, char **argv);
 
 #endif

@@ -25,6 +25,7 @@ static const char main_usage[] =
 	"\n"
 	"Commands:\n"
 	"  apiserver           the API server (HTTPS, mutual TLS, SQLite store)\n"
+	"  controller-manager  CSR approving, signing and cleaning controllers\n"
 	"  pki init            create a cluster's PKI (CA, serving and client certs, kubeconfigs)\n"
 	"  certs               check-expiration, inspect, verify, sign-csr\n"
 	"  version             print cube's version\n"
@@ -48,6 +49,7 @@ static int cmd_version(int argc, char **argv)
 
 static const struct cli_command commands[] = {
 	{"apiserver", "the Kubernetes API server", cmd_apiserver, NULL},
+	{"controller-manager", "the CSR controllers", cmd_controller_manager, NULL},
 	{"pki", "cluster PKI: init", cmd_pki, NULL},
 	{"certs", "certificate tools", cmd_certs, NULL},
 	{"version", "print the version", cmd_version, NULL},

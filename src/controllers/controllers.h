@@ -1,0 +1,67 @@
+/*
+ * controllers — the controller manager: kube-controller-manager's CSR
+ * controllers (csrapproving, csrsigning, csrcleaner) on one loop.
+ *
+ * Every controller talks only to the API server (DESIGN.md §1): one CSR
+ * informer (list + watch of certificates.k8s.io/v1 certificatesigningrequests)
+ * feeds a work queue per controller; approvals go through the /approval
+ * subresource, certificates and Failed conditions through /status, clean-up
+ * through DELETE. The manager owns its REST client, made from the kubeconfig.
+ *
+ * Upstream names are accepted in opts.controllers: csrapproving, csrsigning,
+ * csrcleaner, or the canonical certificatesigningrequest-{approving,signing,
+ * cleaner}-controller; "*" enables all three, "-name" disables one.
+ *
+ * Ownership: the manager is the caller's; strings in opts are copied, a
+ * kubeconfig passed as opts.kc is borrowed for the call only.
+ * Threads: the loop's thread.
+ */
+#ifndef CUBE_CONTROLLERS_CONTROLLERS_H
+#define CUBE_CONTROLLERS_CONTROLLERS_H
+
+#include "base/loop.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct kubeconfig;
+
+struct controller_manager_opts {
+	const char *kubeconfig;      /* --kubeconfig: path to load ... */
+	const struct kubeconfig *kc; /* ... or one already loaded (wins over the path) */
+	/* Replace the kubeconfig's server (tests and in-process use pick a port
+	 * at run time); NULL keeps the kubeconfig's. Not a flag. */
+	const char *server;
+	const char *cluster_signing_cert_file; /* --cluster-signing-cert-file */
+	const char *cluster_signing_key_file;  /* --cluster-signing-key-file */
+	int64_t cluster_signing_duration_ns;   /* --cluster-signing-duration, default 8760h */
+	const char *controllers;               /* --controllers, default "*" */
+	bool approve_kubelet_serving;          /* --approve-kubelet-serving (cube's own) */
+	/* How often csrcleaner looks at every CSR: upstream's pollingInterval,
+	 * 1 h. Tests shorten it. */
+	int64_t cleaner_period_ns;
+	int workers; /* per queue-driven controller, default 5 (upstream's) */
+};
+
+#define CONTROLLER_MANAGER_SIGNING_DURATION (8760 * INT64_C(3600) * INT64_C(1000000000))
+#define CONTROLLER_MANAGER_CLEANER_PERIOD (INT64_C(3600) * INT64_C(1000000000))
+
+void controller_manager_opts_default(struct controller_manager_opts *o);
+
+/* 0, or ERR_INVALID with upstream's message ("\"x\" is not in the list of
+ * known controllers"). */
+int controller_manager_check_controllers(const char *list);
+
+struct controller_manager;
+
+/* Starts every enabled controller; NULL with err_msg() on a bad kubeconfig,
+ * unreadable signing files or an unknown controller name. */
+struct controller_manager *controller_manager_new(struct loop *loop,
+						  const struct controller_manager_opts *o);
+/* The CSR informer has listed once. */
+bool controller_manager_synced(const struct controller_manager *m);
+/* Stops the controllers (logs as upstream does) and frees everything;
+ * callbacks of requests in flight never run. NULL is a no-op. */
+void controller_manager_free(struct controller_manager *m);
+
+#endif

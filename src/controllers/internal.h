@@ -1,0 +1,130 @@
+/*
+ * What the CSR controllers share inside src/controllers: the manager they
+ * hang off, CSR field helpers, and the per-key job bookkeeping that lets the
+ * manager free work still waiting on the API server at shutdown.
+ *
+ * Threads: the loop's thread.
+ */
+#ifndef CUBE_CONTROLLERS_INTERNAL_H
+#define CUBE_CONTROLLERS_INTERNAL_H
+
+#include "controllers/controllers.h"
+
+#include "client/informer.h"
+#include "client/rest.h"
+#include "client/workqueue.h"
+#include "pki/pki.h"
+
+#include <jansson.h>
+#include <openssl/x509.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CSR_PATH "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+
+#define SIGNER_KUBELET_CLIENT "kubernetes.io/kube-apiserver-client-kubelet"
+#define SIGNER_KUBELET_SERVING "kubernetes.io/kubelet-serving"
+#define SIGNER_APISERVER_CLIENT "kubernetes.io/kube-apiserver-client"
+#define SIGNER_LEGACY_UNKNOWN "kubernetes.io/legacy-unknown"
+
+struct csrapproving;
+struct csrsigning;
+struct csrcleaner;
+
+struct controller_manager {
+	struct loop *loop;
+	struct rest_client *rest;
+	struct informer *csrs;
+	struct timer *sync_wait; /* "Caches are synced" once the first list is in */
+	bool synced_logged;
+	int64_t signing_duration_ns, cleaner_period_ns;
+	int workers;
+	bool approve_kubelet_serving;
+	char *signing_cert, *signing_key;
+	struct csrapproving *approving;
+	struct csrsigning *signing;
+	struct csrcleaner *cleaner;
+};
+
+/* ---- the controllers (one file each) ------------------------------------- */
+
+struct csrapproving *csrapproving_new(struct controller_manager *m);
+void csrapproving_enqueue(struct csrapproving *c, const char *key);
+void csrapproving_free(struct csrapproving *c);
+
+/* NULL with err_msg() when the CA files cannot be read. */
+struct csrsigning *csrsigning_new(struct controller_manager *m);
+void csrsigning_enqueue(struct csrsigning *c, const char *key);
+void csrsigning_free(struct csrsigning *c);
+/* upstream's signer.duration: the cluster signing duration, or the request's
+ * spec.expirationSeconds when shorter, never below 10 minutes. */
+int64_t csrsigning_duration(int64_t cluster_ns, const json_t *csr);
+
+struct csrcleaner *csrcleaner_new(struct controller_manager *m);
+void csrcleaner_free(struct csrcleaner *c);
+
+/* ---- CSR helpers (manager.c) --------------------------------------------- */
+
+/* spec.request decoded and parsed (signature checked); NULL with err_msg(). */
+X509_REQ *csr_request(const json_t *csr);
+/* upstream's ValidateKubeletClientCSR / ValidateKubeletServingCSR over a
+ * parsed request and spec.usages: NULL when valid, else the error text (into
+ * buf). `bad`: spec.usages held a name outside the API's list. */
+const char *csr_check_kubelet_client(const struct pki_csr_info *info, unsigned usages, bool bad,
+				     char *buf, size_t n);
+const char *csr_check_kubelet_serving(const struct pki_csr_info *info, unsigned usages, bool bad,
+				      char *buf, size_t n);
+/* spec.usages as a pki_usage mask; *bad set when one is unknown. */
+unsigned csr_usages(const json_t *csr, bool *bad);
+/* A condition of this type is present (any status), as upstream's
+ * GetCertApprovalCondition reads it. */
+bool csr_has_condition(const json_t *csr, const char *type);
+/* A condition of this type with status "True". */
+bool csr_condition_true(const json_t *csr, const char *type);
+/* Approved and not Denied: upstream's IsCertificateRequestApproved. */
+bool csr_approved(const json_t *csr);
+bool csr_issued(const json_t *csr);
+/* A copy of csr with {type, "True", reason, message, lastUpdateTime and
+ * lastTransitionTime = now} appended to status.conditions. */
+json_t *csr_with_condition(const json_t *csr, const char *type, const char *reason,
+			   const char *message);
+/* status.certificate decoded to PEM text (malloc'd, NUL-terminated), or NULL. */
+char *csr_certificate_pem(const json_t *csr, size_t *len);
+/* Base64 (standard alphabet, padded), malloc'd. */
+char *b64_encode(const void *data, size_t len);
+/* Decoded bytes (malloc'd, NUL-terminated), or NULL when not base64. */
+unsigned char *b64_decode(const char *text, size_t *len);
+/* "/apis/.../certificatesigningrequests/<name>[/<sub>]" into buf. */
+const char *csr_path(char *buf, size_t n, const char *name, const char *sub);
+/* The message of a failed API call: the Status message, or the transport
+ * error, or "HTTP <status>". Into buf. */
+const char *api_error(char *buf, size_t n, int status, const json_t *body, const char *err);
+
+/* A klog value: Go's %q escaping of what a message may hold, into out. */
+void klog_quote(char *out, size_t n, const char *s);
+/* klog's utilruntime.HandleError line for a failed sync, or the V(4) line
+ * for an ignorable one. */
+void sync_failed(const char *key, const char *msg, bool ignorable);
+
+/* ---- jobs: one key being processed, possibly waiting on the API ------------ */
+
+struct job {
+	struct job *prev, *next;
+	struct workqueue *q;
+	char *key;
+	json_t *csr; /* a private copy */
+	void *ctl;   /* the controller */
+};
+
+struct job_list {
+	struct job *head;
+};
+
+/* q may be NULL for work that is not queue-driven (the cleaner's deletes). */
+struct job *job_new(struct job_list *l, struct workqueue *q, const char *key, void *ctl);
+/* Finish: forget or retry the key, tell the queue, free the job. */
+void job_done(struct job_list *l, struct job *j, bool retry);
+/* Free every job still waiting (shutdown: their callbacks never run). */
+void job_list_free(struct job_list *l);
+
+#endif

@@ -1,0 +1,571 @@
+/*
+ * The controller manager: one REST client and one CSR informer shared by the
+ * CSR controllers, started and stopped with kube-controller-manager's log
+ * lines; plus the CSR field helpers and job bookkeeping the controllers share.
+ */
+#include "controllers/internal.h"
+
+#include "pki/kubeconfig.h"
+#include "pki/pki.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/jx.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define USER_AGENT "kube-controller-manager/v1.32.0 (linux/amd64) cube/certificate-controller"
+
+/* ---- controller names ------------------------------------------------------ */
+
+enum { CTL_SIGNING, CTL_APPROVING, CTL_CLEANER, CTL_N };
+
+/* In upstream's registration order; alias first, as users type it. */
+static const struct {
+	const char *alias, *name;
+} known[CTL_N] = {
+	[CTL_SIGNING] = {"csrsigning", "certificatesigningrequest-signing-controller"},
+	[CTL_APPROVING] = {"csrapproving", "certificatesigningrequest-approving-controller"},
+	[CTL_CLEANER] = {"csrcleaner", "certificatesigningrequest-cleaner-controller"},
+};
+
+static int canonical(const char *s, size_t n)
+{
+	for (int i = 0; i < CTL_N; i++)
+		if ((strlen(known[i].alias) == n && !strncmp(s, known[i].alias, n)) ||
+		    (strlen(known[i].name) == n && !strncmp(s, known[i].name, n)))
+			return i;
+	return -1;
+}
+
+/* Walk a comma-separated --controllers list: fn(entry, len, negated, index). */
+static int each_entry(const char *list, int (*fn)(void *, const char *, size_t, bool, int),
+		      void *arg)
+{
+	const char *p = list ? list : "*";
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		const char *s = p;
+		bool neg = false;
+		int rc;
+		while (n && (*s == ' ')) /* pflag's StringSlice keeps spaces; be kind */
+			s++, n--;
+		while (n && s[n - 1] == ' ')
+			n--;
+		if (n && *s == '-')
+			neg = true, s++, n--;
+		if (n && (rc = fn(arg, s, n, neg, (n == 1 && *s == '*' && !neg) ? -2
+										: canonical(s, n))) < 0)
+			return rc;
+		p = end ? end + 1 : p + strlen(p);
+	}
+	return 0;
+}
+
+static int check_entry(void *arg, const char *s, size_t n, bool neg, int idx)
+{
+	if (idx == -1)
+		return err_set(ERR_INVALID, "\"%.*s\" is not in the list of known controllers",
+			       (int)n, s);
+	return 0;
+}
+
+int controller_manager_check_controllers(const char *list)
+{
+	return each_entry(list, check_entry, NULL);
+}
+
+struct enabled {
+	int want;
+	int verdict; /* -1 undecided, 0 off, 1 on */
+	bool star;
+};
+
+static int enabled_entry(void *arg, const char *s, size_t n, bool neg, int idx)
+{
+	struct enabled *e = arg;
+	if (e->verdict >= 0)
+		return 0;
+	if (idx == -2)
+		e->star = true;
+	else if (idx == e->want)
+		e->verdict = neg ? 0 : 1;
+	return 0;
+}
+
+/* upstream's IsControllerEnabled: an explicit name or -name decides (first
+ * mention wins); otherwise "*" enables every on-by-default controller. */
+static bool controller_enabled(const char *list, int which)
+{
+	struct enabled e = {which, -1, false};
+	each_entry(list, enabled_entry, &e);
+	return e.verdict >= 0 ? e.verdict == 1 : e.star;
+}
+
+/* ---- the informer feeding the queues --------------------------------------- */
+
+static void enqueue(struct controller_manager *m, const json_t *obj)
+{
+	char key[512];
+	informer_key(obj, key, sizeof(key));
+	if (m->approving)
+		csrapproving_enqueue(m->approving, key);
+	if (m->signing)
+		csrsigning_enqueue(m->signing, key);
+}
+
+static void on_add(void *arg, json_t *obj)
+{
+	LOG_V(4, "\"Adding certificate request\" csr=\"%s\"", jx_str(obj, "metadata.name") ?: "");
+	enqueue(arg, obj);
+}
+
+static void on_update(void *arg, json_t *old, json_t *obj)
+{
+	LOG_V(4, "\"Updating certificate request\" old=\"%s\"", jx_str(old, "metadata.name") ?: "");
+	enqueue(arg, obj);
+}
+
+static void on_delete(void *arg, json_t *obj)
+{
+	LOG_V(4, "\"Deleting certificate request\" csr=\"%s\"", jx_str(obj, "metadata.name") ?: "");
+	enqueue(arg, obj);
+}
+
+static const char *const queue_names[] = {"csrsigning-kubelet-serving", "csrsigning-kubelet-client",
+					  "csrsigning-kube-apiserver-client",
+					  "csrsigning-legacy-unknown", "csrapproving"};
+
+/* cache.WaitForNamedCacheSync's lines, once the first list is in. */
+static void on_sync_wait(void *arg)
+{
+	struct controller_manager *m = arg;
+	if (!informer_synced(m->csrs)) {
+		timer_after(m->sync_wait, 100 * NS_PER_MS);
+		return;
+	}
+	m->synced_logged = true;
+	for (size_t i = 0; i < sizeof(queue_names) / sizeof(queue_names[0]); i++)
+		if ((i < 4 && m->signing) || (i == 4 && m->approving))
+			LOG_INFO("\"Caches are synced\" controller=\"certificate-%s\"", queue_names[i]);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+void controller_manager_opts_default(struct controller_manager_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->cluster_signing_duration_ns = CONTROLLER_MANAGER_SIGNING_DURATION;
+	o->controllers = "*";
+	o->cleaner_period_ns = CONTROLLER_MANAGER_CLEANER_PERIOD;
+	o->workers = 5;
+}
+
+static struct rest_client *make_client(struct loop *loop, const struct controller_manager_opts *o)
+{
+	struct kubeconfig loaded = {0};
+	const struct kubeconfig *kc = o->kc;
+	struct rest_config cfg = {0};
+	struct rest_client *c;
+
+	if (!kc) {
+		if (!o->kubeconfig || !*o->kubeconfig) {
+			err_set(ERR_INVALID, "--kubeconfig is required");
+			return NULL;
+		}
+		if (kubeconfig_load(o->kubeconfig, &loaded) < 0) {
+			err_wrap(ERR_INVALID, "invalid configuration: %s", o->kubeconfig);
+			kubeconfig_free(&loaded);
+			return NULL;
+		}
+		kc = &loaded;
+	}
+	cfg.server = o->server ? o->server : kc->server;
+	cfg.ca_pem = kc->ca_data;
+	cfg.cert_pem = kc->cert_data;
+	cfg.key_pem = kc->key_data;
+	cfg.token = kc->token;
+	cfg.user_agent = USER_AGENT;
+	c = rest_client_new(loop, &cfg);
+	kubeconfig_free(&loaded);
+	return c;
+}
+
+struct controller_manager *controller_manager_new(struct loop *loop,
+						  const struct controller_manager_opts *o)
+{
+	struct informer_handlers h = {on_add, on_update, on_delete, NULL};
+	struct controller_manager *m;
+	bool on[CTL_N];
+
+	if (controller_manager_check_controllers(o->controllers) < 0)
+		return NULL;
+	if (!(m = calloc(1, sizeof(*m))))
+		abort();
+	m->loop = loop;
+	m->signing_duration_ns = o->cluster_signing_duration_ns > 0
+					 ? o->cluster_signing_duration_ns
+					 : CONTROLLER_MANAGER_SIGNING_DURATION;
+	m->cleaner_period_ns =
+		o->cleaner_period_ns > 0 ? o->cleaner_period_ns : CONTROLLER_MANAGER_CLEANER_PERIOD;
+	m->workers = o->workers > 0 ? o->workers : 5;
+	m->approve_kubelet_serving = o->approve_kubelet_serving;
+	m->signing_cert = o->cluster_signing_cert_file && *o->cluster_signing_cert_file
+				  ? strdup(o->cluster_signing_cert_file)
+				  : NULL;
+	m->signing_key = o->cluster_signing_key_file && *o->cluster_signing_key_file
+				 ? strdup(o->cluster_signing_key_file)
+				 : NULL;
+	if (!(m->rest = make_client(loop, o)))
+		goto fail;
+	h.arg = m;
+	m->csrs = informer_new(loop, m->rest, CSR_PATH, NULL, &h);
+	m->sync_wait = loop_timer(loop, on_sync_wait, m);
+
+	for (int i = 0; i < CTL_N; i++) {
+		const char *name = known[i].name;
+		if (!(on[i] = controller_enabled(o->controllers, i))) {
+			LOG_INFO("\"Warning: controller is disabled\" controller=\"%s\"", name);
+			continue;
+		}
+		LOG_V(1, "\"Starting controller\" controller=\"%s\"", name);
+		if (i == CTL_SIGNING) {
+			if (!m->signing_cert || !m->signing_key) {
+				LOG_INFO("\"Skipping CSR signer controller because no csr cert/key "
+					 "was specified\"");
+				LOG_INFO("\"Warning: skipping controller\" controller=\"%s\"", name);
+				continue;
+			}
+			if (!(m->signing = csrsigning_new(m))) {
+				char msg[1024], q[1200];
+				snprintf(msg, sizeof(msg), "%s", err_msg());
+				klog_quote(q, sizeof(q), msg);
+				LOG_ERROR("\"Error starting controller\" err=\"%s\" controller=\"%s\"",
+					  q, name);
+				err_set(ERR_INVALID, "error starting controllers: %s", msg);
+				goto fail;
+			}
+		} else if (i == CTL_APPROVING) {
+			m->approving = csrapproving_new(m);
+		} else {
+			m->cleaner = csrcleaner_new(m);
+		}
+		LOG_INFO("\"Started controller\" controller=\"%s\"", name);
+	}
+	informer_start(m->csrs);
+	timer_after(m->sync_wait, 0);
+	return m;
+fail:
+	controller_manager_free(m);
+	return NULL;
+}
+
+bool controller_manager_synced(const struct controller_manager *m)
+{
+	return m && m->csrs && informer_synced(m->csrs);
+}
+
+void controller_manager_free(struct controller_manager *m)
+{
+	if (!m)
+		return;
+	/* The informer first (it stops its watch on the client), then the client
+	 * (no callback runs after this), then the controllers and their jobs. */
+	informer_free(m->csrs);
+	m->csrs = NULL;
+	rest_client_free(m->rest);
+	m->rest = NULL;
+	timer_free(m->sync_wait);
+	csrcleaner_free(m->cleaner);
+	csrapproving_free(m->approving);
+	csrsigning_free(m->signing);
+	free(m->signing_cert);
+	free(m->signing_key);
+	free(m);
+}
+
+/* ---- CSR helpers ------------------------------------------------------------------- */
+
+char *b64_encode(const void *data, size_t len)
+{
+	char *out = malloc(4 * ((len + 2) / 3) + 1);
+	if (!out)
+		abort();
+	EVP_EncodeBlock((unsigned char *)out, data, (int)len);
+	return out;
+}
+
+unsigned char *b64_decode(const char *text, size_t *len)
+{
+	size_t n = text ? strlen(text) : 0, pad = 0;
+	unsigned char *out;
+	int r;
+
+	if (n == 0 || n % 4)
+		return NULL;
+	if (!(out = malloc(n / 4 * 3 + 1)))
+		abort();
+	r = EVP_DecodeBlock(out, (const unsigned char *)text, (int)n);
+	if (r < 0) {
+		free(out);
+		return NULL;
+	}
+	/* EVP_DecodeBlock counts the padding as zero bytes. */
+	while (pad < 2 && n > pad && text[n - 1 - pad] == '=')
+		pad++;
+	*len = (size_t)r - pad;
+	out[*len] = '\0';
+	return out;
+}
+
+X509_REQ *csr_request(const json_t *csr)
+{
+	size_t len;
+	unsigned char *pem = b64_decode(jx_str(csr, "spec.request"), &len);
+	X509_REQ *req;
+
+	if (!pem) {
+		err_set(ERR_PARSE, "PEM block type must be CERTIFICATE REQUEST");
+		return NULL;
+	}
+	req = pki_csr_parse((const char *)pem, len);
+	free(pem);
+	return req;
+}
+
+unsigned csr_usages(const json_t *csr, bool *bad)
+{
+	json_t *u;
+	size_t i;
+	unsigned mask = 0;
+
+	*bad = false;
+	json_array_foreach(jx_get(csr, "spec.usages"), i, u)
+	{
+		unsigned bit;
+		if (json_is_string(u) && pki_usage_parse(json_string_value(u), &bit) == 0)
+			mask |= bit;
+		else
+			*bad = true;
+	}
+	return mask;
+}
+
+bool csr_has_condition(const json_t *csr, const char *type)
+{
+	json_t *c;
+	size_t i;
+	json_array_foreach(jx_get(csr, "status.conditions"), i, c)
+	{
+		const char *t = jx_str(c, "type");
+		if (t && !strcmp(t, type))
+			return true;
+	}
+	return false;
+}
+
+bool csr_condition_true(const json_t *csr, const char *type)
+{
+	json_t *c;
+	size_t i;
+	json_array_foreach(jx_get(csr, "status.conditions"), i, c)
+	{
+		const char *t = jx_str(c, "type"), *s = jx_str(c, "status");
+		if (t && !strcmp(t, type) && s && !strcmp(s, "True"))
+			return true;
+	}
+	return false;
+}
+
+bool csr_approved(const json_t *csr)
+{
+	return csr_has_condition(csr, "Approved") && !csr_has_condition(csr, "Denied");
+}
+
+bool csr_issued(const json_t *csr)
+{
+	const char *cert = jx_str(csr, "status.certificate");
+	return cert && *cert;
+}
+
+json_t *csr_with_condition(const json_t *csr, const char *type, const char *reason,
+			   const char *message)
+{
+	json_t *copy = json_deep_copy(csr), *conds = jx_get(copy, "status.conditions");
+	char now[TIME_BUF];
+
+	if (!json_is_array(conds)) {
+		conds = json_array();
+		jx_set(copy, "status.conditions", conds);
+	}
+	time_format_rfc3339(clock_now(), now);
+	json_array_append_new(conds, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", type, "status",
+					       "True", "reason", reason, "message", message,
+					       "lastUpdateTime", now, "lastTransitionTime", now));
+	return copy;
+}
+
+char *csr_certificate_pem(const json_t *csr, size_t *len)
+{
+	return (char *)b64_decode(jx_str(csr, "status.certificate"), len);
+}
+
+const char *csr_path(char *buf, size_t n, const char *name, const char *sub)
+{
+	snprintf(buf, n, "%s/%s%s%s", CSR_PATH, name, sub ? "/" : "", sub ? sub : "");
+	return buf;
+}
+
+const char *api_error(char *buf, size_t n, int status, const json_t *body, const char *err)
+{
+	const char *msg = jx_str(body, "message");
+	if (status == 0)
+		snprintf(buf, n, "%s", err ? err : "request failed");
+	else if (msg && *msg)
+		snprintf(buf, n, "%s", msg);
+	else
+		snprintf(buf, n, "the server responded with HTTP %d", status);
+	return buf;
+}
+
+void klog_quote(char *out, size_t n, const char *s)
+{
+	size_t o = 0;
+	for (; *s && o + 3 < n; s++) {
+		if (*s == '"' || *s == '\\') {
+			out[o++] = '\\';
+			out[o++] = *s;
+		} else if (*s == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else {
+			out[o++] = *s;
+		}
+	}
+	out[o] = '\0';
+}
+
+void sync_failed(const char *key, const char *msg, bool ignorable)
+{
+	char q[2048], text[1800];
+	if (ignorable) {
+		klog_quote(q, sizeof(q), msg);
+		LOG_V(4, "\"sync certificate request failed\" csr=\"%s\" err=\"%s\"", key, q);
+		return;
+	}
+	snprintf(text, sizeof(text), "sync %s failed with: %s", key, msg);
+	klog_quote(q, sizeof(q), text);
+	LOG_ERROR("\"Unhandled Error\" err=\"%s\" logger=\"UnhandledError\"", q);
+}
+
+/* ---- jobs ---------------------------------------------------------------------------- */
+
+struct job *job_new(struct job_list *l, struct workqueue *q, const char *key, void *ctl)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	if (!j || !(j->key = strdup(key)))
+		abort();
+	j->q = q;
+	j->ctl = ctl;
+	j->next = l->head;
+	if (l->head)
+		l->head->prev = j;
+	l->head = j;
+	return j;
+}
+
+static void job_free(struct job_list *l, struct job *j)
+{
+	if (j->prev)
+		j->prev->next = j->next;
+	else
+		l->head = j->next;
+	if (j->next)
+		j->next->prev = j->prev;
+	json_decref(j->csr);
+	free(j->key);
+	free(j);
+}
+
+void job_done(struct job_list *l, struct job *j, bool retry)
+{
+	if (j->q) {
+		if (retry)
+			workqueue_retry(j->q, j->key);
+		else
+			workqueue_forget(j->q, j->key);
+		workqueue_done(j->q, j->key);
+	}
+	job_free(l, j);
+}
+
+void job_list_free(struct job_list *l)
+{
+	while (l->head)
+		job_free(l, l->head);
+}
+
+/* ---- upstream's kubelet CSR shapes (pkg/apis/certificates/helpers.go) ---------------------- */
+
+static bool orgs_system_nodes(const struct pki_csr_info *info)
+{
+	return info->orgs.n == 1 && !strcmp(info->orgs.v[0], "system:nodes");
+}
+
+const char *csr_check_kubelet_client(const struct pki_csr_info *info, unsigned usages, bool bad,
+				     char *buf, size_t n)
+{
+	const unsigned rsa = PKI_U_DIGITAL_SIGNATURE | PKI_U_KEY_ENCIPHERMENT | PKI_U_CLIENT_AUTH;
+	const unsigned ec = PKI_U_DIGITAL_SIGNATURE | PKI_U_CLIENT_AUTH;
+	const char *msg = NULL;
+
+	if (!orgs_system_nodes(info))
+		msg = "subject organization is not system:nodes";
+	else if (info->dns.n)
+		msg = "DNS subjectAltNames are not allowed";
+	else if (info->emails.n)
+		msg = "Email subjectAltNames are not allowed";
+	else if (info->ips.n)
+		msg = "IP subjectAltNames are not allowed";
+	else if (info->uris.n)
+		msg = "URI subjectAltNames are not allowed";
+	else if (strncmp(info->cn ? info->cn : "", "system:node:", 12))
+		msg = "subject common name does not begin with system:node:";
+	else if (bad || (usages != rsa && usages != ec))
+		msg = "usages did not match [client auth digital signature key encipherment]";
+	if (!msg)
+		return NULL;
+	snprintf(buf, n, "%s", msg);
+	return buf;
+}
+
+const char *csr_check_kubelet_serving(const struct pki_csr_info *info, unsigned usages, bool bad,
+				      char *buf, size_t n)
+{
+	const unsigned rsa = PKI_U_DIGITAL_SIGNATURE | PKI_U_KEY_ENCIPHERMENT | PKI_U_SERVER_AUTH;
+	const unsigned ec = PKI_U_DIGITAL_SIGNATURE | PKI_U_SERVER_AUTH;
+	const char *msg = NULL;
+
+	if (!orgs_system_nodes(info))
+		msg = "subject organization is not system:nodes";
+	else if (!info->dns.n && !info->ips.n)
+		msg = "DNS or IP subjectAltName is required";
+	else if (info->emails.n)
+		msg = "Email subjectAltNames are not allowed";
+	else if (info->uris.n)
+		msg = "URI subjectAltNames are not allowed";
+	else if (bad || (usages != rsa && usages != ec))
+		msg = "usages did not match [digital signature key encipherment server auth]";
+	else if (strncmp(info->cn ? info->cn : "", "system:node:", 12))
+		msg = "subject common name does not begin with system:node:";
+	if (!msg)
+		return NULL;
+	snprintf(buf, n, "%s", msg);
+	return buf;
+}

@@ -7,8 +7,13 @@ set -eu
 BUILD="build-essential pkg-config cmake libssl-dev libevent-dev libjansson-dev libyaml-dev libsqlite3-dev"
 TEST="libcmocka-dev openssl curl python3 python3-pytest python3-yaml python3-kubernetes"
 
+# `deps.sh bench` adds what bench/ compares against.
+BENCH="nginx-light"
+want="$BUILD $TEST"
+[ "${1:-}" = bench ] && want="$want $BENCH"
+
 missing=""
-for p in $BUILD $TEST; do
+for p in $want; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
 		missing="$missing $p"
 	fi

@@ -654,12 +654,11 @@ fail:
 /* The object an update of r->sub would store, built from old and the body. */
 static json_t *merge_for_sub(struct req *r, const json_t *old, json_t *body)
 {
-	json_t *out = json_deep_copy(old);
 	const char *sub = r->sub ? r->sub->name : NULL;
+	/* The main resource starts from the body; a subresource from the old object. */
+	json_t *out = sub ? json_deep_copy(old) : json_incref(body);
 
 	if (!sub) {
-		json_decref(out);
-		out = json_incref(body);
 		/* The main resource cannot change status where status has its own door. */
 		if (has_status_sub(r->res)) {
 			if (json_object_get(old, "status"))
@@ -698,18 +697,6 @@ static json_t *merge_for_sub(struct req *r, const json_t *old, json_t *body)
 	json_object_set(out, "kind", json_object_get(old, "kind"));
 	json_object_set(out, "apiVersion", json_object_get(old, "apiVersion"));
 	return out;
-}
-
-static bool same_ignoring_rv(const json_t *a, const json_t *b)
-{
-	json_t *x = json_deep_copy(a), *y = json_deep_copy(b);
-	bool eq;
-	json_object_del(json_object_get(x, "metadata"), "resourceVersion");
-	json_object_del(json_object_get(y, "metadata"), "resourceVersion");
-	eq = json_equal(x, y);
-	json_decref(x);
-	json_decref(y);
-	return eq;
 }
 
 static json_t *condition(const json_t *obj, const char *type)
@@ -813,7 +800,7 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 	/* A no-op changes nothing, not even the resourceVersion (kubectl's "no change"). */
 	jx_set(next, "metadata.resourceVersion",
 	       json_incref(jx_get(old, "metadata.resourceVersion")));
-	if (same_ignoring_rv(next, old)) {
+	if (json_equal(next, old)) {
 		json_decref(next);
 		if (is_scale(r))
 			req_reply(r, 200, scale_of(old));

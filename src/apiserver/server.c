@@ -28,7 +28,9 @@ void apiserver_opts_default(struct apiserver_opts *o)
 	o->not_ready_toleration_s = 300;
 	o->unreachable_toleration_s = 300;
 	o->max_body = 3 << 20;
-	o->watch_window = 100000;
+	/* Each event holds two versions of an object: 10,000 bound the memory
+	 * (bench/: 100,000 kept 245 MiB alive and doubled malloc's share). */
+	o->watch_window = 10000;
 }
 
 /* ---- replying ------------------------------------------------------------- */

@@ -104,6 +104,9 @@ SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, const char 
 	}
 	SSL_CTX_set_alpn_select_cb(ctx, select_http11, NULL);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+	/* Go clients never resume TLS 1.3 sessions here: issuing two tickets per
+	 * handshake was a quarter of the handshake's cost (bench/). */
+	SSL_CTX_set_num_tickets(ctx, 0);
 	return ctx;
 }
 

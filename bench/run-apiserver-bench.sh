@@ -1,0 +1,195 @@
+#!/bin/sh
+# run-apiserver-bench.sh — every `cube apiserver` benchmark (bench/apiserver_bench.c)
+# against a fresh cluster directory and server, then a summary of the figures.
+#
+#   bench/run-apiserver-bench.sh            # everything, 5-10 minutes
+#   QUICK=1 bench/run-apiserver-bench.sh    # smaller and shorter, about 1 minute
+#
+# Knobs (environment): BUILD (build dir, default /tmp/build-apiserver-bench),
+# DURATION (s per measurement, 10), LEASE_CLIENTS ("16 64 256"), WATCHERS
+# ("1000 10000"), RATE (pod creates/s in watch, 200), NODES (5000), PODS (50000),
+# RUNS (LIST repetitions, 5), QUIET_WAIT (s to wait for an idle machine, 120),
+# KEEP=1 keeps the work directory.
+#
+# Needs: the build deps and nginx: `scripts/deps.sh bench` installs them.
+# for the GET comparison — skipped with a note when nginx is missing.
+# Client and server share the machine's cores; other load on the machine shows
+# up as "other processes" in each CPU line and skews the figures.
+set -eu
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-/tmp/build-apiserver-bench}
+DURATION=${DURATION:-10}
+LEASE_CLIENTS=${LEASE_CLIENTS:-16 64 256}
+WATCHERS=${WATCHERS:-1000 10000}
+RATE=${RATE:-200}
+NODES=${NODES:-5000}
+PODS=${PODS:-50000}
+RUNS=${RUNS:-5}
+if [ "${QUICK:-0}" = 1 ]; then
+	DURATION=3 LEASE_CLIENTS=64 WATCHERS=1000 NODES=1000 PODS=5000 RUNS=3
+fi
+
+WORK=$(mktemp -d /tmp/cube-apiserver-bench.XXXXXX)
+LOG=$WORK/bench.log
+SERVER_PID=
+NGINX_PID=
+
+cleanup() {
+	[ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null || true
+	[ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null || true
+	wait 2>/dev/null || true
+	[ -f "$LOG" ] && cp "$LOG" "$BUILD/apiserver-bench.log"
+	if [ "${KEEP:-0}" = 1 ]; then echo "work directory kept: $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT INT TERM
+
+say() { echo "$@" | tee -a "$LOG"; }
+
+echo "building in $BUILD ..."
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" -j "$(nproc)" --target cube apiserver_bench >/dev/null
+CUBE=$BUILD/cube
+BENCH=$BUILD/bench/apiserver_bench
+
+# Each watch holds a connection (and a descriptor) on both sides.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+# start_server NAME [apiserver flags...]: a fresh cluster dir $WORK/NAME.
+start_server() {
+	stop_server
+	dir=$WORK/$1
+	shift
+	"$CUBE" pki init --dir "$dir" >/dev/null
+	"$CUBE" apiserver --cluster-dir "$dir" --data-dir "$dir/data" --bind-address 127.0.0.1 \
+		--secure-port 0 --port-file "$dir/port" "$@" 2>"$dir/server.log" &
+	SERVER_PID=$!
+	CLUSTER=$dir
+	i=0
+	until [ -s "$dir/port" ] &&
+		curl -sf --cacert "$dir/pki/ca.crt" "https://127.0.0.1:$(cat "$dir/port")/healthz" >/dev/null; do
+		i=$((i + 1))
+		[ $i -lt 100 ] || { cat "$dir/server.log"; echo "server did not start" >&2; exit 1; }
+		sleep 0.1
+	done
+	say "# server pid $SERVER_PID, $CLUSTER, port $(cat "$dir/port") $*"
+}
+
+stop_server() {
+	if [ -n "$SERVER_PID" ]; then
+		kill "$SERVER_PID" 2>/dev/null || true
+		wait "$SERVER_PID" 2>/dev/null || true
+		SERVER_PID=
+	fi
+}
+
+# Busy cores over the last second, from /proc/stat (all processes).
+busy_cores() {
+	a=$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat)
+	sleep 1
+	b=$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat)
+	echo "$a $b" | awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($3-$1)/hz}'
+}
+
+# Other work on the machine skews every figure: wait (up to QUIET_WAIT s) for
+# less than 0.25 busy cores before each measurement, and say what was seen.
+wait_quiet() {
+	waited=0
+	while :; do
+		busy=$(busy_cores)
+		if awk -v b="$busy" 'BEGIN{exit !(b < 0.25)}' || [ "$waited" -ge "${QUIET_WAIT:-120}" ]; then
+			break
+		fi
+		waited=$((waited + 1))
+	done
+	say "# machine busy before the run: $busy cores (waited ${waited}s for quiet)"
+}
+
+bench() {
+	wait_quiet
+	say "\$ apiserver_bench $*"
+	"$BENCH" "$@" --cluster-dir "$CLUSTER" --pid "$SERVER_PID" 2>&1 | tee -a "$LOG"
+	say ""
+}
+
+# nginx serving the Node bytes cube returned, over HTTPS keep-alive with the
+# cluster's serving certificate, one worker (cube serves from one loop thread).
+start_nginx() {
+	ng=$WORK/nginx
+	mkdir -p "$ng/www/api/v1/nodes" "$ng/tmp"
+	port=$(( ($$ % 20000) + 30000 ))
+	cat >"$ng/nginx.conf" <<EOF
+worker_processes 1;
+user root;
+pid $ng/nginx.pid;
+error_log $ng/error.log;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	client_body_temp_path $ng/tmp; proxy_temp_path $ng/tmp; fastcgi_temp_path $ng/tmp;
+	uwsgi_temp_path $ng/tmp; scgi_temp_path $ng/tmp;
+	keepalive_requests 100000000;
+	keepalive_timeout 300s;
+	open_file_cache max=16 inactive=600s;
+	open_file_cache_valid 600s;
+	server {
+		listen 127.0.0.1:$port ssl;
+		ssl_certificate $CLUSTER/pki/apiserver.crt;
+		ssl_certificate_key $CLUSTER/pki/apiserver.key;
+		ssl_protocols TLSv1.2 TLSv1.3;
+		root $ng/www;
+		default_type application/json;
+		add_header Cache-Control "no-cache, private";
+	}
+}
+EOF
+	nginx -p "$ng" -c "$ng/nginx.conf" -g 'daemon off;' 2>>"$ng/error.log" &
+	NGINX_PID=$!
+	i=0
+	until curl -sk -o /dev/null "https://127.0.0.1:$port/"; do
+		i=$((i + 1))
+		[ $i -lt 50 ] || { cat "$ng/error.log"; echo "nginx did not start" >&2; exit 1; }
+		sleep 0.1
+	done
+	NGINX_PORT=$port
+	NGINX_WORKER=$(pgrep -P "$NGINX_PID" | head -1)
+}
+
+say "# apiserver benchmarks, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(uname -r)"
+say "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+start_server main
+for c in $LEASE_CLIENTS; do
+	bench lease --clients "$c" --duration "$DURATION"
+done
+
+if command -v nginx >/dev/null; then
+	start_nginx
+	bench get --duration "$DURATION" --clients 16 --nginx-port "$NGINX_PORT" \
+		--nginx-pid "$NGINX_WORKER" --body-out "$WORK/nginx/www/api/v1/nodes/node-1"
+	kill "$NGINX_PID"
+	wait "$NGINX_PID" 2>/dev/null || true
+	NGINX_PID=
+else
+	say "# nginx not installed (scripts/deps.sh bench): GET without the comparison"
+	bench get --duration "$DURATION" --clients 16
+fi
+
+bench list --nodes "$NODES" --runs "$RUNS"
+for w in $WATCHERS; do
+	bench watch --watchers "$w" --rate "$RATE" --duration "$DURATION"
+done
+
+# Durability at power-loss level costs an fsync per group commit.
+start_server sync-full --storage-sync full
+bench lease --clients 64 --duration "$DURATION"
+
+# Memory on a fresh server; then LIST nodes again with the pods beside them.
+start_server rss
+bench rss --nodes "$NODES" --pods "$PODS"
+bench list --nodes "$NODES" --runs "$RUNS"
+stop_server
+
+echo
+echo "== summary (full log: $BUILD/apiserver-bench.log) =="
+grep -E '^(RESULT|# server)' "$LOG" | sed 's/^RESULT /  /'

@@ -3,11 +3,15 @@
 #include "net/tls.h"
 #include "pki/kubeconfig.h"
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/jx.h"
 #include "base/log.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
@@ -28,6 +32,7 @@ struct conn {
 	const char *why;      /* why it is being closed */
 	struct rest_call *calls;   /* requests in flight on it */
 	bool dead;            /* take no more requests */
+	bool nodelay;         /* TCP_NODELAY set on its socket */
 	bool watch;           /* dedicated to one watch */
 	struct conn *next;
 };
@@ -144,6 +149,8 @@ static struct conn *conn_new(struct rest_client *c, bool watch)
 
 	if (!k || !ssl)
 		abort();
+	/* The server's certificate is judged at the process clock's time. */
+	X509_VERIFY_PARAM_set_time(SSL_get0_param(ssl), (time_t)clock_now_sec());
 	/* Check the server's name or address, as Go's client does. */
 	if (inet_pton(AF_INET, c->host, ip) == 1 || inet_pton(AF_INET6, c->host, ip) == 1) {
 		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), c->host);
@@ -223,6 +230,17 @@ static struct rest_call *call_new(struct conn *k, rest_cb cb, void *arg)
 	call->next = k->calls;
 	k->calls = call;
 	return call;
+}
+
+/* evhttp makes the socket when the first request connects; a small request
+ * body must not wait 40 ms for a delayed ACK. */
+static void conn_nodelay(struct conn *k)
+{
+	evutil_socket_t fd;
+	if (k->nodelay || (fd = bufferevent_getfd(k->bev)) < 0)
+		return;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
+	k->nodelay = true;
 }
 
 /* ---- requests ------------------------------------------------------------------- */
@@ -305,6 +323,7 @@ struct rest_call *rest_do_ct(struct rest_client *c, const char *method, const ch
 		call->req = NULL;
 		conn_retire(k, "could not send the request");
 	}
+	conn_nodelay(k);
 	return call;
 }
 

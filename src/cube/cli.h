@@ -34,6 +34,9 @@ int cli_help(const char *usage);
 int cmd_pki(int argc, char **argv);
 int cmd_certs(int argc, char **argv);
 int cmd_apiserver(int argc, char **argv);
+int cmd_server(int argc, char **argv);
+int cmd_up(int argc, char **argv);
 int cmd_controller_manager(int argc, char **argv);
+int cmd_kubelet(int argc, char **argv);
 
 #endif

@@ -24,8 +24,11 @@ static const char main_usage[] =
 	"Usage: cube [global flags] <command> [flags]\n"
 	"\n"
 	"Commands:\n"
+	"  up                  a whole cluster in this process: control plane + N hollow kubelets\n"
+	"  server              the control plane (API server + controller manager) in one process\n"
 	"  apiserver           the API server (HTTPS, mutual TLS, SQLite store)\n"
 	"  controller-manager  CSR approving, signing and cleaning controllers\n"
+	"  kubelet             the node agent: bootstrap, certificate rotation, heartbeats, pods\n"
 	"  pki init            create a cluster's PKI (CA, serving and client certs, kubeconfigs)\n"
 	"  certs               check-expiration, inspect, verify, sign-csr\n"
 	"  version             print cube's version\n"
@@ -48,8 +51,11 @@ static int cmd_version(int argc, char **argv)
 }
 
 static const struct cli_command commands[] = {
+	{"up", "a whole cluster in one process", cmd_up, NULL},
+	{"server", "the control plane in one process", cmd_server, NULL},
 	{"apiserver", "the Kubernetes API server", cmd_apiserver, NULL},
 	{"controller-manager", "the CSR controllers", cmd_controller_manager, NULL},
+	{"kubelet", "the node agent", cmd_kubelet, NULL},
 	{"pki", "cluster PKI: init", cmd_pki, NULL},
 	{"certs", "certificate tools", cmd_certs, NULL},
 	{"version", "print the version", cmd_version, NULL},

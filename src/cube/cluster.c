@@ -1,0 +1,330 @@
+#include "cube/cluster.h"
+
+#include "apiserver/apiserver.h"
+#include "controllers/controllers.h"
+#include "kubelet/kubelet.h"
+#include "pki/cluster.h"
+#include "pki/kubeconfig.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "base/loop.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One component on its own thread and loop. */
+struct component {
+	const char *name;
+	pthread_t th;
+	struct loop *loop;
+	int (*start)(struct component *c);
+	void (*stop)(struct component *c);
+	void *state;
+	struct cluster *cl;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool ready;
+	int rc;
+	char err[1024];
+};
+
+struct cluster {
+	struct cluster_opts o;
+	char server[64];
+	struct component api, cm, kubelets;
+	int port;
+};
+
+static void *component_main(void *arg)
+{
+	struct component *c = arg;
+	int rc;
+
+	c->loop = loop_new();
+	rc = c->start(c);
+	pthread_mutex_lock(&c->mu);
+	c->rc = rc;
+	if (rc < 0)
+		snprintf(c->err, sizeof(c->err), "%s: %s", c->name, err_msg());
+	c->ready = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	if (rc == 0)
+		loop_run(c->loop);
+	if (c->stop)
+		c->stop(c);
+	loop_free(c->loop);
+	return NULL;
+}
+
+static int component_run(struct component *c, struct cluster *cl)
+{
+	c->cl = cl;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	pthread_create(&c->th, NULL, component_main, c);
+	pthread_mutex_lock(&c->mu);
+	while (!c->ready)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+	if (c->rc < 0) {
+		pthread_join(c->th, NULL);
+		c->th = 0;
+		return err_set(c->rc, "%s", c->err);
+	}
+	return 0;
+}
+
+static void stop_now(void *arg)
+{
+	loop_stop(arg);
+}
+
+static void component_halt(struct component *c)
+{
+	if (!c->th)
+		return;
+	/* Deferred, so a stop that races the start of loop_run is not lost. */
+	loop_defer(c->loop, stop_now, c->loop);
+	pthread_join(c->th, NULL);
+	c->th = 0;
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->cv);
+}
+
+/* ---- the components --------------------------------------------------------- */
+
+static char *path_in(struct cluster *cl, const char *rel)
+{
+	return file_join(cl->o.dir, rel);
+}
+
+static int api_start(struct component *c)
+{
+	struct cluster *cl = c->cl;
+	struct apiserver_opts o;
+	char *crt = path_in(cl, "pki/apiserver.crt"), *key = path_in(cl, "pki/apiserver.key");
+	char *ca = path_in(cl, "pki/ca.crt"), *data = path_in(cl, "data");
+	char *token = path_in(cl, "pki/bootstrap-token");
+
+	apiserver_opts_default(&o);
+	o.bind_address = cl->o.bind_address;
+	o.secure_port = cl->o.port;
+	o.tls_cert_file = crt;
+	o.tls_private_key_file = key;
+	o.client_ca_file = ca;
+	o.data_dir = data;
+	o.bootstrap_token_file = token;
+	c->state = apiserver_new(c->loop, &o);
+	if (c->state)
+		cl->port = apiserver_port(c->state);
+	free(crt);
+	free(key);
+	free(ca);
+	free(data);
+	free(token);
+	return c->state ? 0 : ERR_UNAVAILABLE;
+}
+
+static void api_stop(struct component *c)
+{
+	apiserver_free(c->state);
+}
+
+static int cm_start(struct component *c)
+{
+	struct cluster *cl = c->cl;
+	struct controller_manager_opts o;
+	char *kc = path_in(cl, "controller-manager.conf"), *crt = path_in(cl, "pki/ca.crt");
+	char *key = path_in(cl, "pki/ca.key");
+
+	controller_manager_opts_default(&o);
+	o.kubeconfig = kc;
+	o.server = cl->server;
+	o.cluster_signing_cert_file = crt;
+	o.cluster_signing_key_file = key;
+	if (cl->o.cert_ttl_ns > 0)
+		o.cluster_signing_duration_ns = cl->o.cert_ttl_ns;
+	o.approve_kubelet_serving = cl->o.approve_kubelet_serving;
+	c->state = controller_manager_new(c->loop, &o);
+	free(kc);
+	free(crt);
+	free(key);
+	return c->state ? 0 : ERR_UNAVAILABLE;
+}
+
+static void cm_stop(struct component *c)
+{
+	controller_manager_free(c->state);
+}
+
+static int kubelets_start(struct component *c)
+{
+	struct cluster *cl = c->cl;
+	struct kubelet_config t;
+	char *root = path_in(cl, "nodes"), *boot = path_in(cl, "bootstrap-kubelet.conf");
+	int rc;
+
+	kubelet_config_init(&t);
+	kubelet_config_set(&t.root_dir, root);
+	kubelet_config_set(&t.bootstrap_kubeconfig, boot);
+	t.rotate_certificates = true;
+	t.server_tls_bootstrap = cl->o.server_tls_bootstrap;
+	t.self_heal = cl->o.self_heal;
+	t.port = 0;
+	if (cl->o.status_update_ns > 0) {
+		t.node_status_update_frequency_ns = cl->o.status_update_ns;
+		t.update_frequency_set = true;
+	}
+	if (cl->o.lease_duration_s > 0)
+		t.node_lease_duration_s = (int)cl->o.lease_duration_s;
+	if (cl->o.pod_start_delay_ns > 0)
+		t.pod_start_delay_ns = cl->o.pod_start_delay_ns;
+	if (cl->o.exit_after_ns > 0)
+		t.exit_after_ns = cl->o.exit_after_ns;
+	c->state = kubelet_pool_new(c->loop, &t, cl->o.nodes, cl->o.node_prefix);
+	rc = c->state ? kubelet_pool_start(c->state) : ERR_INVALID;
+	kubelet_config_free(&t);
+	free(root);
+	free(boot);
+	return rc;
+}
+
+static void kubelets_stop(struct component *c)
+{
+	kubelet_pool_free(c->state);
+}
+
+/* Point a kubeconfig at the server actually bound (port 0, or a resumed
+ * cluster on another port). Missing files are fine. */
+static void repoint(const char *path, const char *server)
+{
+	struct kubeconfig kc;
+	if (!file_exists(path) || kubeconfig_load(path, &kc) < 0)
+		return;
+	if (!kc.server || strcmp(kc.server, server)) {
+		free(kc.server);
+		kc.server = strdup(server);
+		/* Keep file references as files: the kubelet's points at its store. */
+		if (kc.cert_file) {
+			free(kc.cert_data);
+			kc.cert_data = NULL;
+		}
+		if (kc.key_file) {
+			free(kc.key_data);
+			kc.key_data = NULL;
+		}
+		if (kc.ca_file) {
+			free(kc.ca_data);
+			kc.ca_data = NULL;
+		}
+		if (kubeconfig_save(path, &kc) < 0)
+			LOG_ERROR("rewrite %s: %s", path, err_msg());
+	}
+	kubeconfig_free(&kc);
+}
+
+static void repoint_all(struct cluster *cl)
+{
+	static const char *const confs[] = {"admin.conf", "controller-manager.conf",
+					    "scheduler.conf", "bootstrap-kubelet.conf"};
+	char *nodes = path_in(cl, "nodes");
+	DIR *d;
+	struct dirent *e;
+
+	for (size_t i = 0; i < sizeof(confs) / sizeof(confs[0]); i++) {
+		char *p = path_in(cl, confs[i]);
+		repoint(p, cl->server);
+		free(p);
+	}
+	if ((d = opendir(nodes))) {
+		while ((e = readdir(d))) {
+			char rel[512], *p;
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(rel, sizeof(rel), "nodes/%s/kubelet.conf", e->d_name);
+			p = path_in(cl, rel);
+			repoint(p, cl->server);
+			free(p);
+		}
+		closedir(d);
+	}
+	free(nodes);
+}
+
+static void say(void *arg, const char *line)
+{
+	LOG_V(1, "%s", line);
+}
+
+struct cluster *cluster_start(const struct cluster_opts *o)
+{
+	struct cluster *cl = calloc(1, sizeof(*cl));
+	struct cluster_pki_opts po = {
+		.dir = o->dir,
+		.cluster_name = "kubernetes",
+		.server = "https://127.0.0.1:6443",
+		.key_type = PKI_KEY_ECDSA,
+		.ca_validity_ns = CLUSTER_CA_VALIDITY,
+		.validity_ns = CLUSTER_CERT_VALIDITY,
+		.say = say,
+	};
+
+	if (!cl)
+		abort();
+	cl->o = *o;
+	cl->api = (struct component){.name = "apiserver", .start = api_start, .stop = api_stop};
+	cl->cm = (struct component){.name = "controller-manager", .start = cm_start,
+				    .stop = cm_stop};
+	cl->kubelets = (struct component){.name = "kubelet", .start = kubelets_start,
+					  .stop = kubelets_stop};
+	/* The kubeconfigs name the server; keep the one they name if we do not
+	 * know the port yet, so a rerun does not regenerate them for nothing. */
+	char want[64], *admin = path_in(cl, "admin.conf");
+	struct kubeconfig have;
+	if (o->port > 0) {
+		snprintf(want, sizeof(want), "https://127.0.0.1:%d", o->port);
+	} else if (file_exists(admin) && kubeconfig_load(admin, &have) == 0) {
+		snprintf(want, sizeof(want), "%s", have.server ? have.server : po.server);
+		kubeconfig_free(&have);
+	} else {
+		snprintf(want, sizeof(want), "%s", po.server);
+	}
+	free(admin);
+	po.server = want;
+	if (file_mkdirs(o->dir, 0700) < 0 || cluster_pki_init(&po) < 0)
+		goto fail;
+	if (component_run(&cl->api, cl) < 0)
+		goto fail;
+	snprintf(cl->server, sizeof(cl->server), "https://127.0.0.1:%d", cl->port);
+	repoint_all(cl);
+	if (component_run(&cl->cm, cl) < 0)
+		goto fail;
+	if (o->nodes > 0 && component_run(&cl->kubelets, cl) < 0)
+		goto fail;
+	return cl;
+fail:
+	cluster_stop(cl);
+	return NULL;
+}
+
+int cluster_port(const struct cluster *c)
+{
+	return c->port;
+}
+
+void cluster_stop(struct cluster *c)
+{
+	if (!c)
+		return;
+	component_halt(&c->kubelets);
+	component_halt(&c->cm);
+	component_halt(&c->api);
+	free(c);
+}

@@ -1,0 +1,37 @@
+/*
+ * cluster — the components of one cluster run as threads of this process,
+ * each on its own loop (DESIGN.md §3): what `cube server` and `cube up` are
+ * made of. Components still talk only through the API server.
+ *
+ * Main thread only (the components' own threads are internal).
+ */
+#ifndef CUBE_CLUSTER_H
+#define CUBE_CLUSTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct cluster_opts {
+	const char *dir;          /* cluster dir: PKI, kubeconfigs, data/, nodes/ */
+	const char *bind_address; /* API server */
+	int port;                 /* 0 = any free port (kubeconfigs are rewritten) */
+	int64_t cert_ttl_ns;      /* --cluster-signing-duration of the signer */
+	bool approve_kubelet_serving;
+	/* kubelets (none for `cube server`) */
+	int nodes;
+	const char *node_prefix;
+	bool self_heal;
+	bool server_tls_bootstrap;
+	int64_t status_update_ns, lease_duration_s, pod_start_delay_ns, exit_after_ns;
+};
+
+struct cluster;
+
+/* Create the PKI if missing, then start the API server, the controller
+ * manager and the kubelets. NULL with err_msg() on failure. */
+struct cluster *cluster_start(const struct cluster_opts *o);
+int cluster_port(const struct cluster *c);
+/* Stop everything (kubelets first), join the threads, free. */
+void cluster_stop(struct cluster *c);
+
+#endif

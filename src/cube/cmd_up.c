@@ -1,0 +1,265 @@
+/*
+ * cube server — the control plane (API server + controller manager) in one
+ * process; cube up — that plus N hollow kubelets, with progress until every
+ * node is Ready, then the KUBECONFIG line, until Ctrl-C.
+ */
+#include "cube/cli.h"
+#include "cube/cluster.h"
+
+#include "client/rest.h"
+#include "pki/kubeconfig.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/jx.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/timeutil.h"
+
+#include <event2/event.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char up_usage[] =
+	"Usage: cube up [flags]\n"
+	"\n"
+	"Start a whole cluster in this process: the API server, the controller manager\n"
+	"and N hollow kubelets that bootstrap with a token, get their certificates from\n"
+	"CSRs, rotate them, and heartbeat. Shows progress until every node is Ready,\n"
+	"prints the KUBECONFIG line, and runs until Ctrl-C. Run it again on the same\n"
+	"--data-dir to resume the same cluster.\n"
+	"\n"
+	"Flags:\n"
+	"      --nodes N                       hollow kubelets (default 3)\n"
+	"      --data-dir DIR                  the cluster's home: PKI, kubeconfigs, state.db,\n"
+	"                                      nodes/ (default ./cube-data)\n"
+	"      --port N                        API server port on 127.0.0.1 (default 6443;\n"
+	"                                      0 = any free port)\n"
+	"      --cert-ttl DUR                  lifetime of the certificates the signer issues\n"
+	"                                      (--cluster-signing-duration; default 8760h)\n"
+	"      --node-status-update-frequency DUR   (default 10s)\n"
+	"      --node-lease-duration-seconds N      (default 40)\n"
+	"      --pod-start-delay DUR           the simulated runtime's start time (default 1s)\n"
+	"      --exit-after DUR                an expired kubelet exits after this (default 5m)\n"
+	"      --self-heal                     kubelets re-bootstrap when their certificate\n"
+	"                                      expires, instead of exiting (upstream)\n"
+	"      --server-tls-bootstrap          kubelets request serving certificates too\n"
+	"      --approve-kubelet-serving       ...and the controller manager approves them\n"
+	"  -v, --v N                           log verbosity\n";
+
+static const char server_usage[] =
+	"Usage: cube server [flags]\n"
+	"\n"
+	"The control plane in one process: the API server and the controller manager\n"
+	"(CSR approving, signing, cleaning), each on its own thread, talking through\n"
+	"the API as separate processes would. Creates the PKI in --data-dir if missing.\n"
+	"\n"
+	"Flags:\n"
+	"      --data-dir DIR                  PKI, kubeconfigs and state.db (default ./cube-data)\n"
+	"      --secure-port N                 API server port (default 6443; 0 = any)\n"
+	"      --bind-address IP               (default 127.0.0.1)\n"
+	"      --cluster-signing-duration DUR  (default 8760h)\n"
+	"      --approve-kubelet-serving       approve valid kubelet serving CSRs\n"
+	"  -v, --v N                           log verbosity\n";
+
+/* ---- progress: an admin client watching nodes become Ready ----------------- */
+
+struct progress {
+	struct loop *loop;
+	struct rest_client *client;
+	struct timer *tick;
+	int want, ready, shown;
+	bool done;
+	int64_t start;
+	const char *dir;
+};
+
+static bool node_ready(const json_t *node)
+{
+	json_t *c;
+	size_t i;
+	json_array_foreach(jx_get(node, "status.conditions"), i, c) if (!strcmp(
+		jx_str(c, "type") ?: "", "Ready")) return !strcmp(jx_str(c, "status") ?: "", "True");
+	return false;
+}
+
+static void on_nodes(void *arg, int status, json_t *body, const char *err)
+{
+	struct progress *p = arg;
+	json_t *n;
+	size_t i;
+	int ready = 0;
+
+	if (status == 200)
+		json_array_foreach(json_object_get(body, "items"), i, n) ready += node_ready(n);
+	if (ready != p->shown) {
+		printf("  %d/%d nodes Ready (%.1fs)\n", ready, p->want,
+		       (double)(clock_mono() - p->start) / 1e9);
+		fflush(stdout);
+		p->shown = ready;
+	}
+	if (ready >= p->want && !p->done) {
+		char abs[PATH_MAX];
+		p->done = true;
+		printf("\nCluster is up. Use it with:\n\n  export KUBECONFIG=%s/admin.conf\n"
+		       "  kubectl get nodes\n  kubectl get csr\n\nCtrl-C stops it; `cube up` on "
+		       "the same --data-dir resumes it.\n",
+		       realpath(p->dir, abs) ? abs : p->dir);
+		fflush(stdout);
+		return;
+	}
+	timer_after(p->tick, 300 * NS_PER_MS);
+}
+
+static void on_tick(void *arg)
+{
+	struct progress *p = arg;
+	rest_do(p->client, "GET", "/api/v1/nodes", NULL, on_nodes, p);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	LOG_INFO("\"Received signal, shutting down\" signal=%d", (int)sig);
+	loop_stop(arg);
+}
+
+/* Run the main loop until SIGINT/SIGTERM, with progress if want > 0. */
+static int wait_for_signal(struct cluster *cl, const char *dir, int want)
+{
+	struct loop *loop = loop_new();
+	struct event *sigs[2];
+	struct progress p = {.loop = loop, .want = want, .shown = -1, .start = clock_mono(),
+			     .dir = dir};
+	struct kubeconfig kc;
+	char *admin = file_join(dir, "admin.conf");
+
+	sigs[0] = evsignal_new(loop_base(loop), SIGTERM, on_signal, loop);
+	sigs[1] = evsignal_new(loop_base(loop), SIGINT, on_signal, loop);
+	evsignal_add(sigs[0], NULL);
+	evsignal_add(sigs[1], NULL);
+	if (want > 0 && kubeconfig_load(admin, &kc) == 0) {
+		p.client = rest_client_from_kubeconfig(loop, &kc, "cube-up");
+		kubeconfig_free(&kc);
+		p.tick = loop_timer(loop, on_tick, &p);
+		timer_after(p.tick, 0);
+	}
+	free(admin);
+	loop_run(loop);
+	timer_free(p.tick);
+	rest_client_free(p.client);
+	event_free(sigs[0]);
+	event_free(sigs[1]);
+	loop_free(loop);
+	cluster_stop(cl);
+	LOG_INFO("\"Shutdown complete\"");
+	return 0;
+}
+
+static int dur_flag(const char *cmd, const char *flag, const char *v, int64_t *out)
+{
+	if (duration_parse(v, out) < 0 || *out <= 0)
+		return cli_usage_error(cmd, "invalid %s \"%s\"", flag, v);
+	return 0;
+}
+
+int cmd_up(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"nodes", required_argument, NULL, 'n'},
+		{"data-dir", required_argument, NULL, 'd'},
+		{"port", required_argument, NULL, 'p'},
+		{"cert-ttl", required_argument, NULL, 't'},
+		{"node-status-update-frequency", required_argument, NULL, 'u'},
+		{"node-lease-duration-seconds", required_argument, NULL, 'l'},
+		{"pod-start-delay", required_argument, NULL, 's'},
+		{"exit-after", required_argument, NULL, 'x'},
+		{"self-heal", no_argument, NULL, 'H'},
+		{"server-tls-bootstrap", no_argument, NULL, 'S'},
+		{"approve-kubelet-serving", no_argument, NULL, 'A'},
+		{"v", required_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct cluster_opts o = {.dir = "cube-data", .bind_address = "127.0.0.1", .port = 6443,
+				 .nodes = 3, .node_prefix = "node-"};
+	struct cluster *cl;
+	int c, r = 0;
+
+	while (r == 0 && (c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			o.nodes = atoi(optarg);
+			if (o.nodes < 0)
+				r = cli_usage_error("up", "--nodes must be 0 or more");
+			break;
+		case 'd': o.dir = optarg; break;
+		case 'p': o.port = atoi(optarg); break;
+		case 't': r = dur_flag("up", "--cert-ttl", optarg, &o.cert_ttl_ns); break;
+		case 'u': r = dur_flag("up", "--node-status-update-frequency", optarg,
+				       &o.status_update_ns); break;
+		case 'l': o.lease_duration_s = atoi(optarg); break;
+		case 's': r = dur_flag("up", "--pod-start-delay", optarg, &o.pod_start_delay_ns); break;
+		case 'x': r = dur_flag("up", "--exit-after", optarg, &o.exit_after_ns); break;
+		case 'H': o.self_heal = true; break;
+		case 'S': o.server_tls_bootstrap = true; break;
+		case 'A': o.approve_kubelet_serving = true; break;
+		case 'v': log_set_verbosity(atoi(optarg)); break;
+		case 'h': return cli_help(up_usage);
+		default: return cli_bad_flag("up", argv);
+		}
+	}
+	if (r)
+		return r;
+	printf("Starting a cluster with %d node%s in %s ...\n", o.nodes, o.nodes == 1 ? "" : "s",
+	       o.dir);
+	fflush(stdout);
+	if (!(cl = cluster_start(&o)))
+		return cli_fail("%s", err_msg());
+	printf("  API server on https://127.0.0.1:%d\n", cluster_port(cl));
+	fflush(stdout);
+	return wait_for_signal(cl, o.dir, o.nodes);
+}
+
+int cmd_server(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"data-dir", required_argument, NULL, 'd'},
+		{"secure-port", required_argument, NULL, 'p'},
+		{"bind-address", required_argument, NULL, 'b'},
+		{"cluster-signing-duration", required_argument, NULL, 't'},
+		{"approve-kubelet-serving", no_argument, NULL, 'A'},
+		{"v", required_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct cluster_opts o = {.dir = "cube-data", .bind_address = "127.0.0.1", .port = 6443};
+	struct cluster *cl;
+	int c, r = 0;
+
+	while (r == 0 && (c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': o.dir = optarg; break;
+		case 'p': o.port = atoi(optarg); break;
+		case 'b': o.bind_address = optarg; break;
+		case 't': r = dur_flag("server", "--cluster-signing-duration", optarg,
+				       &o.cert_ttl_ns); break;
+		case 'A': o.approve_kubelet_serving = true; break;
+		case 'v': log_set_verbosity(atoi(optarg)); break;
+		case 'h': return cli_help(server_usage);
+		default: return cli_bad_flag("server", argv);
+		}
+	}
+	if (r)
+		return r;
+	if (!(cl = cluster_start(&o)))
+		return cli_fail("%s", err_msg());
+	LOG_INFO("\"cube server is up\" apiserver=\"https://127.0.0.1:%d\" kubeconfig=\"%s/admin.conf\"",
+		 cluster_port(cl), o.dir);
+	return wait_for_signal(cl, o.dir, 0);
+}

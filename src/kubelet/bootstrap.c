@@ -1,0 +1,448 @@
+/*
+ * TLS bootstrap (k8s-facts §1.7; upstream pkg/kubelet/certificate/bootstrap):
+ * with the bootstrap kubeconfig's token, ask for a client certificate under
+ * the deterministic name node-csr-<hash>, wait up to an hour for it, store
+ * it as kubelet-client-<date>.pem with the current symlink, and write the
+ * kubeconfig that points at the store. The private key waits in
+ * kubelet-client.key.tmp until the certificate arrives, so a restart asks
+ * again under the same name and finds its earlier request.
+ */
+#include "kubelet/internal.h"
+
+#include "pki/certstore.h"
+#include "pki/pki.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "base/rand.h"
+#include "base/strv.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TMP_KEY "kubelet-client.key.tmp"
+#define BOOTSTRAP_WAIT_NS (3600 * NS_PER_SEC)
+#define HEALTHZ_WAIT_NS NS_PER_MIN
+#define HEALTHZ_PERIOD_NS (2 * NS_PER_SEC)
+
+/* ---- the CSR's name ------------------------------------------------------------ */
+
+/* base64url without padding, as Go's base64.RawURLEncoding. */
+static char *b64url(const unsigned char *data, size_t len)
+{
+	char *out = malloc(4 * ((len + 2) / 3) + 1);
+	size_t n;
+
+	if (!out)
+		abort();
+	EVP_EncodeBlock((unsigned char *)out, data, (int)len);
+	n = strlen(out);
+	while (n && out[n - 1] == '=')
+		out[--n] = '\0';
+	for (char *p = out; *p; p++)
+		*p = *p == '+' ? '-' : *p == '/' ? '_' : *p;
+	return out;
+}
+
+/* One field of the digest: its base64url form, then the '|' delimiter that
+ * base64url never produces, so no two inputs write the same stream. */
+static int digest_field(EVP_MD_CTX *ctx, const unsigned char *data, size_t len)
+{
+	char *enc = b64url(data, len);
+	int ok = EVP_DigestUpdate(ctx, enc, strlen(enc)) && EVP_DigestUpdate(ctx, "|", 1);
+	free(enc);
+	return ok;
+}
+
+char *kubelet_csr_name(EVP_PKEY *key, const char *cn, const char *const *orgs,
+		       const char *const *usages)
+{
+	EVP_MD *md = EVP_MD_fetch(NULL, "SHA512-256", NULL);
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	unsigned char *der = NULL, sum[EVP_MAX_MD_SIZE];
+	unsigned int sumlen = 0;
+	int derlen = i2d_PUBKEY(key, &der), ok;
+	char *name = NULL;
+
+	ok = md && ctx && derlen > 0 && EVP_DigestInit_ex(ctx, md, NULL) &&
+	     digest_field(ctx, der, (size_t)derlen) &&
+	     digest_field(ctx, (const unsigned char *)cn, strlen(cn));
+	for (size_t i = 0; ok && orgs && orgs[i]; i++)
+		ok = digest_field(ctx, (const unsigned char *)orgs[i], strlen(orgs[i]));
+	for (size_t i = 0; ok && usages && usages[i]; i++)
+		ok = digest_field(ctx, (const unsigned char *)usages[i], strlen(usages[i]));
+	if (ok && EVP_DigestFinal_ex(ctx, sum, &sumlen)) {
+		char *enc = b64url(sum, sumlen);
+		name = str_printf("node-csr-%s", enc);
+		free(enc);
+	} else {
+		err_set(ERR_CRYPTO, "SHA-512/256 of the CSR's identity failed");
+	}
+	OPENSSL_free(der);
+	EVP_MD_CTX_free(ctx);
+	EVP_MD_free(md);
+	return name;
+}
+
+/*
+ * upstream's name in hex: "node-csr-" + the digest as 64 lower-case hex
+ * digits. Only for an API server that (wrongly: upstream's
+ * ValidateCertificateRequestName accepts any name) insists on DNS names.
+ */
+static char *dns_safe_name(const char *name)
+{
+	const char *b64 = name + strlen("node-csr-");
+	size_t n = strlen(b64), o = 0;
+	char *std = malloc(n + 4), *out;
+	unsigned char raw[64];
+	int len;
+
+	if (!std)
+		abort();
+	for (size_t i = 0; i < n; i++)
+		std[i] = b64[i] == '-' ? '+' : b64[i] == '_' ? '/' : b64[i];
+	while (n % 4)
+		std[n++] = '=';
+	std[n] = '\0';
+	len = EVP_DecodeBlock(raw, (const unsigned char *)std, (int)n);
+	free(std);
+	out = malloc(9 + 2 * sizeof(raw) + 1);
+	if (!out)
+		abort();
+	o = (size_t)snprintf(out, 10, "node-csr-");
+	for (int i = 0; i < len && i < 32; i++)
+		o += (size_t)snprintf(out + o, 3, "%02x", raw[i]);
+	return out;
+}
+
+/* ---- is the kubeconfig still good? ---------------------------------------------- */
+
+bool bootstrap_kubeconfig_valid(const char *path)
+{
+	struct kubeconfig kc;
+	STACK_OF(X509) *certs = NULL;
+	EVP_PKEY *key = NULL;
+	bool ok = false;
+
+	if (!file_exists(path))
+		return false;
+	if (kubeconfig_load(path, &kc) < 0) {
+		LOG_ERROR("unable to read existing bootstrap client config from %s: %s", path,
+			  err_msg());
+		return false;
+	}
+	if (!kc.cert_data || pki_certs_parse(kc.cert_data, strlen(kc.cert_data), &certs) < 0) {
+		LOG_ERROR("unable to load TLS certificates from existing bootstrap client config "
+			  "read from %s: %s",
+			  path, kc.cert_data ? err_msg() : "no client certificate");
+		goto out;
+	}
+	if (!kc.key_data || !(key = pki_key_parse(kc.key_data, strlen(kc.key_data))) ||
+	    !pki_key_matches(sk_X509_value(certs, 0), key)) {
+		LOG_ERROR("unable to load TLS configuration from existing bootstrap client config "
+			  "read from %s: tls: private key does not match public key",
+			  path);
+		goto out;
+	}
+	ok = true;
+	for (int i = 0; ok && i < sk_X509_num(certs); i++) {
+		int64_t na = pki_cert_not_after(sk_X509_value(certs, i));
+		char when[GO_TIME_BUF];
+		if (clock_now() > na) {
+			LOG_ERROR("part of the existing bootstrap client certificate in %s is expired: "
+				  "%s",
+				  path, go_time_string(na, when));
+			ok = false;
+		}
+	}
+out:
+	EVP_PKEY_free(key);
+	sk_X509_pop_free(certs, X509_free);
+	kubeconfig_free(&kc);
+	return ok;
+}
+
+/* ---- the bootstrap itself ---------------------------------------------------------- */
+
+struct bootstrap {
+	struct kubelet *k;
+	struct rest_client *c; /* k->boot_client, borrowed: freeing a client inside its
+				* own callback is not allowed, and finish() runs there */
+	EVP_PKEY *key;
+	char *key_path;
+	struct timer *timer;
+	int64_t healthz_until;
+	struct rest_call *call;
+	struct csr_request *req;
+	bool dns_names;        /* the server refused upstream's name: use dns_safe_name */
+	void (*done)(struct kubelet *k, int rc, const char *err);
+};
+
+static void finish(struct bootstrap *b, int rc, const char *err)
+{
+	struct kubelet *k = b->k;
+	void (*done)(struct kubelet *, int, const char *) = b->done;
+	char *copy = err ? strdup(err) : NULL;
+
+	bootstrap_cancel(b);
+	done(k, rc, copy);
+	free(copy);
+}
+
+/* upstream's LoadOrGenerateKeyFile, and the store's key before that. */
+static EVP_PKEY *pick_key(struct bootstrap *b, bool fresh)
+{
+	struct kubelet *k = b->k;
+	X509 *cert = NULL;
+	EVP_PKEY *key = NULL;
+
+	if (!fresh && certstore_load(k->cfg.cert_dir, CERTSTORE_CLIENT, NULL, NULL, &cert, &key) == 0) {
+		X509_free(cert);
+		return key;
+	}
+	if (!fresh && file_exists(b->key_path) && (key = pki_key_load(b->key_path)))
+		return key;
+	LOG_V(2, "\"No valid private key and/or certificate found, reusing existing private key "
+		 "or creating a new one\"");
+	if (!(key = pki_key_new(PKI_KEY_ECDSA)))
+		return NULL;
+	if (pki_key_save(b->key_path, key) < 0) {
+		EVP_PKEY_free(key);
+		return NULL;
+	}
+	return key;
+}
+
+static void request(struct bootstrap *b);
+
+/* Write the kubeconfig upstream writes: the bootstrap kubeconfig's cluster,
+ * and the store's current pair as the user's certificate and key. */
+static int write_kubeconfig(struct bootstrap *b)
+{
+	struct kubelet *k = b->k;
+	char *pem = certstore_current_path(k->cfg.cert_dir, CERTSTORE_CLIENT), dir[4096];
+	char *abs = realpath(k->cfg.cert_dir, NULL), *cur, *ca_abs = NULL;
+	struct kubeconfig out = {0};
+	int rc;
+
+	cur = abs ? certstore_current_path(abs, CERTSTORE_CLIENT) : strdup(pem);
+	if (k->boot.ca_file)
+		ca_abs = realpath(k->boot.ca_file, NULL);
+	out.cluster = "default-cluster";
+	out.user = "default-auth";
+	out.context = "default-context";
+	out.namespace = "default";
+	out.server = k->boot.server;
+	out.ca_file = ca_abs ? ca_abs : k->boot.ca_file;
+	out.ca_data = out.ca_file ? NULL : k->boot.ca_data;
+	out.cert_file = cur;
+	out.key_file = cur;
+	file_mkdirs(file_dirname(k->cfg.kubeconfig, dir, sizeof(dir)), 0755);
+	rc = kubeconfig_save(k->cfg.kubeconfig, &out);
+	free(pem);
+	free(abs);
+	free(cur);
+	free(ca_abs);
+	return rc;
+}
+
+static int store(struct bootstrap *b, const char *cert_pem)
+{
+	char *key_pem = pki_key_pem(b->key), *pem;
+	int rc;
+
+	pem = str_printf("%s%s%s", cert_pem, cert_pem[strlen(cert_pem) - 1] == '\n' ? "" : "\n",
+			 key_pem);
+	rc = certstore_update_pem(b->k->cfg.cert_dir, CERTSTORE_CLIENT, pem, NULL);
+	OPENSSL_cleanse(pem, strlen(pem));
+	OPENSSL_cleanse(key_pem, strlen(key_pem));
+	free(pem);
+	free(key_pem);
+	if (rc < 0)
+		return rc;
+	if (unlink(b->key_path) < 0 && errno != ENOENT)
+		LOG_V(2, "\"Failed cleaning up private key file\" path=\"%s\" err=\"%s\"",
+		      b->key_path, strerror(errno));
+	return write_kubeconfig(b);
+}
+
+/*
+ * A reused node-csr may carry a certificate issued long ago and expired
+ * since (upstream kubernetes#65991: the kubelet stored it and stayed stuck).
+ * cube asks again with a fresh key instead.
+ */
+static bool stale(struct bootstrap *b, const char *cert_pem, const char *name)
+{
+	X509 *cert = pki_cert_parse(cert_pem, strlen(cert_pem));
+	char when[GO_TIME_BUF];
+	bool old = cert && clock_now() > pki_cert_not_after(cert);
+
+	if (old) {
+		LOG_WARN("\"The certificate issued for the reused CSR has already expired; "
+			 "requesting a new one with a fresh key\" csr=\"%s\" notAfter=\"%s\"",
+			 name, go_time_string(pki_cert_not_after(cert), when));
+		EVP_PKEY_free(b->key);
+		b->key = NULL;
+	}
+	X509_free(cert);
+	return old;
+}
+
+static void on_issued(void *arg, const struct csr_result *res)
+{
+	struct bootstrap *b = arg;
+
+	b->req = NULL;
+	if (res->rc < 0 && !res->created && res->status == 422 && !b->dns_names &&
+	    res->err && strstr(res->err, "metadata.name")) {
+		char q[1024];
+		LOG_WARN("\"The API server refused upstream's CSR name; asking again under its hex "
+			 "form\" csr=\"%s\" err=\"%s\"",
+			 res->name ? res->name : "", kubelet_quote(res->err, q, sizeof(q)));
+		b->dns_names = true;
+		request(b);
+		return;
+	}
+	if (res->rc < 0) {
+		finish(b, res->rc, res->err);
+		return;
+	}
+	if (stale(b, res->cert_pem, res->name)) {
+		if (!(b->key = pick_key(b, true))) {
+			finish(b, ERR_CRYPTO, err_msg());
+			return;
+		}
+		request(b);
+		return;
+	}
+	if (store(b, res->cert_pem) < 0) {
+		finish(b, ERR_IO, err_msg());
+		return;
+	}
+	LOG_INFO("\"Bootstrap complete: client certificate stored\" node=\"%s\" csr=\"%s\"",
+		 b->k->cfg.node_name, res->name);
+	finish(b, 0, NULL);
+}
+
+static void on_seen(void *arg, int status)
+{
+	struct bootstrap *b = arg;
+	kubelet_seen(b->k, status);
+}
+
+static void request(struct bootstrap *b)
+{
+	struct kubelet *k = b->k;
+	char cn[300], *name, *csr_pem;
+	const char *orgs[] = {"system:nodes", NULL};
+	unsigned usages = pki_usages_kubelet(pki_key_is_rsa(b->key), false);
+	struct strv names = STRV_INIT;
+	X509_REQ *req;
+	struct csr_spec spec;
+
+	kubelet_cn(k, cn, sizeof(cn));
+	pki_usage_names(usages, &names);
+	name = kubelet_csr_name(b->key, cn, orgs, (const char *const *)names.v);
+	strv_free(&names);
+	if (name && b->dns_names) {
+		char *safe = dns_safe_name(name);
+		free(name);
+		name = safe;
+	}
+	req = name ? pki_csr_new(b->key, cn, orgs, NULL, NULL, 0) : NULL;
+	if (!req) {
+		free(name);
+		finish(b, ERR_CRYPTO, err_msg());
+		return;
+	}
+	csr_pem = pki_csr_pem(req);
+	X509_REQ_free(req);
+	spec = (struct csr_spec){.name = name,
+				 .csr_pem = csr_pem,
+				 .signer = SIGNER_KUBELET_CLIENT,
+				 .usages = usages,
+				 .timeout_ns = BOOTSTRAP_WAIT_NS,
+				 .server = k->boot.server};
+	LOG_V(2, "\"Waiting for client certificate to be issued\" csr=\"%s\"", name);
+	b->req = csr_request_start(k->loop, b->c, &spec, on_issued, on_seen, b);
+	free(name);
+	free(csr_pem);
+}
+
+/* ---- waiting for the API server ---------------------------------------------------- */
+
+static void poll_healthz(void *arg);
+
+static void on_healthz(void *arg, int status, json_t *body, const char *err)
+{
+	struct bootstrap *b = arg;
+	char why[512], q[600];
+
+	b->call = NULL;
+	kubelet_seen(b->k, status);
+	if (status == 200) {
+		request(b);
+		return;
+	}
+	kubelet_http_error("GET", b->k->boot.server, "/healthz", status, body, err, why,
+			   sizeof(why));
+	LOG_INFO("\"Failed to connect to apiserver\" err=\"%s\"", kubelet_quote(why, q, sizeof(q)));
+	if (clock_mono() >= b->healthz_until) {
+		/* Upstream only warns and goes on to ask anyway. */
+		LOG_INFO("\"Error waiting for apiserver to come up\" err=\"timed out waiting to "
+			 "connect to apiserver\"");
+		request(b);
+		return;
+	}
+	timer_after(b->timer, HEALTHZ_PERIOD_NS + (int64_t)(rand_double() * 0.2 *
+							     (double)HEALTHZ_PERIOD_NS));
+}
+
+static void poll_healthz(void *arg)
+{
+	struct bootstrap *b = arg;
+	b->call = rest_do(b->c, "GET", "/healthz", NULL, on_healthz, b);
+}
+
+struct bootstrap *bootstrap_start(struct kubelet *k, bool fresh_key,
+				  void (*done)(struct kubelet *k, int rc, const char *err))
+{
+	struct bootstrap *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		abort();
+	b->k = k;
+	b->done = done;
+	b->key_path = file_join(k->cfg.cert_dir, TMP_KEY);
+	b->timer = loop_timer(k->loop, poll_healthz, b);
+	LOG_V(2, "\"Using bootstrap kubeconfig to generate TLS client cert, key and kubeconfig "
+		 "file\"");
+	b->c = k->boot_client;
+	if (!b->c || file_mkdirs(k->cfg.cert_dir, 0755) < 0 || !(b->key = pick_key(b, fresh_key))) {
+		err_wrap(ERR_INVALID, "unable to bootstrap");
+		bootstrap_cancel(b);
+		return NULL;
+	}
+	b->healthz_until = clock_mono() + HEALTHZ_WAIT_NS;
+	timer_after(b->timer, 0);
+	return b;
+}
+
+void bootstrap_cancel(struct bootstrap *b)
+{
+	if (!b)
+		return;
+	rest_cancel(b->call);
+	csr_request_cancel(b->req);
+	timer_free(b->timer);
+	EVP_PKEY_free(b->key);
+	free(b->key_path);
+	free(b);
+}

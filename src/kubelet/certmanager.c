@@ -1,0 +1,927 @@
+/*
+ * The certificate manager and the CSR request it (and the TLS bootstrap)
+ * uses. See certmanager.h; upstream's sources are client-go
+ * util/certificate/certificate_manager.go and csr/csr.go.
+ */
+#include "kubelet/certmanager.h"
+
+#include "pki/certstore.h"
+#include "pki/pki.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/jx.h"
+#include "base/log.h"
+#include "base/rand.h"
+#include "base/strv.h"
+#include "base/timeutil.h"
+
+#include <math.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CSR_PATH "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+/* How soon a CSR watch that ended is opened again. */
+#define REWATCH_NS NS_PER_SEC
+
+/* ---- upstream's arithmetic --------------------------------------------------- */
+
+int64_t certmgr_rotation_deadline(int64_t not_before_ns, int64_t not_after_ns, double u)
+{
+	double total = (double)(not_after_ns - not_before_ns);
+	/* wait.Jitter(total, 0.2) - 0.3·total */
+	return not_before_ns + (int64_t)(total + u * 0.2 * total - 0.3 * total);
+}
+
+int64_t certmgr_backoff_delay(int failed_attempts, double u)
+{
+	int64_t d = 2 * NS_PER_SEC;
+
+	if (failed_attempts < 1 || failed_attempts >= CERTMGR_BACKOFF_STEPS)
+		return -1;
+	for (int i = 1; i < failed_attempts; i++)
+		d *= 2;
+	return d + (int64_t)(u * 0.1 * (double)d);
+}
+
+char *go_time_string(int64_t ns, char buf[GO_TIME_BUF])
+{
+	int64_t sec = ns >= 0 ? ns / NS_PER_SEC : -((-ns + NS_PER_SEC - 1) / NS_PER_SEC);
+	int64_t frac = ns - sec * NS_PER_SEC;
+	time_t t = (time_t)sec;
+	struct tm tm;
+	char date[32], fr[16] = "";
+
+	gmtime_r(&t, &tm);
+	strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S", &tm);
+	if (frac) {
+		/* Go's .999999999: as many digits as needed, no trailing zeros. */
+		size_t n;
+		snprintf(fr, sizeof(fr), ".%09lld", (long long)frac);
+		n = strlen(fr);
+		while (n > 1 && fr[n - 1] == '0')
+			fr[--n] = '\0';
+	}
+	snprintf(buf, GO_TIME_BUF, "%s%s +0000 UTC", date, fr);
+	return buf;
+}
+
+/* "POST" → "Post", as Go's net/http names a method in its errors. */
+static const char *go_method(const char *method, char buf[16])
+{
+	size_t i;
+	for (i = 0; method[i] && i < 15; i++)
+		buf[i] = (char)(i ? (method[i] | 0x20) : method[i]);
+	buf[i] = '\0';
+	return buf;
+}
+
+const char *kubelet_http_error(const char *method, const char *server, const char *path,
+			       int status, const json_t *body, const char *err, char *buf, size_t n)
+{
+	const char *msg = body ? jx_str(body, "message") : NULL;
+	char m[16];
+
+	if (status == 0)
+		snprintf(buf, n, "%s \"%s%s\": %s", go_method(method, m), server ? server : "",
+			 path ? path : "", err ? err : "connection failed");
+	else if (msg && *msg)
+		snprintf(buf, n, "%s", msg);
+	else
+		snprintf(buf, n,
+			 "the server responded with the status code %d but did not return more "
+			 "information",
+			 status);
+	return buf;
+}
+
+/* ---- small helpers ------------------------------------------------------------- */
+
+static char *b64_encode(const char *data, size_t len)
+{
+	char *out = malloc(4 * ((len + 2) / 3) + 1);
+	if (!out)
+		abort();
+	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)data, (int)len);
+	return out;
+}
+
+/* Standard base64 with padding, as JSON carries []byte; NULL if malformed. */
+static char *b64_decode(const char *in)
+{
+	size_t len = in ? strlen(in) : 0, pad = 0;
+	unsigned char *out;
+	int n;
+
+	if (len == 0 || len % 4)
+		return NULL;
+	out = malloc(len / 4 * 3 + 1);
+	if (!out)
+		abort();
+	n = EVP_DecodeBlock(out, (const unsigned char *)in, (int)len);
+	if (n < 0) {
+		free(out);
+		return NULL;
+	}
+	while (len && in[len - 1] == '=' && pad < 2)
+		len--, pad++;
+	out[n - (int)pad] = '\0';
+	return (char *)out;
+}
+
+static json_t *usage_names(unsigned usages)
+{
+	struct strv names = STRV_INIT;
+	json_t *arr = json_array();
+
+	pki_usage_names(usages, &names);
+	for (size_t i = 0; i < names.n; i++)
+		json_array_append_new(arr, json_string(names.v[i]));
+	strv_free(&names);
+	return arr;
+}
+
+/* ---- one CSR ----------------------------------------------------------------------- */
+
+struct csr_request {
+	struct loop *loop;
+	struct rest_client *c;
+	char *name, *uid, *csr_pem, *signer, *server;
+	unsigned usages;
+	struct rest_call *call;
+	struct rest_watch *watch;
+	struct timer *deadline, *rewatch;
+	bool told_approved;
+	csr_done_cb done;
+	csr_seen_cb seen;
+	void *arg;
+};
+
+static void req_free(struct csr_request *r)
+{
+	rest_cancel(r->call);
+	rest_watch_stop(r->watch);
+	timer_free(r->deadline);
+	timer_free(r->rewatch);
+	free(r->name);
+	free(r->uid);
+	free(r->csr_pem);
+	free(r->signer);
+	free(r->server);
+	free(r);
+}
+
+void csr_request_cancel(struct csr_request *r)
+{
+	if (r)
+		req_free(r);
+}
+
+/* Report the outcome and end the request. The callback that called this
+ * has already forgotten its own rest call. */
+static void req_finish(struct csr_request *r, int rc, bool created, int status, const char *err,
+		       const char *cert_pem)
+{
+	csr_done_cb done = r->done;
+	void *arg = r->arg;
+	char *name = r->name;
+	struct csr_result res = {.rc = rc,
+				 .created = created,
+				 .status = status,
+				 .err = err,
+				 .name = name,
+				 .cert_pem = cert_pem};
+
+	/* Free first: done may start the next request at once. */
+	r->name = NULL;
+	req_free(r);
+	done(arg, &res);
+	free(name);
+}
+
+static void seen(struct csr_request *r, int status)
+{
+	if (r->seen)
+		r->seen(r->arg, status);
+}
+
+static void watch_open(struct csr_request *r);
+
+/* One state of the CSR: 1 issued (cert into *pem), 0 keep waiting, <0 failed (msg). */
+static int judge(struct csr_request *r, const json_t *csr, char **pem, char *msg, size_t n)
+{
+	const char *uid = jx_str(csr, "metadata.uid");
+	bool approved = false;
+	json_t *c;
+	size_t i;
+
+	if (r->uid && uid && strcmp(uid, r->uid)) {
+		snprintf(msg, n, "csr \"%s\" changed UIDs", r->name);
+		return ERR_CONFLICT;
+	}
+	json_array_foreach(jx_get(csr, "status.conditions"), i, c)
+	{
+		const char *type = jx_str(c, "type");
+		if (type && !strcmp(type, "Denied")) {
+			snprintf(msg, n,
+				 "certificate signing request is denied, reason: %s, message: %s",
+				 jx_str(c, "reason") ?: "", jx_str(c, "message") ?: "");
+			return ERR_FORBIDDEN;
+		}
+		if (type && !strcmp(type, "Failed")) {
+			snprintf(msg, n,
+				 "certificate signing request failed, reason: %s, message: %s",
+				 jx_str(c, "reason") ?: "", jx_str(c, "message") ?: "");
+			return ERR_INVALID;
+		}
+		approved |= type && !strcmp(type, "Approved");
+	}
+	if (!approved)
+		return 0;
+	if ((*pem = b64_decode(jx_str(csr, "status.certificate"))) && **pem) {
+		LOG_INFO("certificate signing request %s is issued", r->name);
+		return 1;
+	}
+	free(*pem);
+	*pem = NULL;
+	if (!r->told_approved) {
+		LOG_INFO("certificate signing request %s is approved, waiting to be issued",
+			 r->name);
+		r->told_approved = true;
+	}
+	return 0;
+}
+
+static void on_watch_event(void *arg, const char *type, json_t *obj)
+{
+	struct csr_request *r = arg;
+	char msg[512], *pem = NULL;
+	int v;
+
+	if (!strcmp(type, "DELETED")) {
+		snprintf(msg, sizeof(msg), "csr \"%s\" was deleted", r->name);
+		req_finish(r, ERR_NOTFOUND, true, 0, msg, NULL);
+		return;
+	}
+	if (strcmp(type, "ADDED") && strcmp(type, "MODIFIED"))
+		return;
+	v = judge(r, obj, &pem, msg, sizeof(msg));
+	if (v > 0)
+		req_finish(r, 0, true, 0, NULL, pem);
+	else if (v < 0)
+		req_finish(r, v, true, 0, msg, NULL);
+	free(pem);
+}
+
+static void on_watch_end(void *arg, int status, const char *err)
+{
+	struct csr_request *r = arg;
+	r->watch = NULL;
+	seen(r, status);
+	/* A watch may end for many reasons (credentials changed, timeout):
+	 * keep waiting until the deadline, as UntilWithSync does. */
+	timer_after(r->rewatch, REWATCH_NS);
+}
+
+static void on_rewatch(void *arg)
+{
+	watch_open(arg);
+}
+
+static void watch_open(struct csr_request *r)
+{
+	char path[512];
+	/* No resourceVersion: the first event is the CSR as it is now. */
+	snprintf(path, sizeof(path), CSR_PATH "?watch=true&fieldSelector=metadata.name%%3D%s",
+		 r->name);
+	r->watch = rest_watch(r->c, path, on_watch_event, on_watch_end, r);
+}
+
+static void on_deadline(void *arg)
+{
+	req_finish(arg, ERR_TIMEOUT, true, 0, "timed out waiting for the condition", NULL);
+}
+
+static void start_waiting(struct csr_request *r, const json_t *csr)
+{
+	free(r->uid);
+	r->uid = jx_str(csr, "metadata.uid") ? strdup(jx_str(csr, "metadata.uid")) : NULL;
+	if (!r->name) {
+		r->name = strdup(jx_str(csr, "metadata.name") ?: "");
+	}
+	watch_open(r);
+}
+
+/* upstream's ensureCompatible: same key, subject, signer and usages. */
+static int compatible(struct csr_request *r, const json_t *csr, char *msg, size_t n)
+{
+	char *pem = b64_decode(jx_str(csr, "spec.request"));
+	X509_REQ *theirs = pem ? pki_csr_parse(pem, strlen(pem)) : NULL;
+	X509_REQ *ours = pki_csr_parse(r->csr_pem, strlen(r->csr_pem));
+	json_t *want = usage_names(r->usages);
+	int rc = 0;
+
+	if (!theirs || !ours) {
+		snprintf(msg, n, "unable to parse request");
+		rc = ERR_INVALID;
+	} else if (EVP_PKEY_eq(X509_REQ_get0_pubkey(theirs), X509_REQ_get0_pubkey(ours)) != 1) {
+		snprintf(msg, n, "csr and private key do not match");
+		rc = ERR_INVALID;
+	} else if (X509_NAME_cmp(X509_REQ_get_subject_name(theirs),
+				 X509_REQ_get_subject_name(ours))) {
+		snprintf(msg, n, "csr subjects differ");
+		rc = ERR_INVALID;
+	} else if (!jx_str(csr, "spec.signerName") ||
+		   strcmp(jx_str(csr, "spec.signerName"), r->signer)) {
+		snprintf(msg, n, "csr signerNames differ: new %s, orig: %s", r->signer,
+			 jx_str(csr, "spec.signerName") ?: "");
+		rc = ERR_INVALID;
+	} else if (!json_equal(jx_get(csr, "spec.usages"), want)) {
+		snprintf(msg, n, "csr usages differ");
+		rc = ERR_INVALID;
+	}
+	json_decref(want);
+	X509_REQ_free(theirs);
+	X509_REQ_free(ours);
+	free(pem);
+	return rc;
+}
+
+static void on_get_existing(void *arg, int status, json_t *body, const char *err)
+{
+	struct csr_request *r = arg;
+	char msg[768], why[512];
+
+	r->call = NULL;
+	seen(r, status);
+	if (status != 200) {
+		char path[512];
+		snprintf(path, sizeof(path), CSR_PATH "/%s", r->name);
+		kubelet_http_error("GET", r->server, path, status, body, err, why, sizeof(why));
+		snprintf(msg, sizeof(msg), "cannot retrieve certificate signing request: %s", why);
+		req_finish(r, ERR_IO, false, status, msg, NULL);
+		return;
+	}
+	if (compatible(r, body, why, sizeof(why)) < 0) {
+		snprintf(msg, sizeof(msg), "retrieved csr is not compatible: %s", why);
+		req_finish(r, ERR_INVALID, false, status, msg, NULL);
+		return;
+	}
+	LOG_INFO("csr for this node is still valid");
+	start_waiting(r, body);
+}
+
+static void on_created(void *arg, int status, json_t *body, const char *err)
+{
+	struct csr_request *r = arg;
+	char msg[768], why[512], path[512];
+
+	r->call = NULL;
+	seen(r, status);
+	if (status == 201 || status == 200) {
+		start_waiting(r, body);
+		return;
+	}
+	if (status == 409 && r->name) {
+		LOG_INFO("csr for this node already exists, reusing");
+		snprintf(path, sizeof(path), CSR_PATH "/%s", r->name);
+		r->call = rest_do(r->c, "GET", path, NULL, on_get_existing, r);
+		return;
+	}
+	kubelet_http_error("POST", r->server, CSR_PATH, status, body, err, why, sizeof(why));
+	snprintf(msg, sizeof(msg), "cannot create certificate signing request: %s", why);
+	req_finish(r, ERR_IO, false, status, msg, NULL);
+}
+
+struct csr_request *csr_request_start(struct loop *loop, struct rest_client *c,
+				      const struct csr_spec *spec, csr_done_cb done,
+				      csr_seen_cb seen_cb, void *arg)
+{
+	struct csr_request *r = calloc(1, sizeof(*r));
+	char *req_b64 = b64_encode(spec->csr_pem, strlen(spec->csr_pem));
+	json_t *meta = spec->name ? json_pack("{s:s}", "name", spec->name)
+				  : json_pack("{s:s}", "generateName", "csr-");
+	json_t *body = json_pack("{s:s,s:s,s:o,s:{s:s,s:s,s:o}}", "apiVersion",
+				 "certificates.k8s.io/v1", "kind", "CertificateSigningRequest",
+				 "metadata", meta, "spec", "request", req_b64, "signerName",
+				 spec->signer, "usages", usage_names(spec->usages));
+
+	if (!r)
+		abort();
+	r->loop = loop;
+	r->c = c;
+	r->name = spec->name ? strdup(spec->name) : NULL;
+	r->csr_pem = strdup(spec->csr_pem);
+	r->signer = strdup(spec->signer);
+	r->server = strdup(spec->server ? spec->server : "");
+	r->usages = spec->usages;
+	r->done = done;
+	r->seen = seen_cb;
+	r->arg = arg;
+	r->deadline = loop_timer(loop, on_deadline, r);
+	r->rewatch = loop_timer(loop, on_rewatch, r);
+	timer_after(r->deadline, spec->timeout_ns);
+	r->call = rest_do(c, "POST", CSR_PATH, body, on_created, r);
+	json_decref(body);
+	free(req_b64);
+	return r;
+}
+
+/* ---- the manager --------------------------------------------------------------------- */
+
+enum action { ACT_CYCLE, ACT_ROUND, ACT_ATTEMPT };
+
+struct certmgr {
+	struct loop *loop;
+	struct certmgr_config cfg; /* strings below are owned copies */
+	struct strv orgs, dns, ips;
+	X509 *cert;
+	EVP_PKEY *key;
+	bool force;       /* rotate at the next deadline computation */
+	bool polling;     /* past the backoff limit: every 32 s */
+	bool told_expired;
+	int failed;       /* failed attempts in this round */
+	int attempts;
+	enum action next;
+	struct timer *timer, *expiry;
+	struct csr_request *req;
+	EVP_PKEY *pending; /* the key of the CSR in flight */
+};
+
+static char *dup_or_null(const char *s)
+{
+	char *d;
+	if (!s)
+		return NULL;
+	if (!(d = strdup(s)))
+		abort();
+	return d;
+}
+
+static void copy_list(struct strv *dst, const char *const *src)
+{
+	for (size_t i = 0; src && src[i]; i++)
+		strv_push(dst, src[i]);
+}
+
+static void on_timer(void *arg);
+static void on_expiry(void *arg);
+
+struct certmgr *certmgr_new(struct loop *loop, const struct certmgr_config *cfg)
+{
+	struct certmgr *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		abort();
+	m->loop = loop;
+	m->cfg = *cfg;
+	m->cfg.name = dup_or_null(cfg->name ? cfg->name : cfg->signer);
+	m->cfg.signer = dup_or_null(cfg->signer);
+	m->cfg.server = dup_or_null(cfg->server);
+	m->cfg.cert_dir = dup_or_null(cfg->cert_dir);
+	m->cfg.prefix = dup_or_null(cfg->prefix);
+	m->cfg.cert_file = dup_or_null(cfg->cert_file);
+	m->cfg.key_file = dup_or_null(cfg->key_file);
+	m->cfg.initial_pem = dup_or_null(cfg->initial_pem);
+	m->cfg.cn = dup_or_null(cfg->cn);
+	copy_list(&m->orgs, cfg->orgs);
+	copy_list(&m->dns, cfg->dns);
+	copy_list(&m->ips, cfg->ips);
+	m->cfg.orgs = NULL;
+	m->cfg.dns = NULL;
+	m->cfg.ips = NULL;
+	m->timer = loop_timer(loop, on_timer, m);
+	m->expiry = loop_timer(loop, on_expiry, m);
+	return m;
+}
+
+static bool expired_at(X509 *cert, int64_t now)
+{
+	/* Go: now.After(NotAfter). */
+	return now > pki_cert_not_after(cert);
+}
+
+X509 *certmgr_current(struct certmgr *m)
+{
+	if (!m->cert || expired_at(m->cert, clock_now()))
+		return NULL;
+	return m->cert;
+}
+
+EVP_PKEY *certmgr_current_key(struct certmgr *m)
+{
+	return certmgr_current(m) ? m->key : NULL;
+}
+
+double certmgr_ttl_seconds(const struct certmgr *m)
+{
+	if (!m->cert || expired_at(m->cert, clock_now()))
+		return INFINITY;
+	return trunc((double)(pki_cert_not_after(m->cert) - clock_now()) / 1e9);
+}
+
+int certmgr_attempts(const struct certmgr *m)
+{
+	return m->attempts;
+}
+
+static void say_expired(struct certmgr *m)
+{
+	char now[TIME_BUF], after[TIME_BUF];
+
+	if (m->told_expired)
+		return;
+	m->told_expired = true;
+	LOG_INFO("%s: Current certificate is expired", m->cfg.name);
+	/* cube's line: the reason in the words the API server will use. */
+	LOG_ERROR("%s: the current certificate can no longer be used; requests go out without "
+		  "one: x509: certificate has expired or is not yet valid: current time %s is "
+		  "after %s",
+		  m->cfg.name, time_format_rfc3339_local(clock_now(), now),
+		  time_format_rfc3339(pki_cert_not_after(m->cert), after));
+}
+
+static void on_expiry(void *arg)
+{
+	struct certmgr *m = arg;
+	if (!m->cert || !expired_at(m->cert, clock_now()))
+		return;
+	say_expired(m);
+	if (m->cfg.on_change)
+		m->cfg.on_change(m->cfg.arg, NULL, NULL);
+}
+
+static void arm_expiry(struct certmgr *m)
+{
+	int64_t left;
+	if (!m->cert)
+		return;
+	/* Current() turns nil the first nanosecond after NotAfter. */
+	left = pki_cert_not_after(m->cert) - clock_now() + 1;
+	timer_after(m->expiry, left > 0 ? left : 0);
+}
+
+/* Adopt a pair (owned) as current and tell the owner. */
+static void set_pair(struct certmgr *m, X509 *cert, EVP_PKEY *key)
+{
+	X509_free(m->cert);
+	EVP_PKEY_free(m->key);
+	m->cert = cert;
+	m->key = key;
+	m->told_expired = false;
+	arm_expiry(m);
+}
+
+/* ---- loading ------------------------------------------------------------------------ */
+
+/* The kubeconfig's own pair stands in when the store has nothing usable. */
+static int seed_from_initial(struct certmgr *m, X509 **cert, EVP_PKEY **key)
+{
+	const char *pem = m->cfg.initial_pem;
+	X509 *c = pem ? pki_cert_parse(pem, strlen(pem)) : NULL;
+	EVP_PKEY *k = c ? pki_key_parse(pem, strlen(pem)) : NULL;
+
+	if (!c || !k || expired_at(c, clock_now())) {
+		X509_free(c);
+		EVP_PKEY_free(k);
+		return -1;
+	}
+	if (certstore_update_pem(m->cfg.cert_dir, m->cfg.prefix, pem, NULL) < 0)
+		LOG_ERROR("Unable to set the cert/key pair to the bootstrap certificate: %s",
+			  err_msg());
+	else
+		LOG_V(4, "Updated the store to contain the initial bootstrap certificate");
+	*cert = c;
+	*key = k;
+	return 0;
+}
+
+static int load(struct certmgr *m)
+{
+	X509 *cert = NULL;
+	EVP_PKEY *key = NULL;
+	int rc = certstore_load(m->cfg.cert_dir, m->cfg.prefix, m->cfg.cert_file,
+				m->cfg.key_file, &cert, &key);
+
+	if (rc < 0 && rc != ERR_NOTFOUND)
+		return rc;
+	m->force = false;
+	if (rc == 0 && !expired_at(cert, clock_now())) {
+		set_pair(m, cert, key);
+		return 0;
+	}
+	/* None, or only an expired one: upstream falls back to the bootstrap
+	 * data and rotates at once. The expired pair stays for the logs. */
+	m->force = true;
+	{
+		X509 *c;
+		EVP_PKEY *k;
+		if (seed_from_initial(m, &c, &k) == 0) {
+			X509_free(cert);
+			EVP_PKEY_free(key);
+			set_pair(m, c, k);
+			return 0;
+		}
+	}
+	if (cert)
+		set_pair(m, cert, key);
+	return 0;
+}
+
+/* ---- rotation ------------------------------------------------------------------------ */
+
+static void arm(struct certmgr *m, enum action next, int64_t delay)
+{
+	m->next = next;
+	timer_after(m->timer, delay > 0 ? delay : 0);
+}
+
+static bool satisfies_template(struct certmgr *m)
+{
+	struct pki_cert_info info;
+	bool ok = true;
+
+	if (!m->cert || pki_cert_info(m->cert, &info) < 0)
+		return false;
+	if (!m->cfg.cn || strcmp(info.cn ? info.cn : "", m->cfg.cn)) {
+		LOG_INFO("Current certificate CN (%s) does not match requested CN (%s)",
+			 info.cn ? info.cn : "", m->cfg.cn ? m->cfg.cn : "");
+		ok = false;
+	}
+	for (size_t i = 0; ok && i < m->dns.n; i++)
+		if (!strv_has(&info.dns, m->dns.v[i])) {
+			LOG_INFO("Current certificate is missing requested DNS names [%s]",
+				 m->dns.v[i]);
+			ok = false;
+		}
+	for (size_t i = 0; ok && i < m->ips.n; i++)
+		if (!strv_has(&info.ips, m->ips.v[i])) {
+			LOG_INFO("Current certificate is missing requested IP addresses [%s]",
+				 m->ips.v[i]);
+			ok = false;
+		}
+	for (size_t i = 0; ok && i < m->orgs.n; i++)
+		if (!strv_has(&info.orgs, m->orgs.v[i])) {
+			LOG_INFO("Current certificate is missing requested orgs [%s]", m->orgs.v[i]);
+			ok = false;
+		}
+	pki_cert_info_free(&info);
+	return ok;
+}
+
+static int64_t next_deadline(struct certmgr *m)
+{
+	int64_t nb, na, deadline;
+	char a[GO_TIME_BUF], b[GO_TIME_BUF];
+
+	if (m->force) {
+		m->force = false;
+		return clock_now();
+	}
+	if (!satisfies_template(m))
+		return clock_now();
+	nb = pki_cert_not_before(m->cert);
+	na = pki_cert_not_after(m->cert);
+	deadline = certmgr_rotation_deadline(nb, na, rand_double());
+	LOG_INFO("%s: Certificate expiration is %s, rotation deadline is %s", m->cfg.name,
+		 go_time_string(na, a), go_time_string(deadline, b));
+	return deadline;
+}
+
+static void attempt(struct certmgr *m);
+
+/* The body of upstream's wait.Until loop: sleep until the deadline, then
+ * rotate with backoff. */
+static void cycle(struct certmgr *m)
+{
+	int64_t wait = next_deadline(m) - clock_now();
+	char d[DURATION_BUF];
+
+	if (wait > 0) {
+		LOG_INFO("%s: Waiting %s for next certificate rotation", m->cfg.name,
+			 duration_format(wait, d));
+		arm(m, ACT_ROUND, wait);
+		return;
+	}
+	m->failed = 0;
+	m->polling = false;
+	attempt(m);
+}
+
+static void renew_failed(struct certmgr *m)
+{
+	int64_t d;
+
+	if (m->cfg.renew_errors)
+		metrics_inc(m->cfg.renew_errors);
+	m->failed++;
+	if (m->polling) {
+		arm(m, ACT_ATTEMPT, CERTMGR_POLL_NS);
+		return;
+	}
+	d = certmgr_backoff_delay(m->failed, rand_double());
+	if (d >= 0) {
+		arm(m, ACT_ATTEMPT, d);
+		return;
+	}
+	LOG_ERROR("%s: Reached backoff limit, still unable to rotate certs: timed out waiting "
+		  "for the condition",
+		  m->cfg.name);
+	m->polling = true;
+	/* wait.PollInfinite waits one interval before its first try. */
+	arm(m, ACT_ATTEMPT, CERTMGR_POLL_NS);
+}
+
+static int store_issued(struct certmgr *m, const char *cert_pem)
+{
+	char *key_pem = pki_key_pem(m->pending), *pem;
+	X509 *cert;
+	int rc;
+
+	pem = str_printf("%s%s%s", cert_pem,
+			 cert_pem[strlen(cert_pem) - 1] == '\n' ? "" : "\n", key_pem);
+	rc = certstore_update_pem(m->cfg.cert_dir, m->cfg.prefix, pem, NULL);
+	OPENSSL_cleanse(pem, strlen(pem));
+	OPENSSL_cleanse(key_pem, strlen(key_pem));
+	free(pem);
+	free(key_pem);
+	if (rc < 0)
+		return rc;
+	if (!(cert = pki_cert_parse(cert_pem, strlen(cert_pem))))
+		return err_wrap(ERR_PARSE, "issued certificate");
+	if (m->cfg.rotation_seconds && m->cert)
+		metrics_observe(m->cfg.rotation_seconds,
+				(double)(clock_now() - pki_cert_not_before(m->cert)) / 1e9);
+	set_pair(m, cert, m->pending);
+	m->pending = NULL;
+	return 0;
+}
+
+static void on_csr_done(void *arg, const struct csr_result *res)
+{
+	struct certmgr *m = arg;
+
+	m->req = NULL;
+	if (res->rc < 0) {
+		if (res->created)
+			LOG_ERROR("%s: certificate request was not signed: %s", m->cfg.name,
+				  res->err);
+		else
+			LOG_ERROR("%s: Failed while requesting a signed certificate from the "
+				  "control plane: %s",
+				  m->cfg.name, res->err);
+		EVP_PKEY_free(m->pending);
+		m->pending = NULL;
+		renew_failed(m);
+		return;
+	}
+	if (store_issued(m, res->cert_pem) < 0) {
+		LOG_ERROR("%s: Unable to store the new cert/key pair: %s", m->cfg.name, err_msg());
+		EVP_PKEY_free(m->pending);
+		m->pending = NULL;
+		renew_failed(m);
+		return;
+	}
+	if (m->cfg.on_change)
+		m->cfg.on_change(m->cfg.arg, m->cert, m->key);
+	/* wait.Until runs its body again one period after it returns. */
+	arm(m, ACT_CYCLE, NS_PER_SEC);
+}
+
+static void on_seen(void *arg, int status)
+{
+	struct certmgr *m = arg;
+	if (m->cfg.on_seen)
+		m->cfg.on_seen(m->cfg.arg, status);
+}
+
+static int make_csr(struct certmgr *m, char **csr_pem)
+{
+	X509_REQ *req;
+
+	EVP_PKEY_free(m->pending);
+	if (!(m->pending = pki_key_new(PKI_KEY_ECDSA)))
+		return err_wrap(ERR_CRYPTO, "unable to generate a new private key");
+	req = pki_csr_new(m->pending, m->cfg.cn, (const char *const *)m->orgs.v,
+			  (const char *const *)m->dns.v, (const char *const *)m->ips.v, 0);
+	if (!req)
+		return err_wrap(ERR_CRYPTO, "unable to create a csr from the private key");
+	*csr_pem = pki_csr_pem(req);
+	X509_REQ_free(req);
+	return 0;
+}
+
+static void attempt(struct certmgr *m)
+{
+	struct rest_client *c;
+	char *csr_pem = NULL;
+	struct csr_spec spec;
+
+	LOG_INFO("%s: Rotating certificates", m->cfg.name);
+	m->attempts++;
+	if (make_csr(m, &csr_pem) < 0) {
+		LOG_ERROR("%s: Unable to generate a certificate signing request: %s", m->cfg.name,
+			  err_msg());
+		renew_failed(m);
+		return;
+	}
+	c = m->cfg.client ? m->cfg.client(m->cfg.arg, certmgr_current(m) != NULL) : NULL;
+	if (!c) {
+		LOG_ERROR("%s: Unable to load a client to request certificates: no client", m->cfg.name);
+		free(csr_pem);
+		renew_failed(m);
+		return;
+	}
+	spec = (struct csr_spec){.csr_pem = csr_pem,
+				 .signer = m->cfg.signer,
+				 .usages = pki_usages_kubelet(false, m->cfg.serving),
+				 .timeout_ns = CERTMGR_WAIT_NS,
+				 .server = m->cfg.server};
+	m->req = csr_request_start(m->loop, c, &spec, on_csr_done, on_seen, m);
+	free(csr_pem);
+}
+
+static void on_timer(void *arg)
+{
+	struct certmgr *m = arg;
+	switch (m->next) {
+	case ACT_CYCLE:
+		cycle(m);
+		break;
+	case ACT_ROUND:
+		m->failed = 0;
+		m->polling = false;
+		attempt(m);
+		break;
+	case ACT_ATTEMPT:
+		attempt(m);
+		break;
+	}
+}
+
+int certmgr_start(struct certmgr *m)
+{
+	int rc;
+
+	if ((rc = load(m)) < 0)
+		return rc;
+	if (m->cert && expired_at(m->cert, clock_now()))
+		say_expired(m);
+	if (m->cfg.rotate) {
+		LOG_INFO("%s: Certificate rotation is enabled", m->cfg.name);
+		arm(m, ACT_CYCLE, 0);
+	}
+	return 0;
+}
+
+int certmgr_reload(struct certmgr *m)
+{
+	X509 *cert;
+	EVP_PKEY *key;
+	int rc = certstore_load(m->cfg.cert_dir, m->cfg.prefix, NULL, NULL, &cert, &key);
+
+	if (rc < 0)
+		return rc;
+	/* Whatever rotation was doing is moot now. */
+	csr_request_cancel(m->req);
+	m->req = NULL;
+	EVP_PKEY_free(m->pending);
+	m->pending = NULL;
+	m->force = false;
+	set_pair(m, cert, key);
+	if (m->cfg.on_change && certmgr_current(m))
+		m->cfg.on_change(m->cfg.arg, m->cert, m->key);
+	if (m->cfg.rotate)
+		arm(m, ACT_CYCLE, NS_PER_SEC);
+	return 0;
+}
+
+void certmgr_free(struct certmgr *m)
+{
+	if (!m)
+		return;
+	csr_request_cancel(m->req);
+	timer_free(m->timer);
+	timer_free(m->expiry);
+	X509_free(m->cert);
+	EVP_PKEY_free(m->key);
+	EVP_PKEY_free(m->pending);
+	free((char *)m->cfg.name);
+	free((char *)m->cfg.signer);
+	free((char *)m->cfg.server);
+	free((char *)m->cfg.cert_dir);
+	free((char *)m->cfg.prefix);
+	free((char *)m->cfg.cert_file);
+	free((char *)m->cfg.key_file);
+	if (m->cfg.initial_pem)
+		OPENSSL_cleanse((char *)m->cfg.initial_pem, strlen(m->cfg.initial_pem));
+	free((char *)m->cfg.initial_pem);
+	free((char *)m->cfg.cn);
+	strv_free(&m->orgs);
+	strv_free(&m->dns);
+	strv_free(&m->ips);
+	free(m);
+}

@@ -1,0 +1,137 @@
+/*
+ * kubelet — cube's node agent, as upstream's kubelet behaves towards the
+ * API server: TLS bootstrap with a token (node-csr-<hash>), client and
+ * serving certificate rotation at a jittered 70–90 % of the lifetime, the
+ * Node object and its status, the node Lease, and pods bound to the node
+ * run by a simulated runtime. It fails as upstream fails when its client
+ * certificate expires: no certificate is sent, heartbeats get 401, and five
+ * minutes later the process exits (status 255) if the server answers — or,
+ * with self-heal, it re-bootstraps in place.
+ *
+ * Everything runs on one loop and reads the process clock, so a test can
+ * drive a kubelet (or a thousand, see kubelet_pool) on the virtual clock.
+ * Components talk only through the API server (DESIGN.md §1).
+ *
+ * Ownership: a kubelet_config owns its strings (kubelet_config_free);
+ * kubelet_new copies the config; the loop is borrowed and must outlive the
+ * kubelet. Threads: the loop's thread only.
+ */
+#ifndef CUBE_KUBELET_KUBELET_H
+#define CUBE_KUBELET_KUBELET_H
+
+#include "base/loop.h"
+#include "base/strv.h"
+
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define KUBELET_VERSION "v1.32.0"
+#define KUBELET_RUNTIME_VERSION "cube://0.1.0"
+
+struct kubelet;
+
+/*
+ * Flags and KubeletConfiguration fields, upstream's names in comments.
+ * Unset strings are NULL; kubelet_config_finish fills the derived defaults.
+ */
+struct kubelet_config {
+	char *node_name;            /* --hostname-override; default: the host name */
+	char *root_dir;             /* --root-dir; default /var/lib/kubelet */
+	char *cert_dir;             /* --cert-dir; default <root-dir>/pki */
+	char *kubeconfig;           /* --kubeconfig; default <root-dir>/kubelet.conf (cube) */
+	char *bootstrap_kubeconfig; /* --bootstrap-kubeconfig */
+	char *node_ip;              /* --node-ip; default 127.0.0.1 */
+	struct strv node_labels;    /* --node-labels, "key=value" each */
+	json_t *register_with_taints; /* registerWithTaints: [{key, value, effect}] */
+
+	bool rotate_certificates;         /* rotateCertificates / --rotate-certificates */
+	bool server_tls_bootstrap;        /* serverTLSBootstrap / --rotate-server-certificates */
+	int64_t node_status_update_frequency_ns; /* nodeStatusUpdateFrequency, 10s */
+	int64_t node_status_report_frequency_ns; /* nodeStatusReportFrequency, 5m */
+	int node_lease_duration_s;        /* nodeLeaseDurationSeconds, 40 */
+	int max_pods;                     /* maxPods, 110 */
+	char *address;                    /* address the HTTPS server binds, 0.0.0.0 */
+	int port;                         /* port / --port: 10250; 0 = no server; -1 = any free
+					     port (tests; kubelet_port() says which) */
+	char *tls_cert_file, *tls_private_key_file; /* tlsCertFile / tlsPrivateKeyFile */
+
+	/* cube's own */
+	bool self_heal;            /* selfHeal / --self-heal: re-bootstrap instead of exiting */
+	int64_t pod_start_delay_ns; /* --pod-start-delay, 1s */
+	int64_t pod_stop_delay_ns;  /* simulated container stop time, 1s */
+	int64_t exit_after_ns;     /* --exit-after, 5m: the expired-certificate exit timer */
+
+	/*
+	 * Where upstream's kubelet would end the process (the expired-cert
+	 * watchdog: 255; a failed bootstrap: 1). NULL: log and exit(status).
+	 * The hollow pool restarts the kubelet instead, as systemd would.
+	 */
+	void (*on_exit)(void *arg, struct kubelet *k, int status);
+	void *on_exit_arg;
+
+	/* set by the parsers, for defaulting (upstream's rule: an explicit
+	 * update frequency is also the report frequency unless that is set) */
+	bool update_frequency_set, report_frequency_set;
+};
+
+/* Upstream's defaults. */
+void kubelet_config_init(struct kubelet_config *c);
+void kubelet_config_free(struct kubelet_config *c);
+/* A deep copy into dst (which need not be initialised). */
+void kubelet_config_copy(struct kubelet_config *dst, const struct kubelet_config *src);
+/* Replace a string field with a copy of v (NULL clears it). */
+void kubelet_config_set(char **field, const char *v);
+/*
+ * Apply a KubeletConfiguration document (kubelet.config.k8s.io/v1beta1),
+ * YAML or JSON. Durations are Go strings ("10s", "5m0s"). Unknown fields are
+ * warned about, not refused, as upstream's lenient decoding does.
+ * 0, or ERR_INVALID / ERR_PARSE / ERR_NOTFOUND with err_msg().
+ */
+int kubelet_config_load(struct kubelet_config *c, const char *path);
+int kubelet_config_apply(struct kubelet_config *c, const json_t *doc);
+/* Derived defaults: node name, cert dir, kubeconfig, report frequency. */
+void kubelet_config_finish(struct kubelet_config *c);
+
+/* Nothing happens until kubelet_start. NULL with err_msg() on bad config. */
+struct kubelet *kubelet_new(struct loop *loop, const struct kubelet_config *cfg);
+/*
+ * Bootstrap if needed, then register, heartbeat and run pods — all
+ * asynchronously on the loop. 0, or an error found before any I/O (no
+ * kubeconfig and no bootstrap kubeconfig, unreadable files).
+ */
+int kubelet_start(struct kubelet *k);
+void kubelet_free(struct kubelet *k);
+
+const char *kubelet_name(const struct kubelet *k);
+/* The HTTPS port actually bound, or 0 when none. */
+int kubelet_port(const struct kubelet *k);
+
+/*
+ * The name upstream's TLS bootstrap gives its CSR (k8s-facts §1.7):
+ * "node-csr-" + base64url-no-padding(SHA-512/256 of base64url(PKIX DER of
+ * the public key) "|" base64url(CN) "|" base64url(O)... "|" base64url(usage)
+ * ... "|"). The same key and subject always give the same name. Malloc'd,
+ * or NULL with err_msg().
+ */
+char *kubelet_csr_name(EVP_PKEY *key, const char *cn, const char *const *orgs,
+		       const char *const *usages);
+
+/*
+ * Hollow kubelets: n independent kubelets on one loop, named
+ * <prefix>0 .. <prefix>(n-1), each under <root-dir>/<name>/ with its own
+ * key, certificates (pki/), kubeconfig, rest client and connections, Lease,
+ * status and pods. tmpl gives everything else; a kubelet that would exit is
+ * restarted in place after 10 s, as systemd's Restart=always would.
+ */
+struct kubelet_pool;
+
+struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_config *tmpl, int n,
+				      const char *prefix);
+int kubelet_pool_start(struct kubelet_pool *p);
+void kubelet_pool_free(struct kubelet_pool *p);
+int kubelet_pool_size(const struct kubelet_pool *p);
+struct kubelet *kubelet_pool_get(const struct kubelet_pool *p, int i);
+
+#endif

@@ -1,0 +1,668 @@
+/*
+ * The node's heartbeats, as upstream's kubelet sends them (k8s-facts §4):
+ *
+ *   status — register the Node (POST; on 409 GET and reconcile, as
+ *            tryRegisterWithAPIServer), then every nodeStatusUpdateFrequency
+ *            GET the node, compute the status, and PATCH nodes/<n>/status
+ *            only when something changed or nodeStatusReportFrequency has
+ *            passed; five tries per period.
+ *   lease  — kube-node-lease/<n>, renewed every 25 % of the lease duration
+ *            (+4 % jitter): five optimistic PUTs, then get-or-create with a
+ *            100 ms → 7 s backoff (component-helpers lease controller).
+ *
+ * The machine's figures (CPUs, memory, disk) are read once per kubelet.
+ */
+#include "kubelet/internal.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/jx.h"
+#include "base/log.h"
+#include "base/rand.h"
+#include "base/timeutil.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#define STATUS_TRIES 5      /* nodeStatusUpdateRetry */
+#define LEASE_TRIES 5       /* maxUpdateRetries */
+#define REGISTER_MAX_NS (7 * NS_PER_SEC)
+#define LEASE_BACKOFF_MAX_NS (7 * NS_PER_SEC)
+#define LEASE_NS "kube-node-lease"
+
+struct machine {
+	char cpu[16], memory[32], memory_alloc[32], storage[32], storage_alloc[32];
+	char kernel[128], os_image[128];
+};
+
+struct heartbeat {
+	struct kubelet *k;
+	struct machine m;
+	/* registration and status */
+	struct timer *status_timer;
+	struct rest_call *status_call;
+	bool registered;
+	int64_t register_step_ns;
+	int tries;
+	int64_t last_report_mono; /* INT64_MIN: never reported */
+	char *node_uid;
+	/* the lease */
+	struct timer *lease_timer, *ensure_timer;
+	struct rest_call *lease_call;
+	json_t *latest;           /* the lease as last written; NULL: get-or-create */
+	int lease_tries;          /* updates tried in this round */
+	bool after_ensure;        /* this round follows a get-or-create */
+	bool ensure_resumes;      /* get-or-create for a conflict, mid-round */
+	int64_t lease_sleep_ns;   /* get-or-create backoff */
+};
+
+/* ---- the machine ------------------------------------------------------------------ */
+
+static void read_os_image(char *out, size_t n)
+{
+	FILE *f = fopen("/etc/os-release", "r");
+	char line[256];
+
+	snprintf(out, n, "Linux");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "PRETTY_NAME=", 12))
+			continue;
+		char *v = line + 12, *e;
+		if (*v == '"')
+			v++;
+		if ((e = strpbrk(v, "\"\n")))
+			*e = '\0';
+		snprintf(out, n, "%s", v);
+	}
+	if (f)
+		fclose(f);
+}
+
+static void read_machine(struct kubelet *k, struct machine *m)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int64_t mem = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+	struct statvfs fs;
+	struct utsname u;
+	int64_t disk = 0;
+
+	if (statvfs(k->cfg.root_dir, &fs) == 0)
+		disk = (int64_t)fs.f_blocks * (int64_t)fs.f_frsize;
+	snprintf(m->cpu, sizeof(m->cpu), "%ld", cpus > 0 ? cpus : 1);
+	snprintf(m->memory, sizeof(m->memory), "%" PRId64 "Ki", mem / 1024);
+	/* Allocatable: minus upstream's default hard eviction thresholds,
+	 * memory.available<100Mi and nodefs.available<10%. */
+	snprintf(m->memory_alloc, sizeof(m->memory_alloc), "%" PRId64 "Ki",
+		 (mem - 100 * 1024 * 1024) / 1024);
+	snprintf(m->storage, sizeof(m->storage), "%" PRId64 "Ki", disk / 1024);
+	snprintf(m->storage_alloc, sizeof(m->storage_alloc), "%" PRId64, disk / 10 * 9);
+	snprintf(m->kernel, sizeof(m->kernel), "%s", uname(&u) == 0 ? u.release : "");
+	read_os_image(m->os_image, sizeof(m->os_image));
+}
+
+/* ---- the Node object ---------------------------------------------------------------- */
+
+static json_t *labels(struct kubelet *k)
+{
+	json_t *l = json_pack("{s:s,s:s,s:s,s:s,s:s}", "beta.kubernetes.io/arch", "amd64",
+			      "beta.kubernetes.io/os", "linux", "kubernetes.io/arch", "amd64",
+			      "kubernetes.io/hostname", k->cfg.node_name, "kubernetes.io/os",
+			      "linux");
+	for (size_t i = 0; i < k->cfg.node_labels.n; i++) {
+		const char *kv = k->cfg.node_labels.v[i], *eq = strchr(kv, '=');
+		char key[256];
+		if (!eq)
+			continue;
+		snprintf(key, sizeof(key), "%.*s", (int)(eq - kv), kv);
+		json_object_set_new(l, key, json_string(eq + 1));
+	}
+	return l;
+}
+
+static const json_t *find_condition(const json_t *status, const char *type)
+{
+	json_t *c;
+	size_t i;
+	json_array_foreach(json_object_get(status, "conditions"), i, c)
+	{
+		const char *t = jx_str(c, "type");
+		if (t && !strcmp(t, type))
+			return c;
+	}
+	return NULL;
+}
+
+/* One condition as setters.go writes it: the transition time moves only
+ * when the status flips. */
+static json_t *condition(const json_t *old_status, const char *type, const char *status,
+			 const char *reason, const char *message, const char *now)
+{
+	const json_t *old = find_condition(old_status, type);
+	const char *ot = old ? jx_str(old, "status") : NULL;
+	const char *since = ot && !strcmp(ot, status) && jx_str(old, "lastTransitionTime")
+				    ? jx_str(old, "lastTransitionTime")
+				    : now;
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", type, "status", status,
+			 "lastHeartbeatTime", now, "lastTransitionTime", since, "reason", reason,
+			 "message", message);
+}
+
+static json_t *conditions(const json_t *old_status, const char *now)
+{
+	return json_pack("[o,o,o,o]",
+			 condition(old_status, "MemoryPressure", "False",
+				   "KubeletHasSufficientMemory",
+				   "kubelet has sufficient memory available", now),
+			 condition(old_status, "DiskPressure", "False", "KubeletHasNoDiskPressure",
+				   "kubelet has no disk pressure", now),
+			 condition(old_status, "PIDPressure", "False", "KubeletHasSufficientPID",
+				   "kubelet has sufficient PID available", now),
+			 condition(old_status, "Ready", "True", "KubeletReady",
+				   "kubelet is posting ready status", now));
+}
+
+static json_t *build_status(struct heartbeat *h, const json_t *old_status)
+{
+	struct kubelet *k = h->k;
+	const struct machine *m = &h->m;
+	char now[TIME_BUF], pods[16];
+	int port = k->cfg.port > 0 ? k->cfg.port : kubelet_port(k);
+
+	time_format_rfc3339(clock_now(), now);
+	snprintf(pods, sizeof(pods), "%d", k->cfg.max_pods);
+	return json_pack(
+		"{s:{s:s,s:s,s:s,s:s,s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s,s:s},s:o,"
+		"s:[{s:s,s:s},{s:s,s:s}],s:{s:{s:i}},"
+		"s:{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}}",
+		"capacity", "cpu", m->cpu, "ephemeral-storage", m->storage, "hugepages-1Gi", "0",
+		"hugepages-2Mi", "0", "memory", m->memory, "pods", pods, "allocatable", "cpu",
+		m->cpu, "ephemeral-storage", m->storage_alloc, "hugepages-1Gi", "0",
+		"hugepages-2Mi", "0", "memory", m->memory_alloc, "pods", pods, "conditions",
+		conditions(old_status, now), "addresses", "type", "InternalIP", "address",
+		k->cfg.node_ip, "type", "Hostname", "address", k->cfg.node_name,
+		"daemonEndpoints", "kubeletEndpoint", "Port", port, "nodeInfo", "machineID",
+		k->machine_id, "systemUUID", k->system_uuid, "bootID", k->boot_id,
+		"kernelVersion", m->kernel, "osImage", m->os_image, "containerRuntimeVersion",
+		KUBELET_RUNTIME_VERSION, "kubeletVersion", KUBELET_VERSION, "kubeProxyVersion",
+		"", "operatingSystem", "linux", "architecture", "amd64");
+}
+
+/* What nodeStatusHasChanged compares: the kubelet's fields, heartbeats aside. */
+static json_t *comparable(const json_t *status)
+{
+	static const char *const keys[] = {"capacity", "allocatable", "addresses",
+					   "daemonEndpoints", "nodeInfo", NULL};
+	static const char *const types[] = {"MemoryPressure", "DiskPressure", "PIDPressure",
+					    "Ready", NULL};
+	json_t *out = json_object(), *conds = json_array();
+
+	for (size_t i = 0; keys[i]; i++) {
+		json_t *v = json_object_get(status, keys[i]);
+		if (v)
+			json_object_set(out, keys[i], v);
+	}
+	for (size_t i = 0; types[i]; i++) {
+		const json_t *c = find_condition(status, types[i]);
+		json_t *copy = c ? json_deep_copy(c) : json_null();
+		json_object_del(copy, "lastHeartbeatTime");
+		json_array_append_new(conds, copy);
+	}
+	json_object_set_new(out, "conditions", conds);
+	return out;
+}
+
+static bool status_changed(const json_t *old_status, const json_t *new_status)
+{
+	json_t *a = comparable(old_status), *b = comparable(new_status);
+	bool changed = !json_equal(a, b);
+	json_decref(a);
+	json_decref(b);
+	return changed;
+}
+
+static json_t *initial_node(struct heartbeat *h)
+{
+	struct kubelet *k = h->k;
+	json_t *spec = json_object();
+
+	if (k->cfg.register_with_taints && json_array_size(k->cfg.register_with_taints))
+		json_object_set(spec, "taints", k->cfg.register_with_taints);
+	return json_pack("{s:s,s:s,s:{s:s,s:o,s:{s:s}},s:o,s:o}", "apiVersion", "v1", "kind",
+			 "Node", "metadata", "name", k->cfg.node_name, "labels", labels(k),
+			 "annotations", "volumes.kubernetes.io/controller-managed-attach-detach",
+			 "true", "spec", spec, "status", build_status(h, NULL));
+}
+
+/* ---- registration and status ------------------------------------------------------------ */
+
+static void status_sync(void *arg);
+static void status_try(struct heartbeat *h);
+
+static void status_done(struct heartbeat *h)
+{
+	/* wait.Until: the next period starts when this one has finished. */
+	timer_after(h->status_timer, h->k->cfg.node_status_update_frequency_ns);
+}
+
+static void registered(struct heartbeat *h, const json_t *node, const char *how)
+{
+	free(h->node_uid);
+	h->node_uid = jx_str(node, "metadata.uid") ? strdup(jx_str(node, "metadata.uid")) : NULL;
+	h->registered = true;
+	LOG_INFO("\"%s\" node=\"%s\"", how, h->k->cfg.node_name);
+	h->tries = 0;
+	status_try(h);
+}
+
+static void register_retry(struct heartbeat *h)
+{
+	h->register_step_ns = h->register_step_ns ? h->register_step_ns * 2 : 100 * NS_PER_MS;
+	if (h->register_step_ns > REGISTER_MAX_NS)
+		h->register_step_ns = REGISTER_MAX_NS;
+	timer_after(h->status_timer, h->register_step_ns);
+}
+
+static void on_label_patch(void *arg, int status, json_t *body, const char *err)
+{
+	struct heartbeat *h = arg;
+	char why[512], q[600];
+
+	h->status_call = NULL;
+	kubelet_seen(h->k, status);
+	if (status != 200) {
+		kubelet_http_error("PATCH", h->k->server, "/api/v1/nodes", status, body, err, why,
+				   sizeof(why));
+		LOG_ERROR("\"Unable to reconcile node with API server,error updating node\" "
+			  "err=\"%s\" node=\"%s\"",
+			  kubelet_quote(why, q, sizeof(q)), h->k->cfg.node_name);
+		register_retry(h);
+		return;
+	}
+	registered(h, body, "Node was previously registered");
+}
+
+/* The node exists already: take it over, fixing the labels the kubelet owns. */
+static void on_existing(void *arg, int status, json_t *body, const char *err)
+{
+	struct heartbeat *h = arg;
+	json_t *want, *patch;
+	char path[300], why[512], q[600];
+	const char *key;
+	json_t *v;
+	bool differ = false;
+
+	h->status_call = NULL;
+	kubelet_seen(h->k, status);
+	if (status != 200) {
+		kubelet_http_error("GET", h->k->server, "/api/v1/nodes", status, body, err, why,
+				   sizeof(why));
+		LOG_ERROR("\"Unable to register node with API server, error getting existing node\" "
+			  "err=\"%s\" node=\"%s\"",
+			  kubelet_quote(why, q, sizeof(q)), h->k->cfg.node_name);
+		register_retry(h);
+		return;
+	}
+	want = labels(h->k);
+	json_object_foreach(want, key, v) differ |=
+		!json_equal(v, json_object_get(jx_get(body, "metadata.labels"), key));
+	if (!differ) {
+		json_decref(want);
+		registered(h, body, "Node was previously registered");
+		return;
+	}
+	patch = json_pack("{s:{s:o}}", "metadata", "labels", want);
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s", h->k->cfg.node_name);
+	h->status_call = rest_do_ct(h->k->client, "PATCH", path, "application/merge-patch+json",
+				    patch, on_label_patch, h);
+	json_decref(patch);
+}
+
+static void on_register(void *arg, int status, json_t *body, const char *err)
+{
+	struct heartbeat *h = arg;
+	char path[300], why[512], q[600];
+
+	h->status_call = NULL;
+	kubelet_seen(h->k, status);
+	if (status == 201 || status == 200) {
+		registered(h, body, "Successfully registered node");
+		return;
+	}
+	if (status == 409) {
+		snprintf(path, sizeof(path), "/api/v1/nodes/%s", h->k->cfg.node_name);
+		h->status_call = rest_do(h->k->client, "GET", path, NULL, on_existing, h);
+		return;
+	}
+	kubelet_http_error("POST", h->k->server, "/api/v1/nodes", status, body, err, why,
+			   sizeof(why));
+	LOG_ERROR("\"Unable to register node with API server\" err=\"%s\" node=\"%s\"",
+		  kubelet_quote(why, q, sizeof(q)), h->k->cfg.node_name);
+	register_retry(h);
+}
+
+static void try_register(struct heartbeat *h)
+{
+	json_t *node = initial_node(h);
+	LOG_INFO("\"Attempting to register node\" node=\"%s\"", h->k->cfg.node_name);
+	h->status_call = rest_do(h->k->client, "POST", "/api/v1/nodes", node, on_register, h);
+	json_decref(node);
+}
+
+static void status_failed(struct heartbeat *h, const char *what)
+{
+	char q[1024];
+	LOG_ERROR("\"Error updating node status, will retry\" err=\"%s\"",
+		  kubelet_quote(what, q, sizeof(q)));
+	if (++h->tries < STATUS_TRIES) {
+		status_try(h);
+		return;
+	}
+	LOG_ERROR("\"Unable to update node status\" err=\"update node status exceeds retry "
+		  "count\"");
+	status_done(h);
+}
+
+static void on_patched(void *arg, int status, json_t *body, const char *err)
+{
+	struct heartbeat *h = arg;
+	char why[512], what[768], path[300];
+
+	h->status_call = NULL;
+	kubelet_seen(h->k, status);
+	if (status != 200) {
+		snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", h->k->cfg.node_name);
+		snprintf(what, sizeof(what), "failed to patch status for node \"%s\": %s",
+			 h->k->cfg.node_name,
+			 kubelet_http_error("PATCH", h->k->server, path, status, body, err, why,
+					    sizeof(why)));
+		status_failed(h, what);
+		return;
+	}
+	h->last_report_mono = clock_mono();
+	status_done(h);
+}
+
+static void on_node(void *arg, int status, json_t *body, const char *err)
+{
+	struct heartbeat *h = arg;
+	const json_t *old = jx_get(body, "status");
+	json_t *next, *patch;
+	char why[512], what[768], path[300];
+	bool due;
+
+	h->status_call = NULL;
+	kubelet_seen(h->k, status);
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s", h->k->cfg.node_name);
+	if (status != 200) {
+		snprintf(what, sizeof(what), "error getting node \"%s\": %s", h->k->cfg.node_name,
+			 kubelet_http_error("GET", h->k->server, path, status, body, err, why,
+					    sizeof(why)));
+		status_failed(h, what);
+		return;
+	}
+	next = build_status(h, old);
+	due = clock_mono() - h->last_report_mono >= h->k->cfg.node_status_report_frequency_ns;
+	if (!due && !status_changed(old, next)) {
+		json_decref(next);
+		status_done(h);
+		return;
+	}
+	patch = json_pack("{s:o}", "status", next);
+	strcat(path, "/status");
+	h->status_call = rest_do_ct(h->k->client, "PATCH", path,
+				    "application/strategic-merge-patch+json", patch, on_patched, h);
+	json_decref(patch);
+}
+
+static void status_try(struct heartbeat *h)
+{
+	char path[300];
+	/* The first try may be served from the API server's cache. */
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s%s", h->k->cfg.node_name,
+		 h->tries == 0 ? "?resourceVersion=0" : "");
+	h->status_call = rest_do(h->k->client, "GET", path, NULL, on_node, h);
+}
+
+/* syncNodeStatus: register first (retrying with backoff), then update. */
+static void status_sync(void *arg)
+{
+	struct heartbeat *h = arg;
+
+	if (h->k->exited)
+		return;
+	if (!h->registered) {
+		try_register(h);
+		return;
+	}
+	h->tries = 0;
+	status_try(h);
+}
+
+/* ---- the lease ------------------------------------------------------------------------ */
+
+static void lease_update(struct heartbeat *h);
+static void lease_ensure(void *arg);
+
+static int64_t renew_interval(struct heartbeat *h)
+{
+	int64_t base = (int64_t)h->k->cfg.node_lease_duration_s * NS_PER_SEC / 4;
+	return base + (int64_t)(rand_double() * 0.04 * (double)base);
+}
+
+/* JitterUntil with sliding: the next period starts when this one ends. */
+static void lease_done(struct heartbeat *h)
+{
+	timer_after(h->lease_timer, renew_interval(h));
+}
+
+static void lease_path(struct heartbeat *h, char *buf, size_t n, bool named)
+{
+	snprintf(buf, n, "/apis/coordination.k8s.io/v1/namespaces/" LEASE_NS "/leases%s%s",
+		 named ? "/" : "", named ? h->k->cfg.node_name : "");
+}
+
+/* The lease to write: base renewed now, owned by the Node once its uid is known. */
+static json_t *renewed(struct heartbeat *h, const json_t *base)
+{
+	struct kubelet *k = h->k;
+	json_t *l = base ? json_deep_copy(base)
+			 : json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "coordination.k8s.io/v1",
+				     "kind", "Lease", "metadata", "name", k->cfg.node_name,
+				     "namespace", LEASE_NS);
+	char now[TIME_BUF];
+
+	jx_set_str(l, "spec.holderIdentity", k->cfg.node_name);
+	jx_set(l, "spec.leaseDurationSeconds", json_integer(k->cfg.node_lease_duration_s));
+	jx_set_str(l, "spec.renewTime", time_format_rfc3339_micro(clock_now(), now));
+	if (h->node_uid && json_array_size(jx_get(l, "metadata.ownerReferences")) == 0)
+		jx_set(l, "metadata.ownerReferences",
+		       json_pack("[{s:s,s:s,s:s,s:s}]", "apiVersion", "v1", "kind", "Node", "name",
+				 k->cfg.node_name, "uid", h->node_uid));
+	return l;
+}
+
+/* Start get-or-create; resume: go on with the current update round after it. */
+static void start_ensure(struct heartbeat *h, bool resume)
+{
+	json_decref(h->latest);
+	h->latest = NULL;
+	h->ensure_resumes = resume;
+	h->lease_sleep_ns = 100 * NS_PER_MS;
+	lease_ensure(h);
+}
+
+static void on_lease_put(void *arg, int status, json_t *body, const char *err)
+{
+	struct heartbeat *h = arg;
+	char why[512], path[300], q[600];
+
+	h->lease_call = NULL;
+	kubelet_seen(h->k, status);
+	if (status == 200) {
+		json_decref(h->latest);
+		h->latest = json_incref(body);
+		lease_done(h);
+		return;
+	}
+	lease_path(h, path, sizeof(path), true);
+	kubelet_http_error("PUT", h->k->server, path, status, body, err, why, sizeof(why));
+	LOG_ERROR("\"Failed to update lease\" err=\"%s\"", kubelet_quote(why, q, sizeof(q)));
+	h->lease_tries++;
+	if (status == 409 && h->lease_tries < LEASE_TRIES) {
+		/* Someone else wrote it: continue from the newest version. */
+		start_ensure(h, true);
+		return;
+	}
+	if (h->lease_tries < LEASE_TRIES) {
+		lease_update(h);
+		return;
+	}
+	if (h->after_ensure) {
+		LOG_ERROR("\"Will retry updating lease\" err=\"failed %d attempts to update lease\" "
+			  "interval=\"%s\"",
+			  LEASE_TRIES,
+			  duration_format((int64_t)h->k->cfg.node_lease_duration_s * NS_PER_SEC / 4,
+					  why));
+		lease_done(h);
+		return;
+	}
+	LOG_INFO("\"failed to update lease using latest lease, fallback to ensure lease\" "
+		 "err=\"failed %d attempts to update lease\"",
+		 LEASE_TRIES);
+	start_ensure(h, false);
+}
+
+static void lease_update(struct heartbeat *h)
+{
+	json_t *l = renewed(h, h->latest);
+	char path[300];
+
+	lease_path(h, path, sizeof(path), true);
+	h->lease_call = rest_do(h->k->client, "PUT", path, l, on_lease_put, h);
+	json_decref(l);
+}
+
+static void ensure_failed(struct heartbeat *h, const char *method, int status, json_t *body,
+			  const char *err)
+{
+	char why[512], path[300], d[DURATION_BUF], q[600];
+
+	lease_path(h, path, sizeof(path), strcmp(method, "POST") != 0);
+	h->lease_sleep_ns *= 2;
+	if (h->lease_sleep_ns > LEASE_BACKOFF_MAX_NS)
+		h->lease_sleep_ns = LEASE_BACKOFF_MAX_NS;
+	kubelet_http_error(method, h->k->server, path, status, body, err, why, sizeof(why));
+	LOG_ERROR("\"Failed to ensure lease exists, will retry\" err=\"%s\" interval=\"%s\"",
+		  kubelet_quote(why, q, sizeof(q)), duration_format(h->lease_sleep_ns, d));
+	/* backoffEnsureLease never gives up. */
+	timer_after(h->ensure_timer, h->lease_sleep_ns);
+}
+
+static void on_lease_created(void *arg, int status, json_t *body, const char *err)
+{
+	struct heartbeat *h = arg;
+
+	h->lease_call = NULL;
+	kubelet_seen(h->k, status);
+	if (status != 201 && status != 200) {
+		ensure_failed(h, "POST", status, body, err);
+		return;
+	}
+	/* A lease just created needs no update. */
+	h->latest = json_incref(body);
+	lease_done(h);
+}
+
+static void on_lease_get(void *arg, int status, json_t *body, const char *err)
+{
+	struct heartbeat *h = arg;
+	json_t *l;
+	char path[300];
+
+	h->lease_call = NULL;
+	kubelet_seen(h->k, status);
+	if (status == 404) {
+		l = renewed(h, NULL);
+		lease_path(h, path, sizeof(path), false);
+		h->lease_call = rest_do(h->k->client, "POST", path, l, on_lease_created, h);
+		json_decref(l);
+		return;
+	}
+	if (status != 200) {
+		ensure_failed(h, "GET", status, body, err);
+		return;
+	}
+	h->latest = json_incref(body);
+	if (!h->ensure_resumes) {
+		h->after_ensure = true;
+		h->lease_tries = 0;
+	}
+	lease_update(h);
+}
+
+static void lease_ensure(void *arg)
+{
+	struct heartbeat *h = arg;
+	char path[300];
+
+	lease_path(h, path, sizeof(path), true);
+	h->lease_call = rest_do(h->k->client, "GET", path, NULL, on_lease_get, h);
+}
+
+/* One renewal period: the optimistic update from the last lease written,
+ * or get-or-create when there is none. */
+static void lease_sync(void *arg)
+{
+	struct heartbeat *h = arg;
+
+	if (h->k->exited)
+		return;
+	h->lease_tries = 0;
+	h->after_ensure = false;
+	if (h->latest)
+		lease_update(h);
+	else
+		start_ensure(h, false);
+}
+
+/* ---- the whole -------------------------------------------------------------------------- */
+
+struct heartbeat *heartbeat_new(struct kubelet *k)
+{
+	struct heartbeat *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		abort();
+	h->k = k;
+	h->last_report_mono = INT64_MIN / 2;
+	read_machine(k, &h->m);
+	h->status_timer = loop_timer(k->loop, status_sync, h);
+	h->lease_timer = loop_timer(k->loop, lease_sync, h);
+	h->ensure_timer = loop_timer(k->loop, lease_ensure, h);
+	return h;
+}
+
+void heartbeat_start(struct heartbeat *h)
+{
+	timer_after(h->status_timer, 0);
+	timer_after(h->lease_timer, 0);
+}
+
+void heartbeat_free(struct heartbeat *h)
+{
+	if (!h)
+		return;
+	rest_cancel(h->status_call);
+	rest_cancel(h->lease_call);
+	timer_free(h->status_timer);
+	timer_free(h->lease_timer);
+	timer_free(h->ensure_timer);
+	json_decref(h->latest);
+	free(h->node_uid);
+	free(h);
+}

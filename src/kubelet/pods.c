@@ -1,0 +1,489 @@
+/*
+ * Pods bound to this node, on a simulated runtime: an informer on
+ * /api/v1/pods?fieldSelector=spec.nodeName=<node> feeds a work queue; each
+ * pod "starts" pod-start-delay after the kubelet first sees it and is then
+ * reported Running and Ready (PATCH pods/<p>/status), the way the status
+ * manager reports a real one. A pod with a deletionTimestamp "stops" after
+ * min(its grace period, the simulated stop time), is reported terminated,
+ * and the kubelet confirms the deletion with gracePeriodSeconds=0 and a UID
+ * precondition — the API server then removes it.
+ *
+ * The desired status is re-asserted whenever the API's copy differs (for
+ * instance after the node lifecycle controller marked the pod not ready
+ * while the kubelet was away), as upstream's status manager does.
+ */
+#include "kubelet/internal.h"
+
+#include "client/informer.h"
+#include "client/workqueue.h"
+
+#include "base/clock.h"
+#include "base/hmap.h"
+#include "base/jx.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One pod as the simulated runtime knows it. */
+struct pod_state {
+	struct pods *p;
+	char *key;             /* "namespace/name" */
+	char *uid;
+	int64_t seen_wall;     /* startTime: when the kubelet first saw the pod */
+	int64_t start_at;      /* mono time its containers start; 0 = not planned */
+	int64_t started_wall;  /* when they started */
+	int64_t stop_at;       /* mono time they stop; 0 = not stopping */
+	int64_t stopped_wall;
+	bool terminated;       /* the terminated status has been written */
+	char ip[32];
+	struct timer *timer;
+	struct rest_call *call;
+};
+
+struct pods {
+	struct kubelet *k;
+	struct informer *inf;
+	struct workqueue *q;
+	struct hmap states; /* key → struct pod_state * */
+	unsigned next_ip;
+};
+
+/* ---- bookkeeping ----------------------------------------------------------------- */
+
+static void on_wake(void *arg)
+{
+	struct pod_state *st = arg;
+	workqueue_add(st->p->q, st->key);
+}
+
+static struct pod_state *state_new(struct pods *p, const char *key, const char *uid)
+{
+	struct pod_state *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		abort();
+	st->p = p;
+	st->key = strdup(key);
+	st->uid = strdup(uid ? uid : "");
+	st->seen_wall = clock_now();
+	st->timer = loop_timer(p->k->loop, on_wake, st);
+	hmap_put(&p->states, key, st);
+	return st;
+}
+
+static void state_free(struct pod_state *st)
+{
+	if (!st)
+		return;
+	rest_cancel(st->call);
+	timer_free(st->timer);
+	free(st->key);
+	free(st->uid);
+	free(st);
+}
+
+static void forget(struct pods *p, const char *key)
+{
+	state_free(hmap_del(&p->states, key));
+}
+
+/* A pod IP from this node's own /24 of 10.244.0.0/16. */
+static void assign_ip(struct pods *p, struct pod_state *st, const json_t *pod)
+{
+	const char *had = jx_str(pod, "status.podIP");
+	unsigned char h[32];
+	unsigned int n = 0;
+
+	if (had && *had) {
+		snprintf(st->ip, sizeof(st->ip), "%s", had);
+		return;
+	}
+	EVP_Digest(p->k->cfg.node_name, strlen(p->k->cfg.node_name), h, &n, EVP_sha256(), NULL);
+	snprintf(st->ip, sizeof(st->ip), "10.244.%u.%u", h[0], 2 + p->next_ip++ % 253);
+}
+
+/* ---- what the runtime reports ------------------------------------------------------- */
+
+static void hex_digest(const char *a, const char *b, char out[65])
+{
+	unsigned char h[32];
+	unsigned int n = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	EVP_DigestUpdate(ctx, a, strlen(a));
+	EVP_DigestUpdate(ctx, b, strlen(b));
+	EVP_DigestFinal_ex(ctx, h, &n);
+	EVP_MD_CTX_free(ctx);
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+/* "nginx" → "docker.io/library/nginx:latest", as containerd reports it. */
+static void full_image(const char *image, char *out, size_t n)
+{
+	const char *slash = strchr(image, '/'), *last = strrchr(image, '/');
+	bool registry = slash && (memchr(image, '.', (size_t)(slash - image)) ||
+				  memchr(image, ':', (size_t)(slash - image)) ||
+				  !strncmp(image, "localhost/", 10));
+	bool tagged = strchr(last ? last : image, ':') || strchr(image, '@');
+
+	snprintf(out, n, "%s%s%s", registry ? "" : slash ? "docker.io/" : "docker.io/library/",
+		 image, tagged ? "" : ":latest");
+}
+
+/* The repository part of a full image reference: without ":tag" or "@digest". */
+static size_t repo_len(const char *img)
+{
+	const char *at = strchr(img, '@'), *colon = strrchr(img, ':'), *slash = strrchr(img, '/');
+	if (at)
+		return (size_t)(at - img);
+	if (colon && (!slash || colon > slash))
+		return (size_t)(colon - img);
+	return strlen(img);
+}
+
+static json_t *container_status(const struct pod_state *st, const json_t *c, bool running)
+{
+	const char *name = jx_str(c, "name") ?: "", *image = jx_str(c, "image") ?: "";
+	char img[512], id[65], digest[65], started[TIME_BUF], finished[TIME_BUF];
+	char image_id[640], container_id[80];
+	json_t *state;
+
+	full_image(image, img, sizeof(img));
+	hex_digest(st->uid, name, id);
+	hex_digest(img, "", digest);
+	snprintf(image_id, sizeof(image_id), "%.*s@sha256:%s", (int)repo_len(img), img, digest);
+	snprintf(container_id, sizeof(container_id), "cube://%s", id);
+	time_format_rfc3339(st->started_wall, started);
+	if (running)
+		state = json_pack("{s:{s:s}}", "running", "startedAt", started);
+	else
+		state = json_pack("{s:{s:i,s:s,s:s,s:s,s:s}}", "terminated", "exitCode", 0,
+				  "reason", "Completed", "startedAt", started, "finishedAt",
+				  time_format_rfc3339(st->stopped_wall, finished), "containerID",
+				  container_id);
+	return json_pack("{s:s,s:o,s:{},s:b,s:i,s:s,s:s,s:s,s:b}", "name", name, "state", state,
+			 "lastState", "ready", running, "restartCount", 0, "image", img, "imageID",
+			 image_id, "containerID", container_id, "started", running);
+}
+
+static json_t *pod_condition(const json_t *pod, const char *type, bool ok, const char *reason,
+			     const char *now)
+{
+	json_t *c;
+	size_t i;
+	const char *since = now;
+
+	/* The transition time moves only when the status does. */
+	json_array_foreach(jx_get(pod, "status.conditions"), i, c)
+	{
+		const char *t = jx_str(c, "type"), *s = jx_str(c, "status");
+		if (t && !strcmp(t, type) && s && !strcmp(s, ok ? "True" : "False") &&
+		    jx_str(c, "lastTransitionTime"))
+			since = jx_str(c, "lastTransitionTime");
+	}
+	c = json_pack("{s:s,s:s,s:n,s:s}", "type", type, "status", ok ? "True" : "False",
+		      "lastProbeTime", "lastTransitionTime", since);
+	if (reason)
+		json_object_set_new(c, "reason", json_string(reason));
+	return c;
+}
+
+/* The status the runtime reports: running, or stopped. */
+static json_t *runtime_status(struct pods *p, const struct pod_state *st, const json_t *pod,
+			      bool running)
+{
+	const char *done = running ? NULL : "PodCompleted";
+	json_t *containers = json_array(), *c;
+	char now[TIME_BUF], start[TIME_BUF];
+	size_t i;
+
+	time_format_rfc3339(clock_now(), now);
+	json_array_foreach(jx_get(pod, "spec.containers"), i, c)
+		json_array_append_new(containers, container_status(st, c, running));
+	return json_pack(
+		"{s:s,s:[o,o,o,o,o],s:s,s:[{s:s}],s:s,s:[{s:s}],s:s,s:o}", "phase",
+		running ? "Running" : "Succeeded", "conditions",
+		pod_condition(pod, "PodReadyToStartContainers", running, NULL, now),
+		pod_condition(pod, "Initialized", true, NULL, now),
+		pod_condition(pod, "Ready", running, done, now),
+		pod_condition(pod, "ContainersReady", running, done, now),
+		pod_condition(pod, "PodScheduled", true, NULL, now), "hostIP", p->k->cfg.node_ip,
+		"hostIPs", "ip", p->k->cfg.node_ip, "podIP", st->ip, "podIPs", "ip", st->ip,
+		"startTime", time_format_rfc3339(st->seen_wall, start), "containerStatuses",
+		containers);
+}
+
+/* Does the API's copy already say what the runtime would? */
+static bool reported_running(const struct pod_state *st, const json_t *pod)
+{
+	const char *phase = jx_str(pod, "status.phase"), *ip = jx_str(pod, "status.podIP");
+	json_t *c;
+	size_t i;
+	bool ready = false;
+
+	json_array_foreach(jx_get(pod, "status.conditions"), i, c)
+	{
+		const char *t = jx_str(c, "type"), *s = jx_str(c, "status");
+		if (t && !strcmp(t, "Ready"))
+			ready = s && !strcmp(s, "True");
+	}
+	return phase && !strcmp(phase, "Running") && ready && ip && !strcmp(ip, st->ip) &&
+	       json_array_size(jx_get(pod, "status.containerStatuses")) ==
+		       json_array_size(jx_get(pod, "spec.containers"));
+}
+
+/* ---- talking to the API server ------------------------------------------------------- */
+
+static void pod_path(const struct pod_state *st, const char *sub, char *buf, size_t n)
+{
+	const char *slash = strchr(st->key, '/');
+	snprintf(buf, n, "/api/v1/namespaces/%.*s/pods/%s%s", (int)(slash - st->key), st->key,
+		 slash + 1, sub);
+}
+
+/* An API call for the pod ended: the key is done, retried on failure. */
+static void op_done(struct pod_state *st, int status, json_t *body, const char *err,
+		    const char *method, const char *what)
+{
+	struct pods *p = st->p;
+	char why[512], path[600], q[600];
+
+	st->call = NULL;
+	kubelet_seen(p->k, status);
+	if (status >= 200 && status < 300) {
+		workqueue_forget(p->q, st->key);
+	} else {
+		pod_path(st, strcmp(method, "PATCH") ? "" : "/status", path, sizeof(path));
+		kubelet_http_error(method, p->k->server, path, status, body, err, why, sizeof(why));
+		LOG_ERROR("\"%s\" pod=\"%s\" err=\"%s\"", what, st->key,
+			  kubelet_quote(why, q, sizeof(q)));
+		workqueue_retry(p->q, st->key);
+	}
+	workqueue_done(p->q, st->key);
+}
+
+static void on_status_patched(void *arg, int status, json_t *body, const char *err)
+{
+	struct pod_state *st = arg;
+	if (status == 200)
+		LOG_V(3, "\"Status for pod updated successfully\" pod=\"%s\" phase=\"%s\"", st->key,
+		      jx_str(body, "status.phase") ?: "");
+	op_done(st, status, body, err, "PATCH", "Failed to update status for pod");
+}
+
+static void patch_status(struct pod_state *st, json_t *status, rest_cb cb)
+{
+	json_t *patch = json_pack("{s:{s:s},s:o}", "metadata", "uid", st->uid, "status", status);
+	char path[600];
+
+	pod_path(st, "/status", path, sizeof(path));
+	st->call = rest_do_ct(st->p->k->client, "PATCH", path,
+			      "application/strategic-merge-patch+json", patch, cb, st);
+	json_decref(patch);
+}
+
+static void on_deleted(void *arg, int status, json_t *body, const char *err)
+{
+	struct pod_state *st = arg;
+
+	/* 404: already gone; 409: the UID precondition failed, a new pod
+	 * took the name. Either way this pod is done with. */
+	if (status == 200 || status == 404 || status == 409) {
+		if (status == 200)
+			LOG_INFO("\"Pod fully terminated and removed from etcd\" pod=\"%s\"",
+				 st->key);
+		status = 200;
+	}
+	op_done(st, status, body, err, "DELETE", "Failed to delete pod");
+}
+
+/* The containers have stopped: say so, then confirm the deletion. */
+static void on_terminated_reported(void *arg, int status, json_t *body, const char *err)
+{
+	struct pod_state *st = arg;
+	json_t *opts;
+	char path[640];
+
+	if (status == 404) {
+		op_done(st, 200, body, err, "PATCH", "");
+		return;
+	}
+	if (status != 200) {
+		op_done(st, status, body, err, "PATCH", "Failed to update status for pod");
+		return;
+	}
+	st->terminated = true;
+	opts = json_pack("{s:s,s:s,s:i,s:{s:s}}", "kind", "DeleteOptions", "apiVersion", "v1",
+			 "gracePeriodSeconds", 0, "preconditions", "uid", st->uid);
+	pod_path(st, "?gracePeriodSeconds=0", path, sizeof(path));
+	st->call = rest_do(st->p->k->client, "DELETE", path, opts, on_deleted, st);
+	json_decref(opts);
+}
+
+/* ---- the work ------------------------------------------------------------------------ */
+
+/* 1 when waiting for the timer, 0 when it is time to act. */
+static int wait_until(struct pod_state *st, int64_t at)
+{
+	if (clock_mono() >= at)
+		return 0;
+	timer_at(st->timer, at);
+	return 1;
+}
+
+static void sync_deleting(struct pods *p, struct pod_state *st, const json_t *pod)
+{
+	int64_t grace = jx_int(pod, "metadata.deletionGracePeriodSeconds", 30) * NS_PER_SEC;
+
+	if (!st->stop_at) {
+		LOG_INFO("\"SyncLoop DELETE\" source=\"api\" pods=[\"%s\"]", st->key);
+		st->stop_at = clock_mono() + (grace < p->k->cfg.pod_stop_delay_ns
+						      ? grace
+						      : p->k->cfg.pod_stop_delay_ns);
+	}
+	if (wait_until(st, st->stop_at)) {
+		workqueue_done(p->q, st->key);
+		return;
+	}
+	if (!st->stopped_wall)
+		st->stopped_wall = clock_now();
+	if (!st->started_wall)
+		st->started_wall = st->stopped_wall;
+	if (!st->ip[0])
+		assign_ip(p, st, pod);
+	if (st->terminated) {
+		on_terminated_reported(st, 200, NULL, NULL);
+		return;
+	}
+	patch_status(st, runtime_status(p, st, pod, false), on_terminated_reported);
+}
+
+static void sync_running(struct pods *p, struct pod_state *st, const json_t *pod)
+{
+	const char *phase = jx_str(pod, "status.phase");
+
+	if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) {
+		workqueue_done(p->q, st->key);
+		return;
+	}
+	if (!st->start_at) {
+		assign_ip(p, st, pod);
+		st->start_at = clock_mono() + p->k->cfg.pod_start_delay_ns;
+		/* A pod a previous run already started keeps running. */
+		if (reported_running(st, pod))
+			st->start_at = clock_mono();
+	}
+	if (wait_until(st, st->start_at)) {
+		workqueue_done(p->q, st->key);
+		return;
+	}
+	if (!st->started_wall) {
+		int64_t t;
+		const char *was = jx_str(json_array_get(jx_get(pod, "status.containerStatuses"), 0),
+					 "state.running.startedAt");
+		st->started_wall = was && time_parse_rfc3339(was, &t) == 0 ? t : clock_now();
+	}
+	if (reported_running(st, pod)) {
+		workqueue_done(p->q, st->key);
+		return;
+	}
+	patch_status(st, runtime_status(p, st, pod, true), on_status_patched);
+}
+
+static void process(void *arg, const char *key)
+{
+	struct pods *p = arg;
+	json_t *pod = informer_get(p->inf, key);
+	struct pod_state *st = hmap_get(&p->states, key);
+	const char *uid = jx_str(pod, "metadata.uid");
+
+	if (!pod || p->k->exited) {
+		if (!pod)
+			forget(p, key);
+		workqueue_done(p->q, key);
+		return;
+	}
+	if (st && uid && strcmp(st->uid, uid)) {
+		forget(p, key); /* a new pod under an old name */
+		st = NULL;
+	}
+	if (!st) {
+		LOG_INFO("\"SyncLoop ADD\" source=\"api\" pods=[\"%s\"]", key);
+		st = state_new(p, key, uid);
+	}
+	if (jx_get(pod, "metadata.deletionTimestamp"))
+		sync_deleting(p, st, pod);
+	else
+		sync_running(p, st, pod);
+}
+
+static void on_add(void *arg, json_t *obj)
+{
+	struct pods *p = arg;
+	char key[512];
+	workqueue_add(p->q, informer_key(obj, key, sizeof(key)));
+}
+
+static void on_update(void *arg, json_t *old, json_t *obj)
+{
+	on_add(arg, obj);
+}
+
+static void on_delete(void *arg, json_t *obj)
+{
+	on_add(arg, obj); /* process() finds it gone and forgets it */
+}
+
+struct pods *pods_new(struct kubelet *k)
+{
+	struct pods *p = calloc(1, sizeof(*p));
+	struct informer_handlers h = {on_add, on_update, on_delete, p};
+	char query[512];
+
+	if (!p)
+		abort();
+	p->k = k;
+	p->states = (struct hmap)HMAP_INIT;
+	snprintf(query, sizeof(query), "fieldSelector=spec.nodeName%%3D%s", k->cfg.node_name);
+	p->inf = informer_new(k->loop, k->client, "/api/v1/pods", query, &h);
+	p->q = workqueue_new(k->loop, 4, process, p);
+	return p;
+}
+
+void pods_start(struct pods *p)
+{
+	informer_start(p->inf);
+}
+
+json_t *pods_list(struct pods *p)
+{
+	json_t **objs, *items = json_array();
+	size_t n = informer_list(p->inf, &objs);
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append(items, objs[i]);
+	free(objs);
+	return json_pack("{s:s,s:s,s:{},s:o}", "kind", "PodList", "apiVersion", "v1", "metadata",
+			 "items", items);
+}
+
+void pods_free(struct pods *p)
+{
+	const char *k;
+	void *v;
+
+	if (!p)
+		return;
+	informer_free(p->inf);
+	for (size_t it = 0; hmap_next(&p->states, &it, &k, &v);)
+		state_free(v);
+	hmap_free(&p->states);
+	workqueue_free(p->q);
+	free(p);
+}

@@ -1,0 +1,201 @@
+/*
+ * The kubelet's HTTPS server: /healthz, /metrics (this kubelet's registry:
+ * the certificate manager's TTL gauges and renewal counters) and /pods (the
+ * pods bound to the node, as the informer sees them).
+ *
+ * Its certificate: tlsCertFile/tlsPrivateKeyFile when configured; else the
+ * serving certificate from the store once serverTLSBootstrap has one; until
+ * then — and always without serverTLSBootstrap — a self-signed kubelet.crt /
+ * kubelet.key in the cert dir, made on first start as upstream does. A
+ * rotated serving certificate is used from the next connection on, without
+ * a restart. Requests are not authenticated (upstream delegates that to the
+ * API server with webhook authn/authz); bind it to loopback in tests.
+ */
+#include "kubelet/internal.h"
+
+#include "net/httpd.h"
+#include "net/tls.h"
+#include "pki/pki.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/jx.h"
+#include "base/log.h"
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SELF_SIGNED_VALIDITY (365 * NS_PER_DAY)
+
+struct kserver {
+	struct kubelet *k;
+	SSL_CTX *ctx;
+	struct httpd *h;
+};
+
+/* ---- replies ------------------------------------------------------------------------ */
+
+static void reply(struct evhttp_request *req, int code, const char *reason, const char *ct,
+		  const char *body)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ct);
+	evbuffer_add(b, body, strlen(body));
+	evhttp_send_reply(req, code, reason, b);
+	evbuffer_free(b);
+}
+
+static void handle(struct evhttp_request *req, void *arg)
+{
+	struct kserver *s = arg;
+	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+	const char *path = u ? evhttp_uri_get_path(u) : NULL;
+	enum evhttp_cmd_type m = evhttp_request_get_command(req);
+
+	if (!path)
+		path = "/";
+	if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
+		reply(req, 405, "Method Not Allowed", "text/plain; charset=utf-8",
+		      "405 method not allowed\n");
+		return;
+	}
+	if (!strcmp(path, "/healthz")) {
+		reply(req, 200, "OK", "text/plain; charset=utf-8", "ok");
+	} else if (!strcmp(path, "/metrics")) {
+		char *text = metrics_render(s->k->metrics);
+		reply(req, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", text);
+		free(text);
+	} else if (!strcmp(path, "/pods") || !strcmp(path, "/pods/")) {
+		json_t *list = s->k->pods ? pods_list(s->k->pods)
+					  : json_pack("{s:s,s:s,s:{},s:[]}", "kind", "PodList",
+						      "apiVersion", "v1", "metadata", "items");
+		char *text = jx_dump(list);
+		reply(req, 200, "OK", "application/json", text);
+		free(text);
+		json_decref(list);
+	} else {
+		reply(req, 404, "Not Found", "text/plain; charset=utf-8", "404 page not found\n");
+	}
+}
+
+/* ---- the certificate ------------------------------------------------------------------ */
+
+/* upstream's GenerateSelfSignedCertKey, with an ECDSA key: "<host>@<unix time>". */
+static int self_signed(struct kubelet *k, const char *crt, const char *key_path)
+{
+	const char *dns[2] = {NULL}, *ips[2] = {NULL};
+	unsigned char buf[16];
+	char cn[300];
+	EVP_PKEY *key = pki_key_new(PKI_KEY_ECDSA);
+	struct pki_cert_spec spec = {.cn = cn,
+				     .dns = dns,
+				     .ips = ips,
+				     .usages = PKI_U_DIGITAL_SIGNATURE | PKI_U_KEY_ENCIPHERMENT |
+					       PKI_U_SERVER_AUTH,
+				     .not_before_ns = clock_now(),
+				     .not_after_ns = clock_now() + SELF_SIGNED_VALIDITY};
+	X509 *cert;
+	int rc;
+
+	snprintf(cn, sizeof(cn), "%s@%lld", k->cfg.node_name, (long long)clock_now_sec());
+	if (inet_pton(AF_INET, k->cfg.node_name, buf) == 1 ||
+	    inet_pton(AF_INET6, k->cfg.node_name, buf) == 1)
+		ips[0] = k->cfg.node_name;
+	else
+		dns[0] = k->cfg.node_name;
+	if (!key || !(cert = pki_cert_new(&spec, key, NULL, key))) {
+		EVP_PKEY_free(key);
+		return err_wrap(ERR_CRYPTO, "unable to generate self signed cert");
+	}
+	rc = pki_cert_save(crt, cert);
+	if (rc == 0)
+		rc = pki_key_save(key_path, key);
+	if (rc == 0)
+		LOG_V(4, "\"Using self-signed cert\" TLSCertFile=\"%s\" TLSPrivateKeyFile=\"%s\"",
+		      crt, key_path);
+	X509_free(cert);
+	EVP_PKEY_free(key);
+	return rc;
+}
+
+static SSL_CTX *serving_ctx(struct kserver *s)
+{
+	struct kubelet *k = s->k;
+	char *crt, *key;
+	SSL_CTX *ctx;
+
+	if (k->cfg.tls_cert_file && k->cfg.tls_private_key_file)
+		return tls_server_ctx(k->cfg.tls_cert_file, k->cfg.tls_private_key_file, NULL);
+	crt = file_join(k->cfg.cert_dir, "kubelet.crt");
+	key = file_join(k->cfg.cert_dir, "kubelet.key");
+	if ((!file_exists(crt) || !file_exists(key) || !(ctx = tls_server_ctx(crt, key, NULL))) &&
+	    (self_signed(k, crt, key) < 0 || !(ctx = tls_server_ctx(crt, key, NULL))))
+		ctx = NULL;
+	free(crt);
+	free(key);
+	return ctx;
+}
+
+void kserver_use(struct kserver *s, X509 *cert, EVP_PKEY *key)
+{
+	if (!s->ctx || (s->k->cfg.tls_cert_file && s->k->cfg.tls_private_key_file))
+		return;
+	/* Connections made from now on get the new pair; open ones keep theirs. */
+	SSL_CTX_clear_chain_certs(s->ctx);
+	if (SSL_CTX_use_certificate(s->ctx, cert) != 1 || SSL_CTX_use_PrivateKey(s->ctx, key) != 1)
+		LOG_ERROR("\"Unable to use the new serving certificate\"");
+	else
+		LOG_INFO("\"Serving with the rotated kubelet serving certificate\" node=\"%s\"",
+			 s->k->cfg.node_name);
+}
+
+/* ---- the server ------------------------------------------------------------------------ */
+
+struct kserver *kserver_new(struct kubelet *k)
+{
+	struct kserver *s = calloc(1, sizeof(*s));
+	if (!s)
+		abort();
+	s->k = k;
+	return s;
+}
+
+int kserver_start(struct kserver *s)
+{
+	struct kubelet *k = s->k;
+	struct httpd_opts o = {.bind_address = k->cfg.address,
+			       .port = k->cfg.port > 0 ? k->cfg.port : 0,
+			       .max_body = 1 << 20,
+			       .max_headers = 64 << 10,
+			       .idle_timeout_s = 90};
+
+	if (!(s->ctx = serving_ctx(s)))
+		return err_wrap(ERR_INVALID, "kubelet serving certificate");
+	if (k->serving_cm && certmgr_current(k->serving_cm))
+		kserver_use(s, certmgr_current(k->serving_cm), certmgr_current_key(k->serving_cm));
+	if (!(s->h = httpd_new(k->loop, s->ctx, &o, handle, s)))
+		return err_wrap(ERR_IO, "listen on %s:%d", o.bind_address, o.port);
+	LOG_INFO("\"Starting to listen\" address=\"%s\" port=%d", o.bind_address, httpd_port(s->h));
+	return 0;
+}
+
+int kserver_port(const struct kserver *s)
+{
+	return s->h ? httpd_port(s->h) : 0;
+}
+
+void kserver_free(struct kserver *s)
+{
+	if (!s)
+		return;
+	httpd_free(s->h);
+	SSL_CTX_free(s->ctx);
+	free(s);
+}

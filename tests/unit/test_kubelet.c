@@ -1,0 +1,889 @@
+/*
+ * The kubelet against a real in-process API server, on the virtual clock.
+ * The test plays the CSR controllers itself (the controller manager is
+ * another component): an informer on CSRs approves through .../approval
+ * and signs with the cluster CA through .../status, with a TTL the test
+ * chooses — 60 s certificates make rotation and expiry happen within a
+ * minute of virtual time.
+ *
+ * Covered: TLS bootstrap (kubeconfig, dated 0600 pair, current symlink, no
+ * temporary key left), registration and Ready status, the Lease, a pod
+ * bound to the node going Running and being deleted, rotation at 70–90 %
+ * of the lifetime with the client carrying on without a restart, the
+ * serving certificate, the expired-certificate exit (255) and self-heal,
+ * and hollow kubelets including taking over an existing Node.
+ *
+ * The kubelet's and API server's log goes to <tmp dir>/log; CUBE_TEST_LOG=1
+ * sends it to stderr instead, CUBE_TEST_V=N raises the verbosity and
+ * CUBE_TEST_KEEP=1 keeps the tmp dirs.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "apiserver/apiserver.h"
+#include "client/informer.h"
+#include "client/rest.h"
+#include "kubelet/kubelet.h"
+#include "pki/certstore.h"
+#include "pki/cluster.h"
+#include "pki/kubeconfig.h"
+#include "pki/pki.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/jx.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/timeutil.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CSRS "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+#define LEASE "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/"
+
+struct world {
+	char dir[64];
+	char boot[128], log_path[128];
+	struct loop *loop;
+	struct apiserver *api;
+	struct rest_client *admin;
+	struct kubeconfig admin_kc;
+	X509 *ca;
+	EVP_PKEY *ca_key;
+	struct informer *csrs;
+	int64_t client_ttl_ns, serving_ttl_ns; /* 0: leave that kind of CSR alone */
+	int signed_client, signed_serving;
+	int exits, exit_status;
+	int log_fd;
+	struct kubelet *k;
+};
+
+/* ---- driving the loop ------------------------------------------------------------- */
+
+static void on_idle(evutil_socket_t fd, short what, void *arg)
+{
+	*(bool *)arg = true;
+}
+
+/*
+ * Run ready I/O and due timers until the loop has been idle for 50 ms of
+ * real time: the store commits on its own thread, and the rest client does
+ * not set TCP_NODELAY, so every request with a body sits ~44 ms behind a
+ * delayed ACK (reported). The wait is an event of our own, removed after
+ * each round, so no stale wake-up can end a later round early.
+ */
+static void pump(struct world *w, int quiet)
+{
+	struct event_base *base = loop_base(w->loop);
+	bool idle = false;
+	struct event *tick = evtimer_new(base, on_idle, &idle);
+
+	for (int idle_rounds = 0, i = 0; idle_rounds < quiet && i < 5000; i++) {
+		struct timeval tv = {0, 2000};
+		idle = false;
+		loop_poll(w->loop);
+		evtimer_add(tick, &tv);
+		event_base_loop(base, EVLOOP_ONCE);
+		evtimer_del(tick);
+		idle_rounds = idle ? idle_rounds + 1 : 0;
+	}
+	event_free(tick);
+}
+
+#define SETTLE 25 /* × 2 ms */
+
+/* Move virtual time forward in steps, letting I/O settle after each. */
+static void advance(struct world *w, int64_t total, int64_t step)
+{
+	for (int64_t t = 0; t < total; t += step) {
+		clock_advance(step);
+		pump(w, SETTLE);
+	}
+}
+
+typedef bool (*cond_fn)(struct world *w, void *arg);
+
+/* Until cond holds, advancing virtual time by step up to max. */
+static bool wait_for(struct world *w, cond_fn cond, void *arg, int64_t step, int64_t max)
+{
+	for (int64_t t = 0; t <= max; t += step) {
+		pump(w, SETTLE);
+		if (cond(w, arg))
+			return true;
+		clock_advance(step);
+	}
+	return cond(w, arg);
+}
+
+struct result {
+	int status, done;
+	json_t *body;
+};
+
+static void on_result(void *arg, int status, json_t *body, const char *err)
+{
+	struct result *r = arg;
+	r->status = status;
+	r->body = json_incref(body);
+	r->done = 1;
+}
+
+/* A request as the admin, answered before returning; caller decrefs body. */
+static struct result call(struct world *w, const char *method, const char *path, json_t *body)
+{
+	struct result r = {0};
+	rest_do(w->admin, method, path, body, on_result, &r);
+	for (int i = 0; i < 20000 && !r.done; i++)
+		pump(w, 1);
+	assert_true(r.done);
+	return r;
+}
+
+static json_t *get(struct world *w, const char *path)
+{
+	struct result r = call(w, "GET", path, NULL);
+	if (r.status != 200) {
+		json_decref(r.body);
+		return NULL;
+	}
+	return r.body;
+}
+
+/* ---- the test's CSR controller --------------------------------------------------------- */
+
+static char *b64(const char *s)
+{
+	size_t n = strlen(s);
+	char *out = malloc(4 * ((n + 2) / 3) + 1);
+	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
+	return out;
+}
+
+static char *unb64(const char *s)
+{
+	size_t n = strlen(s), pad = 0;
+	unsigned char *out = malloc(n + 1);
+	int m = EVP_DecodeBlock(out, (const unsigned char *)s, (int)n);
+	while (n && s[n - 1] == '=' && pad < 2)
+		n--, pad++;
+	out[m - (int)pad] = '\0';
+	return (char *)out;
+}
+
+static void ignore(void *arg, int status, json_t *body, const char *err)
+{
+}
+
+static void approve(struct world *w, json_t *csr)
+{
+	json_t *copy = json_deep_copy(csr), *conds = jx_get(copy, "status.conditions");
+	char path[512];
+
+	if (!json_is_array(conds)) {
+		conds = json_array();
+		jx_set(copy, "status.conditions", conds);
+	}
+	json_array_append_new(conds, json_pack("{s:s,s:s,s:s,s:s}", "type", "Approved", "status",
+					       "True", "reason", "KubectlApprove", "message",
+					       "This CSR was approved by the test."));
+	snprintf(path, sizeof(path), CSRS "/%s/approval", jx_str(csr, "metadata.name"));
+	rest_do(w->admin, "PUT", path, copy, ignore, NULL);
+	json_decref(copy);
+}
+
+static void sign(struct world *w, json_t *csr, int64_t ttl)
+{
+	char *pem = unb64(jx_str(csr, "spec.request")), *cert_pem, *enc, path[512];
+	X509_REQ *req = pki_csr_parse(pem, strlen(pem));
+	struct pki_sign_policy pol = {.ttl_ns = ttl, .backdate_ns = 0, .short_ns = PKI_SHORT_NS};
+	json_t *u, *copy;
+	size_t i;
+	X509 *cert;
+
+	assert_non_null(req);
+	json_array_foreach(jx_get(csr, "spec.usages"), i, u)
+	{
+		unsigned bit;
+		assert_int_equal(pki_usage_parse(json_string_value(u), &bit), 0);
+		pol.usages |= bit;
+	}
+	cert = pki_csr_sign(req, w->ca, w->ca_key, &pol);
+	assert_non_null(cert);
+	cert_pem = pki_cert_pem(cert);
+	enc = b64(cert_pem);
+	copy = json_deep_copy(csr);
+	jx_set_str(copy, "status.certificate", enc);
+	snprintf(path, sizeof(path), CSRS "/%s/status", jx_str(csr, "metadata.name"));
+	rest_do(w->admin, "PUT", path, copy, ignore, NULL);
+	json_decref(copy);
+	free(enc);
+	free(cert_pem);
+	X509_free(cert);
+	X509_REQ_free(req);
+	free(pem);
+}
+
+static void csr_seen(void *arg, json_t *csr)
+{
+	struct world *w = arg;
+	const char *signer = jx_str(csr, "spec.signerName");
+	bool serving = signer && !strcmp(signer, "kubernetes.io/kubelet-serving");
+	int64_t ttl = serving ? w->serving_ttl_ns : w->client_ttl_ns;
+	json_t *c;
+	size_t i;
+	bool approved = false;
+
+	if (!ttl || jx_str(csr, "status.certificate"))
+		return;
+	json_array_foreach(jx_get(csr, "status.conditions"), i, c) approved |=
+		!strcmp(jx_str(c, "type") ?: "", "Approved");
+	if (!approved) {
+		approve(w, csr);
+		return;
+	}
+	sign(w, csr, ttl);
+	if (serving)
+		w->signed_serving++;
+	else
+		w->signed_client++;
+}
+
+static void csr_updated(void *arg, json_t *old, json_t *csr)
+{
+	csr_seen(arg, csr);
+}
+
+/* ---- the world -------------------------------------------------------------------------- */
+
+static void on_exit_hook(void *arg, struct kubelet *k, int status)
+{
+	struct world *w = arg;
+	w->exits++;
+	w->exit_status = status;
+}
+
+static int setup(void **state)
+{
+	struct world *w = calloc(1, sizeof(*w));
+	struct cluster_pki_opts po = {.cluster_name = "kubernetes",
+				      .server = "https://127.0.0.1:6443",
+				      .key_type = PKI_KEY_ECDSA,
+				      .ca_validity_ns = CLUSTER_CA_VALIDITY,
+				      .validity_ns = CLUSTER_CERT_VALIDITY};
+	struct apiserver_opts ao;
+	struct informer_handlers h = {csr_seen, csr_updated, NULL, w};
+	char path[128], data[128], crt[128], key[128], ca[128], tok[128], server[64];
+	struct kubeconfig boot;
+
+	/* Before anything makes timers: they live on the clock they were made with. */
+	clock_use_virtual(clock_now());
+	snprintf(w->dir, sizeof(w->dir), "/tmp/cube-kubelet-XXXXXX");
+	assert_non_null(mkdtemp(w->dir));
+	snprintf(w->log_path, sizeof(w->log_path), "%s/log", w->dir);
+	if (getenv("CUBE_TEST_V"))
+		log_set_verbosity(atoi(getenv("CUBE_TEST_V")));
+	if (!getenv("CUBE_TEST_LOG"))
+		log_set_fd(w->log_fd = open(w->log_path, O_WRONLY | O_CREAT | O_APPEND, 0600));
+	po.dir = w->dir;
+	assert_int_equal(cluster_pki_init(&po), 0);
+	w->loop = loop_new();
+	apiserver_opts_default(&ao);
+	snprintf(crt, sizeof(crt), "%s/pki/apiserver.crt", w->dir);
+	snprintf(key, sizeof(key), "%s/pki/apiserver.key", w->dir);
+	snprintf(ca, sizeof(ca), "%s/pki/ca.crt", w->dir);
+	snprintf(tok, sizeof(tok), "%s/pki/bootstrap-token", w->dir);
+	snprintf(data, sizeof(data), "%s/data", w->dir);
+	ao.bind_address = "127.0.0.1";
+	ao.secure_port = 0;
+	ao.tls_cert_file = crt;
+	ao.tls_private_key_file = key;
+	ao.client_ca_file = ca;
+	ao.data_dir = data;
+	ao.bootstrap_token_file = tok;
+	w->api = apiserver_new(w->loop, &ao);
+	assert_non_null(w->api);
+	snprintf(server, sizeof(server), "https://127.0.0.1:%d", apiserver_port(w->api));
+
+	snprintf(path, sizeof(path), "%s/admin.conf", w->dir);
+	assert_int_equal(kubeconfig_load(path, &w->admin_kc), 0);
+	free(w->admin_kc.server);
+	w->admin_kc.server = strdup(server);
+	w->admin = rest_client_from_kubeconfig(w->loop, &w->admin_kc, "test_kubelet");
+	assert_non_null(w->admin);
+
+	/* The bootstrap kubeconfig, pointed at this server. */
+	snprintf(path, sizeof(path), "%s/bootstrap-kubelet.conf", w->dir);
+	assert_int_equal(kubeconfig_load(path, &boot), 0);
+	free(boot.server);
+	boot.server = strdup(server);
+	snprintf(w->boot, sizeof(w->boot), "%s/bootstrap.conf", w->dir);
+	assert_int_equal(kubeconfig_save(w->boot, &boot), 0);
+	kubeconfig_free(&boot);
+
+	assert_non_null(w->ca = pki_cert_load(ca));
+	snprintf(path, sizeof(path), "%s/pki/ca.key", w->dir);
+	assert_non_null(w->ca_key = pki_key_load(path));
+	w->csrs = informer_new(w->loop, w->admin, CSRS, NULL, &h);
+	informer_start(w->csrs);
+	*state = w;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct world *w = *state;
+	char cmd[128];
+
+	kubelet_free(w->k);
+	informer_free(w->csrs);
+	rest_client_free(w->admin);
+	apiserver_free(w->api);
+	loop_free(w->loop);
+	kubeconfig_free(&w->admin_kc);
+	X509_free(w->ca);
+	EVP_PKEY_free(w->ca_key);
+	clock_use_real();
+	if (w->log_fd > 0) {
+		log_set_fd(2);
+		close(w->log_fd);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", w->dir);
+	if (!getenv("CUBE_TEST_KEEP"))
+		assert_int_equal(system(cmd), 0);
+	free(w);
+	return 0;
+}
+
+static void config(struct world *w, struct kubelet_config *c, const char *name)
+{
+	char root[128];
+
+	kubelet_config_init(c);
+	snprintf(root, sizeof(root), "%s/kubelet", w->dir);
+	kubelet_config_set(&c->node_name, name);
+	kubelet_config_set(&c->root_dir, root);
+	kubelet_config_set(&c->bootstrap_kubeconfig, w->boot);
+	kubelet_config_set(&c->address, "127.0.0.1");
+	c->port = 0;
+	c->on_exit = on_exit_hook;
+	c->on_exit_arg = w;
+}
+
+static void start(struct world *w, struct kubelet_config *c)
+{
+	w->k = kubelet_new(w->loop, c);
+	assert_non_null(w->k);
+	kubelet_config_free(c);
+	assert_int_equal(kubelet_start(w->k), 0);
+}
+
+static bool log_has(struct world *w, const char *needle)
+{
+	char *text = NULL;
+	bool found;
+
+	if (getenv("CUBE_TEST_LOG"))
+		return true; /* the lines went to stderr */
+	assert_int_equal(file_read(w->log_path, &text, NULL, 64 << 20), 0);
+	found = strstr(text, needle) != NULL;
+	if (!found)
+		fprintf(stderr, "log lacks \"%s\"; log at %s\n", needle, w->log_path);
+	free(text);
+	return found;
+}
+
+/* ---- conditions ----------------------------------------------------------------------- */
+
+static char *link_target(struct world *w, const char *prefix)
+{
+	char path[256], *buf = calloc(1, 512);
+	snprintf(path, sizeof(path), "%s/kubelet/pki/%s-current.pem", w->dir, prefix);
+	if (readlink(path, buf, 511) < 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static bool bootstrapped(struct world *w, void *arg)
+{
+	char path[256], *t = link_target(w, "kubelet-client");
+	bool done = t != NULL;
+
+	snprintf(path, sizeof(path), "%s/kubelet/kubelet.conf", w->dir);
+	free(t);
+	return done && file_exists(path);
+}
+
+static bool node_ready(struct world *w, void *name)
+{
+	char path[256];
+	json_t *node, *c;
+	size_t i;
+	bool ready = false;
+
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s", (const char *)name);
+	if (!(node = get(w, path)))
+		return false;
+	json_array_foreach(jx_get(node, "status.conditions"), i, c) if (
+		!strcmp(jx_str(c, "type"), "Ready")) ready = !strcmp(jx_str(c, "status"), "True");
+	json_decref(node);
+	return ready;
+}
+
+/* The lease's renewTime (malloc'd), or NULL. */
+static char *renew_time(struct world *w, const char *name)
+{
+	char path[256], *out;
+	json_t *l;
+
+	snprintf(path, sizeof(path), LEASE "%s", name);
+	if (!(l = get(w, path)))
+		return NULL;
+	out = strdup(jx_str(l, "spec.renewTime") ?: "");
+	json_decref(l);
+	return out;
+}
+
+static bool lease_moved(struct world *w, void *since)
+{
+	char *now = renew_time(w, "node-0");
+	bool moved = now && strcmp(now, since);
+	free(now);
+	return moved;
+}
+
+static bool lease_exists(struct world *w, void *name)
+{
+	char *t = renew_time(w, name);
+	bool there = t != NULL;
+	free(t);
+	return there;
+}
+
+static bool pod_phase(struct world *w, void *phase)
+{
+	json_t *pod = get(w, "/api/v1/namespaces/default/pods/web");
+	bool ok = pod && !strcmp(jx_str(pod, "status.phase") ?: "", phase);
+	json_decref(pod);
+	return ok;
+}
+
+static bool pod_gone(struct world *w, void *arg)
+{
+	struct result r = call(w, "GET", "/api/v1/namespaces/default/pods/web", NULL);
+	json_decref(r.body);
+	return r.status == 404;
+}
+
+static bool link_changed(struct world *w, void *before)
+{
+	char *t = link_target(w, "kubelet-client");
+	bool changed = t && strcmp(t, before);
+	free(t);
+	return changed;
+}
+
+static bool exited(struct world *w, void *arg)
+{
+	return w->exits > 0;
+}
+
+/* ---- the tests ------------------------------------------------------------------------- */
+
+static void check_store(struct world *w)
+{
+	char *target = link_target(w, "kubelet-client"), path[256];
+	struct kubeconfig kc;
+	struct stat st;
+
+	assert_non_null(target);
+	assert_non_null(strstr(target, "/kubelet/pki/kubelet-client-2"));
+	assert_int_equal(stat(target, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	snprintf(path, sizeof(path), "%s/kubelet/pki/kubelet-client.key.tmp", w->dir);
+	assert_false(file_exists(path));
+	snprintf(path, sizeof(path), "%s/kubelet/kubelet.conf", w->dir);
+	assert_int_equal(kubeconfig_load(path, &kc), 0);
+	assert_string_equal(kc.cluster, "default-cluster");
+	assert_string_equal(kc.user, "default-auth");
+	assert_string_equal(kc.context, "default-context");
+	assert_string_equal(kc.namespace, "default");
+	assert_non_null(strstr(kc.cert_file, "/kubelet/pki/kubelet-client-current.pem"));
+	assert_string_equal(kc.cert_file, kc.key_file);
+	kubeconfig_free(&kc);
+	free(target);
+}
+
+static void check_node(struct world *w)
+{
+	json_t *node = get(w, "/api/v1/nodes/node-0"), *c;
+	size_t i;
+	int seen = 0;
+
+	assert_non_null(node);
+	assert_string_equal(json_string_value(json_object_get(jx_get(node, "metadata.labels"),
+							      "kubernetes.io/hostname")),
+			    "node-0");
+	assert_string_equal(json_string_value(json_object_get(jx_get(node, "metadata.labels"),
+							      "kubernetes.io/os")),
+			    "linux");
+	assert_string_equal(jx_str(node, "status.nodeInfo.kubeletVersion"), "v1.32.0");
+	assert_string_equal(jx_str(node, "status.nodeInfo.containerRuntimeVersion"),
+			    "cube://0.1.0");
+	assert_string_equal(jx_str(node, "status.capacity.pods"), "110");
+	json_array_foreach(jx_get(node, "status.conditions"), i, c)
+	{
+		const char *t = jx_str(c, "type");
+		if (!strcmp(t, "Ready")) {
+			assert_string_equal(jx_str(c, "reason"), "KubeletReady");
+			assert_string_equal(jx_str(c, "message"), "kubelet is posting ready status");
+			seen++;
+		} else if (!strcmp(t, "MemoryPressure")) {
+			assert_string_equal(jx_str(c, "reason"), "KubeletHasSufficientMemory");
+			seen++;
+		} else if (!strcmp(t, "DiskPressure") || !strcmp(t, "PIDPressure")) {
+			assert_string_equal(jx_str(c, "status"), "False");
+			seen++;
+		}
+	}
+	assert_int_equal(seen, 4);
+	json_decref(node);
+}
+
+static void check_lease(struct world *w)
+{
+	json_t *l;
+	const char *rt, *dot;
+	char *before;
+
+	assert_true(wait_for(w, lease_exists, "node-0", 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	l = get(w, LEASE "node-0");
+	assert_non_null(l);
+	assert_string_equal(jx_str(l, "spec.holderIdentity"), "node-0");
+	assert_int_equal(jx_int(l, "spec.leaseDurationSeconds", 0), 40);
+	rt = jx_str(l, "spec.renewTime");
+	assert_non_null(dot = strchr(rt, '.'));
+	assert_int_equal(strlen(dot), 8); /* ".123456Z": a MicroTime */
+	before = strdup(rt);
+	json_decref(l);
+	/* Renewed every 10 s (+4 % jitter), owned by the Node by then at the
+	 * latest (the first lease may come before the Node's uid is known). */
+	assert_true(wait_for(w, lease_moved, before, NS_PER_SEC, 12 * NS_PER_SEC));
+	l = get(w, LEASE "node-0");
+	assert_string_equal(jx_str(json_array_get(jx_get(l, "metadata.ownerReferences"), 0),
+				   "kind") ?: "",
+			    "Node");
+	json_decref(l);
+	free(before);
+}
+
+static void check_pod(struct world *w)
+{
+	json_t *pod = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:[{s:s,s:s}]}}", "apiVersion", "v1",
+				"kind", "Pod", "metadata", "name", "web", "spec", "nodeName",
+				"node-0", "containers", "name", "nginx", "image", "nginx:1.27");
+	struct result r = call(w, "POST", "/api/v1/namespaces/default/pods", pod);
+	json_t *st, *cs;
+
+	assert_int_equal(r.status, 201);
+	json_decref(r.body);
+	json_decref(pod);
+	assert_true(wait_for(w, pod_phase, "Running", 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	pod = get(w, "/api/v1/namespaces/default/pods/web");
+	st = json_object_get(pod, "status");
+	cs = json_array_get(jx_get(st, "containerStatuses"), 0);
+	assert_string_equal(jx_str(st, "hostIP"), "127.0.0.1");
+	assert_non_null(strstr(jx_str(st, "podIP"), "10.244."));
+	assert_non_null(jx_str(st, "startTime"));
+	assert_true(json_is_true(json_object_get(cs, "ready")));
+	assert_true(json_is_true(json_object_get(cs, "started")));
+	assert_non_null(jx_str(cs, "state.running.startedAt"));
+	assert_string_equal(jx_str(cs, "image"), "docker.io/library/nginx:1.27");
+	assert_non_null(strstr(jx_str(cs, "imageID"), "docker.io/library/nginx@sha256:"));
+	assert_non_null(strstr(jx_str(cs, "containerID"), "cube://"));
+	assert_int_equal(json_array_size(jx_get(st, "conditions")), 5);
+	json_decref(pod);
+}
+
+static void check_rotation(struct world *w)
+{
+	char *before = link_target(w, "kubelet-client"), *after, *moved;
+	X509 *cert = pki_cert_load(before);
+	int64_t nb = pki_cert_not_before(cert), na = pki_cert_not_after(cert), at;
+
+	X509_free(cert);
+	assert_true(na - nb == 60 * NS_PER_SEC);
+	assert_true(wait_for(w, link_changed, before, 500 * NS_PER_MS, 70 * NS_PER_SEC));
+	at = clock_now();
+	/* The deadline is 42–54 s after NotBefore; the CSR round trip adds a little. */
+	assert_true(at - nb >= 42 * NS_PER_SEC);
+	assert_true(at - nb < 55 * NS_PER_SEC);
+	after = link_target(w, "kubelet-client");
+	cert = pki_cert_load(after);
+	assert_true(pki_cert_not_before(cert) > nb);
+	X509_free(cert);
+	assert_true(log_has(w, "kubernetes.io/kube-apiserver-client-kubelet: Rotating certificates"));
+	assert_true(log_has(w, "certificate rotation detected, shutting down client connections "
+			       "to start using new credentials"));
+	/* No restart: the same kubelet keeps renewing its lease with the new pair,
+	 * past the old certificate's NotAfter. */
+	moved = renew_time(w, "node-0");
+	advance(w, na - clock_now() + 5 * NS_PER_SEC, NS_PER_SEC);
+	assert_true(wait_for(w, lease_moved, moved, NS_PER_SEC, 12 * NS_PER_SEC));
+	assert_int_equal(w->exits, 0);
+	free(moved);
+	free(before);
+	free(after);
+}
+
+static void test_bootstrap_rotation_and_pods(void **state)
+{
+	struct world *w = *state;
+	struct kubelet_config c;
+
+	w->client_ttl_ns = 60 * NS_PER_SEC;
+	config(w, &c, "node-0");
+	c.rotate_certificates = true;
+	start(w, &c);
+	assert_true(wait_for(w, bootstrapped, NULL, 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	check_store(w);
+	assert_true(wait_for(w, node_ready, "node-0", 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	check_node(w);
+	check_lease(w);
+	check_pod(w);
+	check_rotation(w);
+	/* Deleting the pod: the kubelet stops it and confirms with grace 0. */
+	{
+		struct result r = call(w, "DELETE", "/api/v1/namespaces/default/pods/web", NULL);
+		assert_int_equal(r.status, 200);
+		json_decref(r.body);
+	}
+	assert_true(wait_for(w, pod_gone, NULL, 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	assert_true(log_has(w, "kubernetes.io/kube-apiserver-client-kubelet: Certificate "
+			       "expiration is "));
+	assert_true(log_has(w, "for next certificate rotation"));
+}
+
+/* Without rotation the 60 s certificate runs out: no certificate is sent,
+ * heartbeats get 401, and exit-after later the kubelet would exit with 255. */
+static void test_expired_exits(void **state)
+{
+	struct world *w = *state;
+	struct kubelet_config c;
+	char *frozen, *later;
+	X509 *cert;
+	int64_t na;
+
+	w->client_ttl_ns = 60 * NS_PER_SEC;
+	config(w, &c, "node-0");
+	c.exit_after_ns = 30 * NS_PER_SEC;
+	start(w, &c);
+	assert_true(wait_for(w, node_ready, "node-0", 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	{
+		char *t = link_target(w, "kubelet-client");
+		cert = pki_cert_load(t);
+		free(t);
+	}
+	na = pki_cert_not_after(cert);
+	X509_free(cert);
+	advance(w, na - clock_now() + NS_PER_SEC, NS_PER_SEC);
+	/* Heartbeats stop: the lease stays where it was. */
+	frozen = renew_time(w, "node-0");
+	advance(w, 22 * NS_PER_SEC, NS_PER_SEC);
+	later = renew_time(w, "node-0");
+	assert_string_equal(frozen, later);
+	assert_int_equal(w->exits, 0);
+	assert_true(wait_for(w, exited, NULL, NS_PER_SEC, 20 * NS_PER_SEC));
+	assert_int_equal(w->exit_status, 255);
+	assert_true(clock_now() - na >= 30 * NS_PER_SEC);
+	assert_true(log_has(w, "kubernetes.io/kube-apiserver-client-kubelet: Current certificate is "
+			       "expired"));
+	assert_true(log_has(w, "x509: certificate has expired or is not yet valid"));
+	assert_true(log_has(w, "\"Failed to update lease\" err=\"Unauthorized\""));
+	assert_true(log_has(w, "It has been 30s since a valid client cert was found and the "
+			       "server is responsive, exiting."));
+	free(frozen);
+	free(later);
+}
+
+/* With self-heal the expired kubelet re-bootstraps in place and carries on. */
+static void test_self_heal(void **state)
+{
+	struct world *w = *state;
+	struct kubelet_config c;
+	char *before, *frozen;
+	X509 *cert;
+	int64_t na;
+
+	w->client_ttl_ns = 60 * NS_PER_SEC;
+	config(w, &c, "node-0");
+	c.self_heal = true;
+	c.exit_after_ns = 30 * NS_PER_SEC;
+	start(w, &c);
+	assert_true(wait_for(w, node_ready, "node-0", 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	before = link_target(w, "kubelet-client");
+	cert = pki_cert_load(before);
+	na = pki_cert_not_after(cert);
+	X509_free(cert);
+	w->client_ttl_ns = 3600 * NS_PER_SEC;
+	advance(w, na - clock_now() + NS_PER_SEC, NS_PER_SEC);
+	assert_true(wait_for(w, link_changed, before, 500 * NS_PER_MS, 10 * NS_PER_SEC));
+	frozen = renew_time(w, "node-0");
+	assert_true(wait_for(w, lease_moved, frozen, NS_PER_SEC, 12 * NS_PER_SEC));
+	advance(w, 60 * NS_PER_SEC, 2 * NS_PER_SEC);
+	assert_int_equal(w->exits, 0);
+	assert_int_equal(w->signed_client, 2);
+	assert_true(log_has(w, "self-heal is re-bootstrapping"));
+	assert_true(log_has(w, "Self-heal complete"));
+	free(before);
+	free(frozen);
+}
+
+static bool serving_issued(struct world *w, void *arg)
+{
+	char *t = link_target(w, "kubelet-server");
+	bool issued = t != NULL;
+	free(t);
+	return issued;
+}
+
+struct probe {
+	int status, done;
+};
+
+static void on_probe(void *arg, int status, json_t *body, const char *err)
+{
+	struct probe *p = arg;
+	p->status = status;
+	p->done = 1;
+}
+
+/* GET path from the kubelet's server, trusting only the cluster CA. */
+static int probe_kubelet(struct world *w, const char *path)
+{
+	char server[64];
+	struct probe p = {0};
+	struct rest_client *c;
+
+	snprintf(server, sizeof(server), "https://127.0.0.1:%d", kubelet_port(w->k));
+	c = rest_client_new(w->loop, &(struct rest_config){.server = server,
+							   .ca_pem = w->admin_kc.ca_data});
+	rest_do(c, "GET", path, NULL, on_probe, &p);
+	for (int i = 0; i < 20000 && !p.done; i++)
+		pump(w, 1);
+	rest_client_free(c);
+	return p.status;
+}
+
+/* serverTLSBootstrap: a kubelet-serving CSR with the node's SANs; once
+ * issued, the HTTPS server presents it (a client trusting only the cluster
+ * CA gets through), having served a self-signed kubelet.crt before. */
+static void test_serving_certificate(void **state)
+{
+	struct world *w = *state;
+	struct kubelet_config c;
+	struct pki_cert_info info;
+	char *t;
+	X509 *cert;
+
+	w->client_ttl_ns = 3600 * NS_PER_SEC;
+	config(w, &c, "node-0");
+	c.server_tls_bootstrap = true;
+	c.port = -1;
+	start(w, &c);
+	assert_true(wait_for(w, node_ready, "node-0", 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	assert_true(kubelet_port(w->k) > 0);
+	assert_int_equal(probe_kubelet(w, "/healthz"), 0); /* self-signed: not trusted */
+	/* Now play the approver for the serving CSR left pending so far. */
+	w->serving_ttl_ns = 3600 * NS_PER_SEC;
+	{
+		json_t *list = get(w, CSRS), *csr;
+		size_t i;
+		json_array_foreach(json_object_get(list, "items"), i, csr) csr_seen(w, csr);
+		json_decref(list);
+	}
+	assert_true(wait_for(w, serving_issued, NULL, 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	pump(w, 50);
+	t = link_target(w, "kubelet-server");
+	cert = pki_cert_load(t);
+	assert_int_equal(pki_cert_info(cert, &info), 0);
+	assert_string_equal(info.cn, "system:node:node-0");
+	assert_true(strv_has(&info.dns, "node-0"));
+	assert_true(strv_has(&info.ips, "127.0.0.1"));
+	assert_true(info.usages & PKI_U_SERVER_AUTH);
+	pki_cert_info_free(&info);
+	X509_free(cert);
+	free(t);
+	assert_int_equal(probe_kubelet(w, "/healthz"), 200);
+	assert_int_equal(probe_kubelet(w, "/pods"), 200);
+	assert_int_equal(probe_kubelet(w, "/metrics"), 200);
+	assert_int_equal(probe_kubelet(w, "/nope"), 404);
+}
+
+/* Three hollow kubelets on this loop, one taking over an existing Node. */
+static void test_hollow(void **state)
+{
+	struct world *w = *state;
+	struct kubelet_config c;
+	struct kubelet_pool *p;
+	json_t *node = json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", "v1", "kind", "Node",
+				 "metadata", "name", "hollow-1", "labels", "kubernetes.io/hostname",
+				 "somewhere-else");
+	struct result r = call(w, "POST", "/api/v1/nodes", node);
+	char *certs[3];
+
+	assert_int_equal(r.status, 201);
+	json_decref(r.body);
+	json_decref(node);
+	w->client_ttl_ns = 3600 * NS_PER_SEC;
+	config(w, &c, "ignored");
+	p = kubelet_pool_new(w->loop, &c, 3, "hollow-");
+	kubelet_config_free(&c);
+	assert_non_null(p);
+	assert_int_equal(kubelet_pool_start(p), 0);
+	for (int i = 0; i < 3; i++) {
+		char name[32], path[256];
+		snprintf(name, sizeof(name), "hollow-%d", i);
+		assert_string_equal(kubelet_name(kubelet_pool_get(p, i)), name);
+		assert_true(wait_for(w, node_ready, name, 100 * NS_PER_MS, 10 * NS_PER_SEC));
+		snprintf(path, sizeof(path), "%s/kubelet/%s/pki/kubelet-client-current.pem", w->dir,
+			 name);
+		certs[i] = calloc(1, 512);
+		assert_true(readlink(path, certs[i], 511) > 0);
+		assert_true(wait_for(w, lease_exists, name, 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	}
+	assert_string_not_equal(certs[0], certs[1]);
+	assert_string_not_equal(certs[1], certs[2]);
+	node = get(w, "/api/v1/nodes/hollow-1");
+	assert_string_equal(json_string_value(json_object_get(jx_get(node, "metadata.labels"),
+							      "kubernetes.io/hostname")),
+			    "hollow-1");
+	json_decref(node);
+	assert_true(log_has(w, "Node was previously registered"));
+	kubelet_pool_free(p);
+	for (int i = 0; i < 3; i++)
+		free(certs[i]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_bootstrap_rotation_and_pods, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_expired_exits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_self_heal, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_serving_certificate, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hollow, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -110,9 +110,12 @@ static void on_client_cert(void *arg, X509 *cert, EVP_PKEY *key)
 	if (!k->client)
 		return;
 	if (!cert) {
-		/* Upstream's GetClientCertificate answers with an empty
-		 * certificate from now on: requests are anonymous, hence 401. */
-		rest_clear_client_cert(k->client);
+		/* The rotating manager's GetClientCertificate answers with an
+		 * empty certificate from now on: requests are anonymous, hence 401.
+		 * Without rotation upstream's transport keeps presenting the static
+		 * certificate, and the API server logs why it refuses it (x509). */
+		if (k->cfg.rotate_certificates)
+			rest_clear_client_cert(k->client);
 		if (k->cfg.self_heal)
 			start_heal(k);
 		return;

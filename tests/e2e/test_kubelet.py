@@ -436,9 +436,11 @@ def test_plan2_openssl_signed_certificate(cluster, kubelets, kubectl, wait_until
 
 def test_expired_certificate_stops_heartbeats_and_exits(cluster, kubelets, kubectl,
                                                         wait_until, run):
-    """No rotation, a certificate that runs out: the kubelet sends none,
-    gets 401, its Lease stops, and after --exit-after it exits with 255 —
-    then a restart with the bootstrap kubeconfig brings the node back."""
+    """No rotation, a certificate that runs out: the kubelet keeps presenting
+    it (upstream's static transport), the API server refuses it with 401 and
+    logs the x509 reason, the Lease stops, and after --exit-after the kubelet
+    exits with 255 — then a restart with the bootstrap kubeconfig brings the
+    node back."""
     k = kubelets("kl-exp", "--exit-after", "15s", bootstrap=False)
     conf = short_lived_kubeconfig(cluster, k, 20)
     k.start("--kubeconfig", conf)
@@ -461,6 +463,11 @@ def test_expired_certificate_stops_heartbeats_and_exits(cluster, kubelets, kubec
     found = run("grep", "-i", r"certificate\|tls\|x509", k.log_path).stdout
     assert "Current certificate is expired" in found
     assert re.search(r"(?m)^F\d{4} .*It has been 15s", log), log[-2000:]
+    # The API server says why, as upstream's x509 authenticator does.
+    api = cluster.log()
+    assert re.search(r'"Unable to authenticate the request" err="verifying certificate SN=\d+, '
+                     r'SKID=[0-9A-F:]*, AKID=[0-9A-F:]+ failed: x509: certificate has expired '
+                     r'or is not yet valid: current time \S+ is after \S+"', api), api[-2000:]
 
     # As systemd would: start again; the expired kubeconfig means bootstrap.
     k.start("--kubeconfig", k.kubeconfig, "--bootstrap-kubeconfig",

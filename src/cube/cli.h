@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+struct loop;
+
 #define EXIT_USAGE 2
 
 struct cli_command {
@@ -28,6 +30,10 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int cli_bad_flag(const char *cmd, char **argv);
 /* "error: <message>" on stderr → 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Run loop until SIGTERM or SIGINT (logged as upstream components do). */
+void cli_run_until_signal(struct loop *loop);
+/* A flag's boolean: "true"/"1" (or no value), "false"/"0"; -1 otherwise. */
+int cli_parse_bool(const char *s, bool *out);
 /* Print usage text (stdout) and return 0: for --help. */
 int cli_help(const char *usage);
 

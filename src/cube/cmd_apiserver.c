@@ -8,9 +8,7 @@
 #include "base/log.h"
 #include "base/loop.h"
 
-#include <event2/event.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,17 +44,6 @@ static const char usage[] =
 
 static struct loop *main_loop;
 
-static void on_signal(evutil_socket_t sig, short what, void *arg)
-{
-	LOG_INFO("\"Received signal, shutting down\" signal=%d", (int)sig);
-	loop_stop(arg);
-}
-
-static bool parse_bool(const char *s)
-{
-	return !s || !strcmp(s, "true") || !strcmp(s, "1");
-}
-
 int cmd_apiserver(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -84,7 +71,6 @@ int cmd_apiserver(int argc, char **argv)
 	char *cluster_files[4] = {NULL};
 	const char *port_file = NULL;
 	struct apiserver *s;
-	struct event *sigs[2];
 	int c, rc = 0;
 
 	apiserver_opts_default(&o);
@@ -108,8 +94,15 @@ int cmd_apiserver(int argc, char **argv)
 			else if (strcmp(optarg, "normal"))
 				return cli_usage_error("apiserver", "--storage-sync must be normal or full");
 			break;
-		case 'B': o.enable_bootstrap_token_auth = parse_bool(optarg); break;
-		case 'A': o.anonymous_auth = parse_bool(optarg); break;
+		case 'B':
+			if (cli_parse_bool(optarg, &o.enable_bootstrap_token_auth) < 0)
+				return cli_usage_error("apiserver", "--enable-bootstrap-token-auth "
+								    "wants true or false");
+			break;
+		case 'A':
+			if (cli_parse_bool(optarg, &o.anonymous_auth) < 0)
+				return cli_usage_error("apiserver", "--anonymous-auth wants true or false");
+			break;
 		case 'n': o.not_ready_toleration_s = atoll(optarg); break;
 		case 'u': o.unreachable_toleration_s = atoll(optarg); break;
 		case 'm': o.max_body = strtoull(optarg, NULL, 10); break;
@@ -141,14 +134,8 @@ int cmd_apiserver(int argc, char **argv)
 		snprintf(buf, sizeof(buf), "%d\n", apiserver_port(s));
 		file_write_atomic(port_file, buf, strlen(buf), 0644);
 	}
-	sigs[0] = evsignal_new(loop_base(main_loop), SIGTERM, on_signal, main_loop);
-	sigs[1] = evsignal_new(loop_base(main_loop), SIGINT, on_signal, main_loop);
-	evsignal_add(sigs[0], NULL);
-	evsignal_add(sigs[1], NULL);
-	loop_run(main_loop);
+	cli_run_until_signal(main_loop);
 	apiserver_free(s);
-	event_free(sigs[0]);
-	event_free(sigs[1]);
 	LOG_INFO("\"Shutdown complete\"");
 out:
 	loop_free(main_loop);

@@ -9,9 +9,7 @@
 #include "base/loop.h"
 #include "base/timeutil.h"
 
-#include <event2/event.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,23 +54,6 @@ static const char usage[] =
 	"\n"
 	"SIGTERM or SIGINT stops the controllers gracefully.\n";
 
-static void on_signal(evutil_socket_t sig, short what, void *arg)
-{
-	LOG_INFO("\"Received signal, shutting down\" signal=%d", (int)sig);
-	loop_stop(arg);
-}
-
-static int parse_bool(const char *s, bool *out)
-{
-	if (!s || !strcmp(s, "true") || !strcmp(s, "1"))
-		*out = true;
-	else if (!strcmp(s, "false") || !strcmp(s, "0"))
-		*out = false;
-	else
-		return -1;
-	return 0;
-}
-
 int cmd_controller_manager(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -89,7 +70,6 @@ int cmd_controller_manager(int argc, char **argv)
 	struct controller_manager_opts o;
 	struct controller_manager *m;
 	struct loop *loop;
-	struct event *sigs[2];
 	int c;
 
 	controller_manager_opts_default(&o);
@@ -109,7 +89,7 @@ int cmd_controller_manager(int argc, char **argv)
 			break;
 		case 'C': o.controllers = optarg; break;
 		case 'S':
-			if (parse_bool(optarg, &o.approve_kubelet_serving) < 0)
+			if (cli_parse_bool(optarg, &o.approve_kubelet_serving) < 0)
 				return cli_usage_error("controller-manager",
 						       "invalid argument \"%s\" for "
 						       "\"--approve-kubelet-serving\" flag",
@@ -137,14 +117,8 @@ int cmd_controller_manager(int argc, char **argv)
 		loop_free(loop);
 		return rc;
 	}
-	sigs[0] = evsignal_new(loop_base(loop), SIGTERM, on_signal, loop);
-	sigs[1] = evsignal_new(loop_base(loop), SIGINT, on_signal, loop);
-	evsignal_add(sigs[0], NULL);
-	evsignal_add(sigs[1], NULL);
-	loop_run(loop);
+	cli_run_until_signal(loop);
 	controller_manager_free(m);
-	event_free(sigs[0]);
-	event_free(sigs[1]);
 	LOG_INFO("\"Shutdown complete\"");
 	loop_free(loop);
 	return 0;

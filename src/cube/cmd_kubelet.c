@@ -13,9 +13,7 @@
 #include "base/loop.h"
 #include "base/timeutil.h"
 
-#include <event2/event.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,23 +61,6 @@ static const char usage[] =
 	"      --hollow-name-prefix P          (default node-)\n";
 
 static struct loop *main_loop;
-
-static void on_signal(evutil_socket_t sig, short what, void *arg)
-{
-	LOG_INFO("\"Received signal, shutting down\" signal=%d", (int)sig);
-	loop_stop(arg);
-}
-
-static int parse_bool(const char *s, bool *out)
-{
-	if (!s || !strcmp(s, "true") || !strcmp(s, "1"))
-		*out = true;
-	else if (!strcmp(s, "false") || !strcmp(s, "0"))
-		*out = false;
-	else
-		return -1;
-	return 0;
-}
 
 static void split_labels(struct kubelet_config *c, const char *list)
 {
@@ -178,9 +159,9 @@ static int apply_flag(struct kubelet_config *c, struct run_opts *ro, int opt, ch
 			return cli_usage_error("kubelet", "invalid --register-with-taints \"%s\"",
 					       optarg);
 		break;
-	case 'R': rc = parse_bool(optarg, &c->rotate_certificates); break;
-	case 'S': rc = parse_bool(optarg, &c->server_tls_bootstrap); break;
-	case 'E': rc = parse_bool(optarg, &c->self_heal); break;
+	case 'R': rc = cli_parse_bool(optarg, &c->rotate_certificates); break;
+	case 'S': rc = cli_parse_bool(optarg, &c->server_tls_bootstrap); break;
+	case 'E': rc = cli_parse_bool(optarg, &c->self_heal); break;
 	case 'i': kubelet_config_set(&c->node_ip, optarg); break;
 	case 'a': kubelet_config_set(&c->address, optarg); break;
 	case 'p':
@@ -233,15 +214,8 @@ static int parse(int argc, char **argv, struct kubelet_config *c, struct run_opt
 
 static void run_loop(void)
 {
-	struct event *sigs[2];
 
-	sigs[0] = evsignal_new(loop_base(main_loop), SIGTERM, on_signal, main_loop);
-	sigs[1] = evsignal_new(loop_base(main_loop), SIGINT, on_signal, main_loop);
-	evsignal_add(sigs[0], NULL);
-	evsignal_add(sigs[1], NULL);
-	loop_run(main_loop);
-	event_free(sigs[0]);
-	event_free(sigs[1]);
+	cli_run_until_signal(main_loop);
 }
 
 static int run_one(const struct kubelet_config *c)

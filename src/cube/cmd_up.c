@@ -17,10 +17,8 @@
 #include "base/loop.h"
 #include "base/timeutil.h"
 
-#include <event2/event.h>
 #include <getopt.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,26 +121,15 @@ static void on_tick(void *arg)
 	rest_do(p->client, "GET", "/api/v1/nodes", NULL, on_nodes, p);
 }
 
-static void on_signal(evutil_socket_t sig, short what, void *arg)
-{
-	LOG_INFO("\"Received signal, shutting down\" signal=%d", (int)sig);
-	loop_stop(arg);
-}
-
 /* Run the main loop until SIGINT/SIGTERM, with progress if want > 0. */
 static int wait_for_signal(struct cluster *cl, const char *dir, int want)
 {
 	struct loop *loop = loop_new();
-	struct event *sigs[2];
 	struct progress p = {.loop = loop, .want = want, .shown = -1, .start = clock_mono(),
 			     .dir = dir};
 	struct kubeconfig kc;
 	char *admin = file_join(dir, "admin.conf");
 
-	sigs[0] = evsignal_new(loop_base(loop), SIGTERM, on_signal, loop);
-	sigs[1] = evsignal_new(loop_base(loop), SIGINT, on_signal, loop);
-	evsignal_add(sigs[0], NULL);
-	evsignal_add(sigs[1], NULL);
 	if (want > 0 && kubeconfig_load(admin, &kc) == 0) {
 		p.client = rest_client_from_kubeconfig(loop, &kc, "cube-up");
 		kubeconfig_free(&kc);
@@ -150,11 +137,9 @@ static int wait_for_signal(struct cluster *cl, const char *dir, int want)
 		timer_after(p.tick, 0);
 	}
 	free(admin);
-	loop_run(loop);
+	cli_run_until_signal(loop);
 	timer_free(p.tick);
 	rest_client_free(p.client);
-	event_free(sigs[0]);
-	event_free(sigs[1]);
 	loop_free(loop);
 	cluster_stop(cl);
 	LOG_INFO("\"Shutdown complete\"");

@@ -7,9 +7,12 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/loop.h"
 #include "base/timeutil.h"
 
+#include <event2/event.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +93,35 @@ int cli_fail(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	return 1;
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	LOG_INFO("\"Received signal, shutting down\" signal=%d", (int)sig);
+	loop_stop(arg);
+}
+
+void cli_run_until_signal(struct loop *loop)
+{
+	struct event *term = evsignal_new(loop_base(loop), SIGTERM, on_signal, loop);
+	struct event *intr = evsignal_new(loop_base(loop), SIGINT, on_signal, loop);
+
+	evsignal_add(term, NULL);
+	evsignal_add(intr, NULL);
+	loop_run(loop);
+	event_free(term);
+	event_free(intr);
+}
+
+int cli_parse_bool(const char *s, bool *out)
+{
+	if (!s || !strcmp(s, "true") || !strcmp(s, "1"))
+		*out = true;
+	else if (!strcmp(s, "false") || !strcmp(s, "0"))
+		*out = false;
+	else
+		return -1;
+	return 0;
 }
 
 int cli_help(const char *usage)

@@ -22,14 +22,6 @@ static void *xrealloc(void *p, size_t n)
 	return p;
 }
 
-static char *xstrdup(const char *s)
-{
-	char *d = strdup(s);
-	if (!d)
-		abort();
-	return d;
-}
-
 static char *xstrndup(const char *s, size_t n)
 {
 	char *d = strndup(s, n);
@@ -68,7 +60,7 @@ static void sb_addc(struct sbuf *b, char c)
 /* The buffer's string (owned by the caller); "" when nothing was added. */
 static char *sb_take(struct sbuf *b)
 {
-	char *s = b->s ? b->s : xstrdup("");
+	char *s = b->s ? b->s : str_dup("");
 	b->s = NULL;
 	b->len = b->cap = 0;
 	return s;
@@ -303,7 +295,7 @@ static struct label_req *sel_add(struct label_selector *s, const char *key, enum
 	}
 	struct label_req *r = &s->reqs[s->n];
 	memset(r, 0, sizeof(*r));
-	r->key = xstrdup(key);
+	r->key = str_dup(key);
 	r->op = op;
 	r->ord = s->n++;
 	return r;
@@ -714,7 +706,7 @@ static int parse_requirement(struct lparser *p, struct label_selector *sel)
 		strv_free(&errs);
 		return -1;
 	}
-	char *key = xstrdup(lit);
+	char *key = str_dup(lit);
 	t = peek(p, CTX_VALUES, NULL);
 	if (negate || t == T_EOS || t == T_COMMA) {
 		sel_add(sel, key, negate ? OP_NOTEXISTS : OP_EXISTS);

@@ -25,6 +25,16 @@ void strv_push(struct strv *sv, const char *s)
 	strv_take(sv, copy);
 }
 
+char *str_dup(const char *s)
+{
+	char *d;
+	if (!s)
+		return NULL;
+	if (!(d = strdup(s)))
+		abort();
+	return d;
+}
+
 static char *str_vprintf(const char *fmt, va_list ap)
 {
 	char *s;

@@ -27,6 +27,8 @@ void strv_sort(struct strv *sv);
 /* "a, b, c" (malloc'd). */
 char *strv_join(const struct strv *sv, const char *sep);
 void strv_free(struct strv *sv);
+/* strdup that aborts on allocation failure; NULL stays NULL. */
+char *str_dup(const char *s);
 /* asprintf that aborts on allocation failure; malloc'd. */
 char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Count of a NULL-terminated list; 0 for NULL. */

@@ -451,16 +451,6 @@ struct certmgr {
 	EVP_PKEY *pending; /* the key of the CSR in flight */
 };
 
-static char *dup_or_null(const char *s)
-{
-	char *d;
-	if (!s)
-		return NULL;
-	if (!(d = strdup(s)))
-		abort();
-	return d;
-}
-
 static void copy_list(struct strv *dst, const char *const *src)
 {
 	for (size_t i = 0; src && src[i]; i++)
@@ -478,15 +468,15 @@ struct certmgr *certmgr_new(struct loop *loop, const struct certmgr_config *cfg)
 		abort();
 	m->loop = loop;
 	m->cfg = *cfg;
-	m->cfg.name = dup_or_null(cfg->name ? cfg->name : cfg->signer);
-	m->cfg.signer = dup_or_null(cfg->signer);
-	m->cfg.server = dup_or_null(cfg->server);
-	m->cfg.cert_dir = dup_or_null(cfg->cert_dir);
-	m->cfg.prefix = dup_or_null(cfg->prefix);
-	m->cfg.cert_file = dup_or_null(cfg->cert_file);
-	m->cfg.key_file = dup_or_null(cfg->key_file);
-	m->cfg.initial_pem = dup_or_null(cfg->initial_pem);
-	m->cfg.cn = dup_or_null(cfg->cn);
+	m->cfg.name = str_dup(cfg->name ? cfg->name : cfg->signer);
+	m->cfg.signer = str_dup(cfg->signer);
+	m->cfg.server = str_dup(cfg->server);
+	m->cfg.cert_dir = str_dup(cfg->cert_dir);
+	m->cfg.prefix = str_dup(cfg->prefix);
+	m->cfg.cert_file = str_dup(cfg->cert_file);
+	m->cfg.key_file = str_dup(cfg->key_file);
+	m->cfg.initial_pem = str_dup(cfg->initial_pem);
+	m->cfg.cn = str_dup(cfg->cn);
 	copy_list(&m->orgs, cfg->orgs);
 	copy_list(&m->dns, cfg->dns);
 	copy_list(&m->ips, cfg->ips);

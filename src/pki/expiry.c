@@ -20,14 +20,6 @@ const char *expiry_status_name(enum expiry_status s)
 	return names[s];
 }
 
-static char *xstrdup(const char *s)
-{
-	char *d = strdup(s ? s : "");
-	if (!d)
-		abort();
-	return d;
-}
-
 static struct expiry_row *add_row(struct expiry_report *r, const char *name, const char *path)
 {
 	struct expiry_row *row;
@@ -39,15 +31,15 @@ static struct expiry_row *add_row(struct expiry_report *r, const char *name, con
 	}
 	row = &r->rows[r->n++];
 	memset(row, 0, sizeof(*row));
-	row->name = xstrdup(name);
-	row->path = xstrdup(path);
+	row->name = str_dup(name ?: "");
+	row->path = str_dup(path ?: "");
 	return row;
 }
 
 static void set_error(struct expiry_row *row, enum expiry_status st)
 {
 	row->status = st;
-	row->error = xstrdup(err_msg());
+	row->error = str_dup(err_msg());
 }
 
 /* Fills status, CA column and expiry from a parsed certificate. */
@@ -65,9 +57,9 @@ static void judge(struct expiry_row *row, X509 *cert, X509 *ca, int64_t now, int
 	}
 	if (!row->ca) {
 		if (row->is_ca)
-			row->ca = xstrdup("");
+			row->ca = str_dup("");
 		else if (ca)
-			row->ca = xstrdup("ca");
+			row->ca = str_dup("ca");
 		else
 			pki_name_read(X509_get_issuer_name(cert), &row->ca, NULL);
 	}
@@ -88,7 +80,7 @@ static void scan_pem(struct expiry_report *r, const char *name, const char *path
 	row->is_ca = is_ca;
 	if (!file_exists(path)) {
 		row->status = EXPIRY_MISSING;
-		row->error = xstrdup("file not found");
+		row->error = str_dup("file not found");
 		return;
 	}
 	if (!(cert = pki_cert_load(path))) {
@@ -108,7 +100,7 @@ static void scan_kubeconfig(struct expiry_report *r, const char *name, const cha
 
 	if (!file_exists(path)) {
 		row->status = EXPIRY_MISSING;
-		row->error = xstrdup("file not found");
+		row->error = str_dup("file not found");
 		return;
 	}
 	if (kubeconfig_load(path, &kc) < 0) {
@@ -206,7 +198,7 @@ static void scan_kubelet(struct expiry_report *r, const char *dir, X509 *ca, int
 		struct expiry_row *row = add_row(r, "kubelet-client", dir);
 		char *cur = certstore_current_path(dir, CERTSTORE_CLIENT);
 		row->status = EXPIRY_MISSING;
-		row->error = xstrdup(n < 0 ? "directory not found" : "no kubelet certificates");
+		row->error = str_dup(n < 0 ? "directory not found" : "no kubelet certificates");
 		free(row->path);
 		row->path = cur;
 	}

@@ -1,5 +1,7 @@
 #include "pki/kubeconfig.h"
 
+#include "base/strv.h"
+
 #include "base/err.h"
 #include "base/file.h"
 #include "base/jx.h"
@@ -10,16 +12,6 @@
 #include <string.h>
 
 #define KUBECONFIG_MAX (4 << 20)
-
-static char *dup_or_null(const char *s)
-{
-	char *d;
-	if (!s)
-		return NULL;
-	if (!(d = strdup(s)))
-		abort();
-	return d;
-}
 
 /* The element of list `key` whose name is `name`, then its `inner` object. */
 static json_t *named(const json_t *root, const char *key, const char *name, const char *inner)
@@ -92,10 +84,10 @@ int kubeconfig_load(const char *path, struct kubeconfig *out)
 		r = err_set(ERR_INVALID, "%s: context \"%s\" does not exist", path, cur ? cur : "");
 		goto out;
 	}
-	out->context = dup_or_null(cur);
-	out->cluster = dup_or_null(jx_str(ctx, "cluster"));
-	out->user = dup_or_null(jx_str(ctx, "user"));
-	out->namespace = dup_or_null(jx_str(ctx, "namespace"));
+	out->context = str_dup(cur);
+	out->cluster = str_dup(jx_str(ctx, "cluster"));
+	out->user = str_dup(jx_str(ctx, "user"));
+	out->namespace = str_dup(jx_str(ctx, "namespace"));
 	cluster = named(root, "clusters", out->cluster, "cluster");
 	user = named(root, "users", out->user, "user");
 	if (!cluster) {
@@ -103,14 +95,14 @@ int kubeconfig_load(const char *path, struct kubeconfig *out)
 			    out->cluster ? out->cluster : "");
 		goto out;
 	}
-	out->server = dup_or_null(jx_str(cluster, "server"));
+	out->server = str_dup(jx_str(cluster, "server"));
 	r = take_pem(cluster, "certificate-authority", dir, &out->ca_data, &out->ca_file);
 	if (r == 0 && user)
 		r = take_pem(user, "client-certificate", dir, &out->cert_data, &out->cert_file);
 	if (r == 0 && user)
 		r = take_pem(user, "client-key", dir, &out->key_data, &out->key_file);
 	if (r == 0 && user)
-		out->token = dup_or_null(jx_str(user, "token"));
+		out->token = str_dup(jx_str(user, "token"));
 out:
 	json_decref(root);
 	if (r < 0) {

@@ -1607,3 +1607,69 @@ def test_restart_keeps_objects_and_the_revision(apiserver, kubectl_for):
     r = apiserver.request("POST", CMS, _cm("after-restart"))
     assert r.status == 201 and rv(r.json()) > top, r
     assert "kept-pod" in kubectl("get", "pods").stdout
+
+
+# ---- garbage collection: Deployment -> ReplicaSet -> Pod ------------------------
+
+
+def owned_chain(kubectl, name):
+    """A Deployment owning a ReplicaSet owning an (unbound) Pod, as the
+    controllers would build them; returns the three uids."""
+    create(kubectl, deployment_manifest(name))
+    d_uid = kubectl("get", "deploy", name, "-o", "jsonpath={.metadata.uid}").stdout
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+          "metadata": {"name": f"{name}-rs", "labels": {"app": name},
+                       "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                            "name": name, "uid": d_uid, "controller": True,
+                                            "blockOwnerDeletion": True}]},
+          "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                   "template": {"metadata": {"labels": {"app": name}},
+                                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    create(kubectl, rs)
+    rs_uid = kubectl("get", "rs", f"{name}-rs", "-o", "jsonpath={.metadata.uid}").stdout
+    pod = pod_manifest(f"{name}-pod", labels={"app": name})
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                           "name": f"{name}-rs", "uid": rs_uid,
+                                           "controller": True}]
+    create(kubectl, pod)
+    return d_uid, rs_uid
+
+
+def gone(kubectl, kind, name):
+    return kubectl("get", kind, name, check=False).returncode != 0
+
+
+@pytest.mark.parametrize("cascade", ["background", "foreground"])
+def test_delete_cascades_to_dependents(kubectl, wait_until, cascade):
+    name = f"gc-{cascade}"
+    owned_chain(kubectl, name)
+    kubectl("delete", "deploy", name, f"--cascade={cascade}", "--wait=false")
+    wait_until(lambda: gone(kubectl, "deploy", name), 20, "the deployment to go")
+    wait_until(lambda: gone(kubectl, "rs", f"{name}-rs"), 20, "its ReplicaSet to go")
+    wait_until(lambda: gone(kubectl, "pod", f"{name}-pod"), 20, "its Pod to go")
+
+
+def test_delete_orphan_keeps_dependents(kubectl, wait_until):
+    name = "gc-orphan"
+    _, rs_uid = owned_chain(kubectl, name)
+    kubectl("delete", "deploy", name, "--cascade=orphan")
+    wait_until(lambda: gone(kubectl, "deploy", name), 20, "the deployment to go")
+    refs = kubectl("get", "rs", f"{name}-rs", "-o",
+                   "jsonpath={.metadata.ownerReferences}").stdout
+    assert refs == "", f"the orphaned ReplicaSet still names its owner: {refs}"
+    owner = kubectl("get", "pod", f"{name}-pod", "-o",
+                    "jsonpath={.metadata.ownerReferences[0].uid}").stdout
+    assert owner == rs_uid, "the pod keeps its (living) owner"
+
+
+def test_finalizer_holds_deletion_until_removed(kubectl, wait_until):
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "held", "finalizers": ["example.com/hold"]}}
+    create(kubectl, cm)
+    kubectl("delete", "configmap", "held", "--wait=false")
+    ts = kubectl("get", "configmap", "held", "-o",
+                 "jsonpath={.metadata.deletionTimestamp}").stdout
+    assert ts, "a finalizer keeps the object, marked for deletion"
+    kubectl("patch", "configmap", "held", "--type", "merge", "-p",
+            '{"metadata":{"finalizers":null}}')
+    wait_until(lambda: gone(kubectl, "configmap", "held"), 20, "the object to go")

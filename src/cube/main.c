@@ -33,7 +33,7 @@ static const char main_usage[] =
 	"  controller-manager  CSR approving, signing and cleaning controllers\n"
 	"  kubelet             the node agent: bootstrap, certificate rotation, heartbeats, pods\n"
 	"  pki init            create a cluster's PKI (CA, serving and client certs, kubeconfigs)\n"
-	"  certs               check-expiration, inspect, verify, sign-csr\n"
+	"  certs               check-expiration, inspect, verify, sign-csr, new-csr\n"
 	"  version             print cube's version\n"
 	"\n"
 	"Global flags:\n"

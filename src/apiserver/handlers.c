@@ -557,14 +557,13 @@ static void handle_binding(struct req *r)
 	key = object_key(r->res, r->ns, r->name);
 	pod = cache_get(r->s->cache, key);
 	target = jx_str(body, "target.name");
-	if (!pod) {
-		free(key);
-		json_decref(body);
-		req_not_found(r);
-		return;
-	}
+	/* Authorize first: a 404 must not tell the forbidden what exists. */
 	if (authz_request(r, pod) < 0)
 		goto out;
+	if (!pod) {
+		req_not_found(r);
+		goto out;
+	}
 	if (!target || !*target) {
 		req_fail(r, ERR_INVALID, "Binding.target.name: Required value");
 		goto out;

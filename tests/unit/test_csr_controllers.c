@@ -10,6 +10,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "testenv.h"
+
 #include "apiserver/apiserver.h"
 #include "client/rest.h"
 #include "controllers/controllers.h"
@@ -41,12 +43,10 @@
 #define APISERVER_CLIENT "kubernetes.io/kube-apiserver-client"
 
 struct world {
-	char dir[64];
-	char server[64], ca_path[128], ca_key_path[128];
-	struct loop *loop;
-	struct apiserver *api;
-	struct kubeconfig admin_kc, cm_kc;
-	struct rest_client *admin, *boot, *node1;
+	struct testenv env; /* the cluster dir, the API server, the admin client */
+	char ca_path[128], ca_key_path[128];
+	struct kubeconfig cm_kc;
+	struct rest_client *boot, *node1;
 	char *node1_cert, *node1_key, token[32];
 	X509 *ca;
 	EVP_PKEY *ca_key;
@@ -65,10 +65,10 @@ static void spin_for(struct world *w, int ms)
 {
 	int done = 0;
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-	struct event *ev = evtimer_new(loop_base(w->loop), on_wake, &done);
+	struct event *ev = evtimer_new(loop_base(w->env.loop), on_wake, &done);
 	evtimer_add(ev, &tv);
 	while (!done)
-		event_base_loop(loop_base(w->loop), EVLOOP_ONCE);
+		event_base_loop(loop_base(w->env.loop), EVLOOP_ONCE);
 	event_free(ev);
 }
 
@@ -92,7 +92,7 @@ static json_t *call(struct world *w, struct rest_client *c, const char *method, 
 	int64_t deadline = clock_mono() + 10 * NS_PER_SEC;
 	rest_do(c, method, path, body, on_result, &r);
 	while (!r.done && clock_mono() < deadline)
-		event_base_loop(loop_base(w->loop), EVLOOP_ONCE);
+		event_base_loop(loop_base(w->env.loop), EVLOOP_ONCE);
 	assert_true(r.done);
 	if (status)
 		*status = r.status;
@@ -103,7 +103,7 @@ static json_t *get_csr(struct world *w, const char *name, int *status)
 {
 	char path[256];
 	snprintf(path, sizeof(path), "%s/%s", CSR_PATH, name);
-	return call(w, w->admin, "GET", path, NULL, status);
+	return call(w, w->env.admin, "GET", path, NULL, status);
 }
 
 /* Poll the CSR (through the API) until pred holds; fail after 10 s. */
@@ -219,7 +219,7 @@ static void set_approval(struct world *w, const char *name, const char *type, co
 	assert_int_equal(st, 200);
 	next = csr_with_condition(csr, type, reason, "set by the test");
 	snprintf(path, sizeof(path), "%s/%s/approval", CSR_PATH, name);
-	body = call(w, w->admin, "PUT", path, next, &st);
+	body = call(w, w->env.admin, "PUT", path, next, &st);
 	assert_int_equal(st, 200);
 	json_decref(body);
 	json_decref(next);
@@ -259,14 +259,14 @@ static void start_cm(struct world *w, bool serving, const char *controllers)
 	struct controller_manager_opts o;
 	controller_manager_opts_default(&o);
 	o.kc = &w->cm_kc;
-	o.server = w->server;
+	o.server = w->env.server;
 	o.cluster_signing_cert_file = w->ca_path;
 	o.cluster_signing_key_file = w->ca_key_path;
 	o.approve_kubelet_serving = serving;
 	o.cleaner_period_ns = 100 * NS_PER_MS;
 	if (controllers)
 		o.controllers = controllers;
-	w->cm = controller_manager_new(w->loop, &o);
+	w->cm = controller_manager_new(w->env.loop, &o);
 	assert_non_null(w->cm);
 	{
 		int64_t deadline = clock_mono() + 10 * NS_PER_SEC;
@@ -309,13 +309,7 @@ static void node_identity(struct world *w, const char *node, char **cert_pem, ch
 static int setup(void **state)
 {
 	struct world *w = calloc(1, sizeof(*w));
-	struct cluster_pki_opts po = {.cluster_name = "kubernetes",
-				      .server = "https://127.0.0.1:6443",
-				      .key_type = PKI_KEY_ECDSA,
-				      .ca_validity_ns = CLUSTER_CA_VALIDITY,
-				      .validity_ns = CLUSTER_CERT_VALIDITY};
-	struct apiserver_opts ao;
-	char path[160], data[128], crt[128], key[128], tokfile[128], *tok;
+	char path[160], tokfile[128], *tok;
 	struct rest_config rc = {0};
 
 	/* Quiet unless asked: CUBE_TEST_V=N shows the components' klog lines. */
@@ -323,41 +317,16 @@ static int setup(void **state)
 		log_set_verbosity(atoi(getenv("CUBE_TEST_V")));
 	else
 		log_set_fd(open("/dev/null", O_WRONLY | O_CLOEXEC));
-	snprintf(w->dir, sizeof(w->dir), "/tmp/cube-csrctl-XXXXXX");
-	assert_non_null(mkdtemp(w->dir));
-	po.dir = w->dir;
-	assert_int_equal(cluster_pki_init(&po), 0);
-	snprintf(w->ca_path, sizeof(w->ca_path), "%s/pki/ca.crt", w->dir);
-	snprintf(w->ca_key_path, sizeof(w->ca_key_path), "%s/pki/ca.key", w->dir);
+	testenv_start(&w->env, "csrctl");
+	snprintf(w->ca_path, sizeof(w->ca_path), "%s/pki/ca.crt", w->env.dir);
+	snprintf(w->ca_key_path, sizeof(w->ca_key_path), "%s/pki/ca.key", w->env.dir);
+	snprintf(tokfile, sizeof(tokfile), "%s/pki/bootstrap-token", w->env.dir);
 	w->ca = pki_cert_load(w->ca_path);
 	w->ca_key = pki_key_load(w->ca_key_path);
 	assert_non_null(w->ca);
 	assert_non_null(w->ca_key);
 
-	w->loop = loop_new();
-	apiserver_opts_default(&ao);
-	snprintf(crt, sizeof(crt), "%s/pki/apiserver.crt", w->dir);
-	snprintf(key, sizeof(key), "%s/pki/apiserver.key", w->dir);
-	snprintf(data, sizeof(data), "%s/data", w->dir);
-	snprintf(tokfile, sizeof(tokfile), "%s/pki/bootstrap-token", w->dir);
-	ao.bind_address = "127.0.0.1";
-	ao.secure_port = 0;
-	ao.tls_cert_file = crt;
-	ao.tls_private_key_file = key;
-	ao.client_ca_file = w->ca_path;
-	ao.data_dir = data;
-	ao.bootstrap_token_file = tokfile;
-	w->api = apiserver_new(w->loop, &ao);
-	assert_non_null(w->api);
-	snprintf(w->server, sizeof(w->server), "https://127.0.0.1:%d", apiserver_port(w->api));
-
-	snprintf(path, sizeof(path), "%s/admin.conf", w->dir);
-	assert_int_equal(kubeconfig_load(path, &w->admin_kc), 0);
-	free(w->admin_kc.server);
-	w->admin_kc.server = strdup(w->server);
-	w->admin = rest_client_from_kubeconfig(w->loop, &w->admin_kc, "test-admin");
-	assert_non_null(w->admin);
-	snprintf(path, sizeof(path), "%s/controller-manager.conf", w->dir);
+	snprintf(path, sizeof(path), "%s/controller-manager.conf", w->env.dir);
 	assert_int_equal(kubeconfig_load(path, &w->cm_kc), 0);
 
 	/* A kubelet bootstrapping with the cluster's token. */
@@ -365,22 +334,22 @@ static int setup(void **state)
 	tok[strcspn(tok, "\r\n")] = '\0';
 	snprintf(w->token, sizeof(w->token), "%s", tok);
 	free(tok);
-	rc.server = w->server;
-	rc.ca_pem = w->admin_kc.ca_data;
+	rc.server = w->env.server;
+	rc.ca_pem = w->env.admin_kc.ca_data;
 	rc.token = w->token;
 	rc.user_agent = "kubelet/bootstrap";
-	w->boot = rest_client_new(w->loop, &rc);
+	w->boot = rest_client_new(w->env.loop, &rc);
 	assert_non_null(w->boot);
 
 	/* A kubelet renewing with its own client certificate. */
 	node_identity(w, "n1", &w->node1_cert, &w->node1_key);
 	memset(&rc, 0, sizeof(rc));
-	rc.server = w->server;
-	rc.ca_pem = w->admin_kc.ca_data;
+	rc.server = w->env.server;
+	rc.ca_pem = w->env.admin_kc.ca_data;
 	rc.cert_pem = w->node1_cert;
 	rc.key_pem = w->node1_key;
 	rc.user_agent = "kubelet/n1";
-	w->node1 = rest_client_new(w->loop, &rc);
+	w->node1 = rest_client_new(w->env.loop, &rc);
 	assert_non_null(w->node1);
 
 	start_cm(w, false, NULL);
@@ -391,23 +360,17 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct world *w = *state;
-	char cmd[128];
 
 	clock_set_offset(0);
 	controller_manager_free(w->cm);
-	rest_client_free(w->admin);
 	rest_client_free(w->boot);
 	rest_client_free(w->node1);
-	apiserver_free(w->api);
-	loop_free(w->loop);
-	kubeconfig_free(&w->admin_kc);
 	kubeconfig_free(&w->cm_kc);
 	X509_free(w->ca);
 	EVP_PKEY_free(w->ca_key);
 	free(w->node1_cert);
 	free(w->node1_key);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", w->dir);
-	assert_int_equal(system(cmd), 0);
+	testenv_stop(&w->env);
 	free(w);
 	return 0;
 }
@@ -556,11 +519,11 @@ static void test_unauthorized_requestor_stays_pending(void **state)
 	struct rest_client *sched;
 	char path[160];
 
-	snprintf(path, sizeof(path), "%s/scheduler.conf", w->dir);
+	snprintf(path, sizeof(path), "%s/scheduler.conf", w->env.dir);
 	assert_int_equal(kubeconfig_load(path, &kc), 0);
 	free(kc.server);
-	kc.server = strdup(w->server);
-	sched = rest_client_from_kubeconfig(w->loop, &kc, "test-scheduler");
+	kc.server = strdup(w->env.server);
+	sched = rest_client_from_kubeconfig(w->env.loop, &kc, "test-scheduler");
 	assert_non_null(sched);
 	create(w, sched, "by-scheduler", "system:node:u1", NODES, NULL, NULL, CLIENT_KUBELET,
 	       CLIENT_EC, -1, false);
@@ -583,13 +546,13 @@ static void create_node(struct world *w, const char *name, const char *ip)
 	char path[128];
 	int st;
 
-	body = call(w, w->admin, "POST", "/api/v1/nodes", node, &st);
+	body = call(w, w->env.admin, "POST", "/api/v1/nodes", node, &st);
 	assert_int_equal(st, 201);
 	if (!jx_get(body, "status.addresses")) {
 		/* The status is the kubelet's to write, through /status. */
 		json_object_set(body, "status", json_object_get(node, "status"));
 		snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", name);
-		json_decref(call(w, w->admin, "PUT", path, body, &st));
+		json_decref(call(w, w->env.admin, "PUT", path, body, &st));
 		assert_int_equal(st, 200);
 	}
 	json_decref(body);
@@ -633,7 +596,7 @@ static void test_serving_csrs(void **state)
 	create(w, w->node1, "serving-client-usage", "system:node:n1", NODES, dns, ips, SERVING,
 	       CLIENT_EC, -1, false);
 	/* The admin asking for the node's serving certificate is not the node. */
-	create(w, w->admin, "serving-by-admin", "system:node:n1", NODES, dns, ips, SERVING,
+	create(w, w->env.admin, "serving-by-admin", "system:node:n1", NODES, dns, ips, SERVING,
 	       SERVING_EC, -1, false);
 	/* Nor is a bootstrap token. */
 	create(w, w->boot, "serving-by-token", "system:node:n1", NODES, dns, ips, SERVING,
@@ -699,13 +662,13 @@ static void test_denied_is_never_signed(void **state)
 	X509 *cert;
 	struct pki_cert_info info;
 
-	create(w, w->admin, "alice-denied", "alice", alice_o, NULL, NULL, APISERVER_CLIENT,
+	create(w, w->env.admin, "alice-denied", "alice", alice_o, NULL, NULL, APISERVER_CLIENT,
 	       CLIENT_EC, -1, false);
-	create(w, w->admin, "alice-approved", "alice", alice_o, NULL, NULL, APISERVER_CLIENT,
+	create(w, w->env.admin, "alice-approved", "alice", alice_o, NULL, NULL, APISERVER_CLIENT,
 	       CLIENT_EC, -1, false);
-	create(w, w->admin, "alice-server", "alice", alice_o, NULL, NULL, APISERVER_CLIENT,
+	create(w, w->env.admin, "alice-server", "alice", alice_o, NULL, NULL, APISERVER_CLIENT,
 	       server_usage, -1, false);
-	create(w, w->admin, "alice-no-client", "alice", alice_o, NULL, NULL, APISERVER_CLIENT,
+	create(w, w->env.admin, "alice-no-client", "alice", alice_o, NULL, NULL, APISERVER_CLIENT,
 	       ke_only, -1, false);
 	set_approval(w, "alice-denied", "Denied", "KubectlDeny");
 	set_approval(w, "alice-approved", "Approved", "KubectlApprove");
@@ -894,13 +857,13 @@ static void test_bad_signing_files(void **state)
 	struct controller_manager_opts o;
 	char missing[160];
 
-	snprintf(missing, sizeof(missing), "%s/pki/nope.crt", w->dir);
+	snprintf(missing, sizeof(missing), "%s/pki/nope.crt", w->env.dir);
 	controller_manager_opts_default(&o);
 	o.kc = &w->cm_kc;
-	o.server = w->server;
+	o.server = w->env.server;
 	o.cluster_signing_cert_file = missing;
 	o.cluster_signing_key_file = w->ca_key_path;
-	assert_null(controller_manager_new(w->loop, &o));
+	assert_null(controller_manager_new(w->env.loop, &o));
 	assert_non_null(strstr(err_msg(), "error reading CA cert file"));
 	assert_non_null(strstr(err_msg(), missing));
 
@@ -908,14 +871,14 @@ static void test_bad_signing_files(void **state)
 	{
 		char other[160], *pem;
 		EVP_PKEY *k = pki_key_new(PKI_KEY_ECDSA);
-		snprintf(other, sizeof(other), "%s/pki/other.key", w->dir);
+		snprintf(other, sizeof(other), "%s/pki/other.key", w->env.dir);
 		pem = pki_key_pem(k);
 		assert_int_equal(file_write_atomic(other, pem, strlen(pem), 0600), 0);
 		free(pem);
 		EVP_PKEY_free(k);
 		o.cluster_signing_cert_file = w->ca_path;
 		o.cluster_signing_key_file = other;
-		assert_null(controller_manager_new(w->loop, &o));
+		assert_null(controller_manager_new(w->env.loop, &o));
 		assert_non_null(strstr(err_msg(), "private key does not match public key"));
 	}
 }

@@ -23,6 +23,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "testenv.h"
+
 #include "apiserver/apiserver.h"
 #include "client/informer.h"
 #include "client/rest.h"
@@ -52,12 +54,8 @@
 #define LEASE "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/"
 
 struct world {
-	char dir[64];
+	struct testenv env; /* the cluster dir, the API server, the admin client */
 	char boot[128], log_path[128];
-	struct loop *loop;
-	struct apiserver *api;
-	struct rest_client *admin;
-	struct kubeconfig admin_kc;
 	X509 *ca;
 	EVP_PKEY *ca_key;
 	struct informer *csrs;
@@ -84,14 +82,14 @@ static void on_idle(evutil_socket_t fd, short what, void *arg)
  */
 static void pump(struct world *w, int quiet)
 {
-	struct event_base *base = loop_base(w->loop);
+	struct event_base *base = loop_base(w->env.loop);
 	bool idle = false;
 	struct event *tick = evtimer_new(base, on_idle, &idle);
 
 	for (int idle_rounds = 0, i = 0; idle_rounds < quiet && i < 5000; i++) {
 		struct timeval tv = {0, 2000};
 		idle = false;
-		loop_poll(w->loop);
+		loop_poll(w->env.loop);
 		evtimer_add(tick, &tv);
 		event_base_loop(base, EVLOOP_ONCE);
 		evtimer_del(tick);
@@ -142,7 +140,7 @@ static void on_result(void *arg, int status, json_t *body, const char *err)
 static struct result call(struct world *w, const char *method, const char *path, json_t *body)
 {
 	struct result r = {0};
-	rest_do(w->admin, method, path, body, on_result, &r);
+	rest_do(w->env.admin, method, path, body, on_result, &r);
 	for (int i = 0; i < 20000 && !r.done; i++)
 		pump(w, 1);
 	assert_true(r.done);
@@ -197,7 +195,7 @@ static void approve(struct world *w, json_t *csr)
 					       "True", "reason", "KubectlApprove", "message",
 					       "This CSR was approved by the test."));
 	snprintf(path, sizeof(path), CSRS "/%s/approval", jx_str(csr, "metadata.name"));
-	rest_do(w->admin, "PUT", path, copy, ignore, NULL);
+	rest_do(w->env.admin, "PUT", path, copy, ignore, NULL);
 	json_decref(copy);
 }
 
@@ -224,7 +222,7 @@ static void sign(struct world *w, json_t *csr, int64_t ttl)
 	copy = json_deep_copy(csr);
 	jx_set_str(copy, "status.certificate", enc);
 	snprintf(path, sizeof(path), CSRS "/%s/status", jx_str(csr, "metadata.name"));
-	rest_do(w->admin, "PUT", path, copy, ignore, NULL);
+	rest_do(w->env.admin, "PUT", path, copy, ignore, NULL);
 	json_decref(copy);
 	free(enc);
 	free(cert_pem);
@@ -275,65 +273,33 @@ static void on_exit_hook(void *arg, struct kubelet *k, int status)
 static int setup(void **state)
 {
 	struct world *w = calloc(1, sizeof(*w));
-	struct cluster_pki_opts po = {.cluster_name = "kubernetes",
-				      .server = "https://127.0.0.1:6443",
-				      .key_type = PKI_KEY_ECDSA,
-				      .ca_validity_ns = CLUSTER_CA_VALIDITY,
-				      .validity_ns = CLUSTER_CERT_VALIDITY};
-	struct apiserver_opts ao;
 	struct informer_handlers h = {csr_seen, csr_updated, NULL, w};
-	char path[128], data[128], crt[128], key[128], ca[128], tok[128], server[64];
+	char path[128];
 	struct kubeconfig boot;
 
 	/* Before anything makes timers: they live on the clock they were made with. */
 	clock_use_virtual(clock_now());
-	snprintf(w->dir, sizeof(w->dir), "/tmp/cube-kubelet-XXXXXX");
-	assert_non_null(mkdtemp(w->dir));
-	snprintf(w->log_path, sizeof(w->log_path), "%s/log", w->dir);
 	if (getenv("CUBE_TEST_V"))
 		log_set_verbosity(atoi(getenv("CUBE_TEST_V")));
+	testenv_start(&w->env, "kubelet");
+	snprintf(w->log_path, sizeof(w->log_path), "%s/log", w->env.dir);
 	if (!getenv("CUBE_TEST_LOG"))
 		log_set_fd(w->log_fd = open(w->log_path, O_WRONLY | O_CREAT | O_APPEND, 0600));
-	po.dir = w->dir;
-	assert_int_equal(cluster_pki_init(&po), 0);
-	w->loop = loop_new();
-	apiserver_opts_default(&ao);
-	snprintf(crt, sizeof(crt), "%s/pki/apiserver.crt", w->dir);
-	snprintf(key, sizeof(key), "%s/pki/apiserver.key", w->dir);
-	snprintf(ca, sizeof(ca), "%s/pki/ca.crt", w->dir);
-	snprintf(tok, sizeof(tok), "%s/pki/bootstrap-token", w->dir);
-	snprintf(data, sizeof(data), "%s/data", w->dir);
-	ao.bind_address = "127.0.0.1";
-	ao.secure_port = 0;
-	ao.tls_cert_file = crt;
-	ao.tls_private_key_file = key;
-	ao.client_ca_file = ca;
-	ao.data_dir = data;
-	ao.bootstrap_token_file = tok;
-	w->api = apiserver_new(w->loop, &ao);
-	assert_non_null(w->api);
-	snprintf(server, sizeof(server), "https://127.0.0.1:%d", apiserver_port(w->api));
-
-	snprintf(path, sizeof(path), "%s/admin.conf", w->dir);
-	assert_int_equal(kubeconfig_load(path, &w->admin_kc), 0);
-	free(w->admin_kc.server);
-	w->admin_kc.server = strdup(server);
-	w->admin = rest_client_from_kubeconfig(w->loop, &w->admin_kc, "test_kubelet");
-	assert_non_null(w->admin);
 
 	/* The bootstrap kubeconfig, pointed at this server. */
-	snprintf(path, sizeof(path), "%s/bootstrap-kubelet.conf", w->dir);
+	snprintf(path, sizeof(path), "%s/bootstrap-kubelet.conf", w->env.dir);
 	assert_int_equal(kubeconfig_load(path, &boot), 0);
 	free(boot.server);
-	boot.server = strdup(server);
-	snprintf(w->boot, sizeof(w->boot), "%s/bootstrap.conf", w->dir);
+	boot.server = strdup(w->env.server);
+	snprintf(w->boot, sizeof(w->boot), "%s/bootstrap.conf", w->env.dir);
 	assert_int_equal(kubeconfig_save(w->boot, &boot), 0);
 	kubeconfig_free(&boot);
 
-	assert_non_null(w->ca = pki_cert_load(ca));
-	snprintf(path, sizeof(path), "%s/pki/ca.key", w->dir);
+	snprintf(path, sizeof(path), "%s/pki/ca.crt", w->env.dir);
+	assert_non_null(w->ca = pki_cert_load(path));
+	snprintf(path, sizeof(path), "%s/pki/ca.key", w->env.dir);
 	assert_non_null(w->ca_key = pki_key_load(path));
-	w->csrs = informer_new(w->loop, w->admin, CSRS, NULL, &h);
+	w->csrs = informer_new(w->env.loop, w->env.admin, CSRS, NULL, &h);
 	informer_start(w->csrs);
 	*state = w;
 	return 0;
@@ -342,14 +308,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct world *w = *state;
-	char cmd[128];
 
 	kubelet_free(w->k);
 	informer_free(w->csrs);
-	rest_client_free(w->admin);
-	apiserver_free(w->api);
-	loop_free(w->loop);
-	kubeconfig_free(&w->admin_kc);
 	X509_free(w->ca);
 	EVP_PKEY_free(w->ca_key);
 	clock_use_real();
@@ -357,9 +318,7 @@ static int teardown(void **state)
 		log_set_fd(2);
 		close(w->log_fd);
 	}
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", w->dir);
-	if (!getenv("CUBE_TEST_KEEP"))
-		assert_int_equal(system(cmd), 0);
+	testenv_stop(&w->env);
 	free(w);
 	return 0;
 }
@@ -369,7 +328,7 @@ static void config(struct world *w, struct kubelet_config *c, const char *name)
 	char root[128];
 
 	kubelet_config_init(c);
-	snprintf(root, sizeof(root), "%s/kubelet", w->dir);
+	snprintf(root, sizeof(root), "%s/kubelet", w->env.dir);
 	kubelet_config_set(&c->node_name, name);
 	kubelet_config_set(&c->root_dir, root);
 	kubelet_config_set(&c->bootstrap_kubeconfig, w->boot);
@@ -381,7 +340,7 @@ static void config(struct world *w, struct kubelet_config *c, const char *name)
 
 static void start(struct world *w, struct kubelet_config *c)
 {
-	w->k = kubelet_new(w->loop, c);
+	w->k = kubelet_new(w->env.loop, c);
 	assert_non_null(w->k);
 	kubelet_config_free(c);
 	assert_int_equal(kubelet_start(w->k), 0);
@@ -407,7 +366,7 @@ static bool log_has(struct world *w, const char *needle)
 static char *link_target(struct world *w, const char *prefix)
 {
 	char path[256], *buf = calloc(1, 512);
-	snprintf(path, sizeof(path), "%s/kubelet/pki/%s-current.pem", w->dir, prefix);
+	snprintf(path, sizeof(path), "%s/kubelet/pki/%s-current.pem", w->env.dir, prefix);
 	if (readlink(path, buf, 511) < 0) {
 		free(buf);
 		return NULL;
@@ -420,7 +379,7 @@ static bool bootstrapped(struct world *w, void *arg)
 	char path[256], *t = link_target(w, "kubelet-client");
 	bool done = t != NULL;
 
-	snprintf(path, sizeof(path), "%s/kubelet/kubelet.conf", w->dir);
+	snprintf(path, sizeof(path), "%s/kubelet/kubelet.conf", w->env.dir);
 	free(t);
 	return done && file_exists(path);
 }
@@ -511,9 +470,9 @@ static void check_store(struct world *w)
 	assert_non_null(strstr(target, "/kubelet/pki/kubelet-client-2"));
 	assert_int_equal(stat(target, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	snprintf(path, sizeof(path), "%s/kubelet/pki/kubelet-client.key.tmp", w->dir);
+	snprintf(path, sizeof(path), "%s/kubelet/pki/kubelet-client.key.tmp", w->env.dir);
 	assert_false(file_exists(path));
-	snprintf(path, sizeof(path), "%s/kubelet/kubelet.conf", w->dir);
+	snprintf(path, sizeof(path), "%s/kubelet/kubelet.conf", w->env.dir);
 	assert_int_equal(kubeconfig_load(path, &kc), 0);
 	assert_string_equal(kc.cluster, "default-cluster");
 	assert_string_equal(kc.user, "default-auth");
@@ -777,8 +736,8 @@ static int probe_kubelet(struct world *w, const char *path)
 	struct rest_client *c;
 
 	snprintf(server, sizeof(server), "https://127.0.0.1:%d", kubelet_port(w->k));
-	c = rest_client_new(w->loop, &(struct rest_config){.server = server,
-							   .ca_pem = w->admin_kc.ca_data});
+	c = rest_client_new(w->env.loop, &(struct rest_config){.server = server,
+							   .ca_pem = w->env.admin_kc.ca_data});
 	rest_do(c, "GET", path, NULL, on_probe, &p);
 	for (int i = 0; i < 20000 && !p.done; i++)
 		pump(w, 1);
@@ -848,7 +807,7 @@ static void test_hollow(void **state)
 	json_decref(node);
 	w->client_ttl_ns = 3600 * NS_PER_SEC;
 	config(w, &c, "ignored");
-	p = kubelet_pool_new(w->loop, &c, 3, "hollow-");
+	p = kubelet_pool_new(w->env.loop, &c, 3, "hollow-");
 	kubelet_config_free(&c);
 	assert_non_null(p);
 	assert_int_equal(kubelet_pool_start(p), 0);
@@ -857,7 +816,7 @@ static void test_hollow(void **state)
 		snprintf(name, sizeof(name), "hollow-%d", i);
 		assert_string_equal(kubelet_name(kubelet_pool_get(p, i)), name);
 		assert_true(wait_for(w, node_ready, name, 100 * NS_PER_MS, 10 * NS_PER_SEC));
-		snprintf(path, sizeof(path), "%s/kubelet/%s/pki/kubelet-client-current.pem", w->dir,
+		snprintf(path, sizeof(path), "%s/kubelet/%s/pki/kubelet-client-current.pem", w->env.dir,
 			 name);
 		certs[i] = calloc(1, 512);
 		assert_true(readlink(path, certs[i], 511) > 0);

@@ -1,0 +1,68 @@
+#include "testenv.h"
+
+#include "pki/cluster.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *testenv_path(const struct testenv *e, const char *rel, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s/%s", e->dir, rel);
+	return buf;
+}
+
+void testenv_start(struct testenv *e, const char *tag)
+{
+	struct cluster_pki_opts po = {.cluster_name = "kubernetes",
+				      .server = "https://127.0.0.1:6443",
+				      .key_type = PKI_KEY_ECDSA,
+				      .ca_validity_ns = CLUSTER_CA_VALIDITY,
+				      .validity_ns = CLUSTER_CERT_VALIDITY};
+	struct apiserver_opts ao;
+	char crt[128], key[128], ca[128], data[128], tok[128], conf[128];
+
+	memset(e, 0, sizeof(*e));
+	snprintf(e->dir, sizeof(e->dir), "/tmp/cube-%s-XXXXXX", tag);
+	assert_non_null(mkdtemp(e->dir));
+	po.dir = e->dir;
+	assert_int_equal(cluster_pki_init(&po), 0);
+	e->loop = loop_new();
+	apiserver_opts_default(&ao);
+	ao.bind_address = "127.0.0.1";
+	ao.secure_port = 0;
+	ao.tls_cert_file = testenv_path(e, "pki/apiserver.crt", crt, sizeof(crt));
+	ao.tls_private_key_file = testenv_path(e, "pki/apiserver.key", key, sizeof(key));
+	ao.client_ca_file = testenv_path(e, "pki/ca.crt", ca, sizeof(ca));
+	ao.data_dir = testenv_path(e, "data", data, sizeof(data));
+	ao.bootstrap_token_file = testenv_path(e, "pki/bootstrap-token", tok, sizeof(tok));
+	e->api = apiserver_new(e->loop, &ao);
+	assert_non_null(e->api);
+	snprintf(e->server, sizeof(e->server), "https://127.0.0.1:%d", apiserver_port(e->api));
+	assert_int_equal(kubeconfig_load(testenv_path(e, "admin.conf", conf, sizeof(conf)),
+					 &e->admin_kc),
+			 0);
+	free(e->admin_kc.server);
+	e->admin_kc.server = strdup(e->server);
+	e->admin = rest_client_from_kubeconfig(e->loop, &e->admin_kc, "cube-unit-test");
+	assert_non_null(e->admin);
+}
+
+void testenv_stop(struct testenv *e)
+{
+	char cmd[128];
+	rest_client_free(e->admin);
+	apiserver_free(e->api);
+	loop_free(e->loop);
+	kubeconfig_free(&e->admin_kc);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
+	/* CUBE_TEST_KEEP=1 leaves the directory (logs, certificates) to look at. */
+	if (!getenv("CUBE_TEST_KEEP"))
+		assert_int_equal(system(cmd), 0);
+}

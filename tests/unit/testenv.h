@@ -1,0 +1,38 @@
+/*
+ * testenv — what the unit tests that need the API share: a cluster PKI in a
+ * fresh temporary directory (cube pki init) and a real API server on a loop,
+ * on a free loopback port, with an admin REST client. The bootstrap token
+ * Secret is seeded from the cluster's pki/bootstrap-token.
+ *
+ * Call clock_use_virtual before testenv_start if the test runs on the
+ * virtual clock: timers belong to the clock they were made under.
+ */
+#ifndef CUBE_TESTS_TESTENV_H
+#define CUBE_TESTS_TESTENV_H
+
+#include "apiserver/apiserver.h"
+#include "client/rest.h"
+#include "pki/kubeconfig.h"
+
+#include "base/loop.h"
+
+#include <stddef.h>
+
+struct testenv {
+	char dir[64];    /* the cluster directory */
+	char server[64]; /* https://127.0.0.1:<port> */
+	struct loop *loop;
+	struct apiserver *api;
+	struct kubeconfig admin_kc; /* admin.conf, pointed at server */
+	struct rest_client *admin;
+};
+
+/* tag names the temporary directory (/tmp/cube-<tag>-XXXXXX). */
+void testenv_start(struct testenv *e, const char *tag);
+/* Stops the server, frees everything, removes the directory (unless
+ * CUBE_TEST_KEEP is set). */
+void testenv_stop(struct testenv *e);
+/* "<dir>/<rel>" into buf. */
+const char *testenv_path(const struct testenv *e, const char *rel, char *buf, size_t n);
+
+#endif

@@ -23,6 +23,7 @@ struct finding {
 struct verdict {
 	struct finding date, chain;
 	int date_depth;
+	int64_t at_ns; /* OpenSSL checks whole seconds; Go checks nanoseconds */
 };
 
 static int verdict_idx = -1;
@@ -51,10 +52,12 @@ static int collect(int ok, X509_STORE_CTX *ctx)
 			v->chain = (struct finding){e, cert};
 		return 0; /* a broken chain ends the walk */
 	}
-	if (e == X509_V_ERR_CERT_HAS_EXPIRED && cert &&
+	/* Exactly at NotAfter Go still says valid; a fraction of a second
+	 * later (the same second for OpenSSL) it says expired. */
+	if (e == X509_V_ERR_CERT_HAS_EXPIRED && cert && v->at_ns % 1000000000 == 0 &&
 	    ASN1_TIME_cmp_time_t(X509_get0_notAfter(cert),
 				 X509_VERIFY_PARAM_get_time(X509_STORE_CTX_get0_param(ctx))) == 0)
-		return 1; /* exactly at NotAfter: Go says still valid */
+		return 1;
 	if (!v->date.err || depth < v->date_depth) {
 		v->date = (struct finding){e, cert};
 		v->date_depth = depth;
@@ -111,7 +114,7 @@ int pki_verify(X509 *cert, STACK_OF(X509) *intermediates, STACK_OF(X509) *roots,
 {
 	X509_STORE *store = X509_STORE_new();
 	X509_STORE_CTX *ctx = X509_STORE_CTX_new();
-	struct verdict v = {{0, NULL}, {0, NULL}, 0};
+	struct verdict v = {{0, NULL}, {0, NULL}, 0, at_ns};
 	const struct finding *f;
 	int r = 0, ok;
 

@@ -1,5 +1,6 @@
 #include "client/rest.h"
 
+#include "net/httpd.h"
 #include "net/tls.h"
 #include "pki/kubeconfig.h"
 
@@ -167,7 +168,8 @@ static struct conn *conn_new(struct rest_client *c, bool watch)
 	k->evcon = evhttp_connection_base_bufferevent_new(loop_base(c->loop), NULL, k->bev,
 							  c->host, (ev_uint16_t)c->port);
 	evhttp_connection_set_retries(k->evcon, 0);
-	evhttp_connection_set_timeout(k->evcon, watch ? -1 : c->timeout_s);
+	/* -1 would mean libevent's 50 s default, which cuts quiet watches. */
+	evhttp_connection_set_timeout(k->evcon, watch ? HTTPD_STREAM_TIMEOUT_S : c->timeout_s);
 	evhttp_connection_set_closecb(k->evcon, on_conn_close, k);
 	k->next = c->conns;
 	c->conns = k;

@@ -100,8 +100,10 @@ SSL *httpd_ssl(struct evhttp_request *req)
 void httpd_stream_no_timeout(struct evhttp_request *req)
 {
 	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	/* In libevent 2.1 -1 means "the 50 s default", not "none": a quiet
+	 * watch would be cut. A day outlives any watch's timeoutSeconds. */
 	if (conn)
-		evhttp_connection_set_timeout(conn, -1);
+		evhttp_connection_set_timeout(conn, HTTPD_STREAM_TIMEOUT_S);
 }
 
 const char *httpd_peer(struct evhttp_request *req, char *buf, size_t n)

@@ -37,6 +37,9 @@ struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts
 void httpd_free(struct httpd *h);
 int httpd_port(const struct httpd *h);
 SSL *httpd_ssl(struct evhttp_request *req);
+/* How long a quiet stream may stay open (libevent 2.1 has no "never"). */
+#define HTTPD_STREAM_TIMEOUT_S (24 * 3600)
+
 /* Keep a streaming reply open however long it stays quiet. */
 void httpd_stream_no_timeout(struct evhttp_request *req);
 /* "127.0.0.1:54321" of the peer, into buf. */

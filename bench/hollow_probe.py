@@ -6,16 +6,21 @@ Python 3 standard library only. Two commands:
   ready   watch Nodes and CSRs (one admin watch each, timestamps taken on
           receipt) while hollow kubelets bootstrap; print when all N Nodes are
           Ready, the CSR issue rate (peak over 1 s, average) and where each
-          node's time went (CSR created -> approved -> issued -> Node Ready).
+          node's time went (CSR created -> approved -> issued -> Node Ready);
+          with --pids, each process's CPU over the bootstrap and per second;
+          request latencies (apiserver_request_duration_seconds) and TCP
+          connections accepted on the machine (/proc/net/snmp) meanwhile.
   cpu     sample /proc/<pid>/stat (utime+stime, per thread) and VmRSS of the
           given processes over a window; with --server, also the API server's
-          apiserver_request_total before and after, as requests per second.
+          apiserver_request_total and latencies before and after, as requests
+          per second.
 
 Watching costs the API server one event per change, far less than listing
 1,000 Nodes (~3 MB of JSON) every 0.5 s. A final LIST checks the counts.
 
   hollow_probe.py ready --server https://127.0.0.1:PORT --dir C --nodes 1000 \
-      --t0-file T0 --ready-file R --timeout 600
+      --t0-file T0 --ready-file R --timeout 600 \
+      --pids apiserver=PID,controller-manager=PID,kubelet=@KUBELET_PID_FILE
   hollow_probe.py cpu --pids apiserver=PID,kubelet=PID --seconds 60 \
       [--server URL --dir C]
 

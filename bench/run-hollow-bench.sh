@@ -219,7 +219,7 @@ run_up() {
 	say "RESULT cube_up_progress $(grep -o "$n/$n nodes Ready ([0-9.]*s)" "$dir/up.out" | tail -1) (its own clock starts once the kubelets have started)"
 	say "RESULT rss_when_ready cube_up=$(rss_mib $UP_PID)MiB ($(echo "$(rss_mib $UP_PID) $n" | awk '{printf "%.1f", $1*1024/$2}') KiB per node, control plane included)"
 	sleep "$SETTLE"
-	say "# CPU over ${WINDOW}s, starting ${SETTLE}s after all were Ready (threads: loops of apiserver, its writer, controller manager, kubelets, main):"
+	say "# CPU over ${WINDOW}s, starting ${SETTLE}s after all were Ready (per-thread cores, busiest first; the threads are unnamed):"
 	"$PY" "$PROBE" cpu --pids "cube-up=$UP_PID" --seconds "$WINDOW" --server "$server" \
 		--dir "$dir" 2>&1 | tee -a "$LOG"
 	stop_all

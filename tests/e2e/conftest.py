@@ -127,6 +127,22 @@ import ssl as _ssl
 import time as _time
 
 
+def stop_process(proc, name, sig=signal.SIGTERM, timeout=20):
+    """Signal a cube process and return its exit status (None if it never
+    ran, its status if it already ended); kill it and fail the test if it
+    does not exit within timeout."""
+    if proc is None or proc.poll() is not None:
+        return None if proc is None else proc.returncode
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"{name} did not exit within {timeout}s of "
+                    f"{signal.Signals(sig).name}", pytrace=False)
+
+
 def _wait_until(fn, timeout=10.0, message=None, interval=0.05):
     deadline = _time.monotonic() + timeout
     while True:
@@ -251,16 +267,7 @@ class CubeAPIServer:
 
     def stop(self, sig=signal.SIGTERM, timeout=20):
         """Signal the server and return its exit status (0 for SIGTERM)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            pytest.fail(f"cube apiserver did not exit within {timeout}s of "
-                        f"{signal.Signals(sig).name}", pytrace=False)
+        return stop_process(self.proc, "cube apiserver", sig, timeout)
 
     def kill(self):
         """SIGKILL: a crash, no chance to flush anything."""

@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 
 import pytest
 
+from conftest import stop_process
+
 KUBECTL = "/usr/bin/kubectl"
 CLIENT_KUBELET = "kubernetes.io/kube-apiserver-client-kubelet"
 SERVING = "kubernetes.io/kubelet-serving"
@@ -69,16 +71,7 @@ class ControllerManager:
         return self
 
     def stop(self, sig=signal.SIGTERM, timeout=20):
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            pytest.fail(f"cube controller-manager did not exit within {timeout}s "
-                        f"of {signal.Signals(sig).name}", pytrace=False)
+        return stop_process(self.proc, "cube controller-manager", sig, timeout)
 
     def log(self):
         return self.log_path.read_text(errors="replace") \

@@ -29,6 +29,8 @@ import time
 from datetime import datetime, timezone
 
 import pytest
+
+from conftest import stop_process
 import yaml
 
 KUBECTL = "/usr/bin/kubectl"
@@ -67,16 +69,7 @@ class Kubelet:
         return self
 
     def stop(self, timeout=20):
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            pytest.fail(f"cube kubelet did not exit within {timeout}s of SIGTERM",
-                        pytrace=False)
+        return stop_process(self.proc, "cube kubelet", timeout=timeout)
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None

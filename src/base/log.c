@@ -61,6 +61,35 @@ void log_write(char sev, const char *file, int line, const char *fmt, ...)
 	va_end(ap);
 }
 
+char *log_quote(char *out, size_t n, const char *s)
+{
+	size_t o = 0;
+
+	for (; s && *s && o + 3 < n; s++) {
+		if (*s == '"' || *s == '\\' || *s == '\n') {
+			out[o++] = '\\';
+			out[o++] = *s == '\n' ? 'n' : *s;
+		} else {
+			out[o++] = *s;
+		}
+	}
+	if (n)
+		out[o] = '\0';
+	return out;
+}
+
+void log_unhandled(const char *file, int line, const char *kv, const char *fmt, ...)
+{
+	char msg[4096], q[8200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_write('E', file, line, "\"Unhandled Error\" err=\"%s\" logger=\"UnhandledError\"%s",
+		  log_quote(q, sizeof(q), msg), kv ? kv : "");
+}
+
 void log_fatal(const char *file, int line, const char *fmt, ...)
 {
 	va_list ap;

@@ -19,6 +19,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 extern int log_verbosity;
 
@@ -32,6 +33,18 @@ void log_vwrite(char sev, const char *file, int line, const char *fmt, va_list a
 _Noreturn void log_fatal(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* s as klog writes a quoted value: `"`, `\` and newlines escaped. Into
+ * out (n bytes, truncated), returned. */
+char *log_quote(char *out, size_t n, const char *s);
+/*
+ * utilruntime.HandleError's line in 1.32:
+ *   E... "Unhandled Error" err="<message>" logger="UnhandledError"
+ * kv, when not NULL, is appended as it is (` node="node-1"`).
+ */
+void log_unhandled(const char *file, int line, const char *kv, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+#define LOG_UNHANDLED(kv, ...) log_unhandled(__FILE__, __LINE__, kv, __VA_ARGS__)
 #define LOG_INFO(...) log_write('I', __FILE__, __LINE__, __VA_ARGS__)
 #define LOG_WARN(...) log_write('W', __FILE__, __LINE__, __VA_ARGS__)
 #define LOG_ERROR(...) log_write('E', __FILE__, __LINE__, __VA_ARGS__)

@@ -477,9 +477,10 @@ int rest_set_client_cert(struct rest_client *c, const char *cert_pem, const char
 	SSL_CTX *tls = tls_client_ctx(c->ca_pem, cert_pem, key_pem);
 	if (!tls)
 		return err_set(ERR_INVALID, "bad client certificate or key");
+	/* Open connections hold a reference to the old context and keep
+	 * presenting what they were opened with. */
 	SSL_CTX_free(c->tls);
 	c->tls = tls;
-	rest_close_all(c);
 	return 0;
 }
 

@@ -8,12 +8,14 @@
  * watch gets a connection of its own and delivers one event per line.
  *
  * Credentials can change under a running client (kubelet certificate
- * rotation): rest_set_client_cert builds a new TLS context, closes every
- * connection made with the old one — requests and watches in flight fail
- * with a transport error, and their owners retry — and new connections use
- * the new certificate at once. upstream logs "certificate rotation detected,
- * shutting down client connections to start using new credentials"; so does
- * the caller that rotates.
+ * rotation): rest_set_client_cert builds a new TLS context that connections
+ * opened from then on use; connections already open keep the certificate
+ * they were opened with, as Go's transport does, until the owner closes them
+ * with rest_close_all — requests and watches in flight then fail with a
+ * transport error, and their owners retry. upstream's kubelet closes them
+ * only when the certificate changes ("Certificate rotation detected,
+ * shutting down client connections to start using new credentials"), so an
+ * expired certificate stays on the connections that were opened with it.
  *
  * Ownership: the client is the caller's; bodies passed in are borrowed; the
  * body given to a callback is borrowed for the call. Threads: the loop's.
@@ -48,9 +50,10 @@ struct rest_client *rest_client_from_kubeconfig(struct loop *loop, const struct 
 						const char *user_agent);
 void rest_client_free(struct rest_client *c);
 
-/* Swap the client certificate; closes every open connection. 0 or an error. */
+/* The client certificate for connections opened from now on; open ones are
+ * left alone (rest_close_all). 0 or an error. */
 int rest_set_client_cert(struct rest_client *c, const char *cert_pem, const char *key_pem);
-/* Send no client certificate from now on (an expired one is not sent). */
+/* New connections send no client certificate; open ones keep theirs. */
 void rest_clear_client_cert(struct rest_client *c);
 /* Close every connection (e.g. after credentials changed elsewhere). */
 void rest_close_all(struct rest_client *c);

@@ -140,7 +140,7 @@ static void client_csr(struct csrapproving *c, struct job *j, const struct pki_c
 static void leave_pending(struct csrapproving *c, struct job *j, const char *why)
 {
 	char q[1024];
-	klog_quote(q, sizeof(q), why);
+	log_quote(q, sizeof(q), why);
 	LOG_INFO("\"Not approving kubelet serving certificate, leaving it pending\" csr=\"%s\" "
 		 "reason=\"%s\"",
 		 name_of(j), q);

@@ -114,7 +114,7 @@ static void on_deleted(void *arg, int status, json_t *body, const char *err)
 	if (status != 200 && status != 202) {
 		snprintf(msg, sizeof(msg), "unable to delete CSR \"%s\": %s", j->key,
 			 api_error(why, sizeof(why), status, body, err));
-		klog_quote(q, sizeof(q), msg);
+		log_quote(q, sizeof(q), msg);
 		LOG_ERROR("\"Error while attempting to clean CSR\" err=\"%s\" csr=\"%s\"", q, j->key);
 	}
 	job_done(&c->deletes, j, false);

@@ -132,7 +132,7 @@ static void refresh_ca(struct csrsigning *c)
 	c->key_st = ks;
 	if (load_ca(c->m->signing_cert, c->m->signing_key, &ca, &key) < 0) {
 		/* Half-written or broken: keep signing with the last good pair. */
-		klog_quote(q, sizeof(q), err_msg());
+		log_quote(q, sizeof(q), err_msg());
 		LOG_ERROR("\"Unhandled Error\" err=\"key failed with : %s\" logger=\"UnhandledError\"",
 			  q);
 		return;
@@ -254,7 +254,7 @@ static void fail_validation(struct csrsigning *c, struct job *j, const char *sig
 	json_t *next = csr_with_condition(j->csr, "Failed", "SignerValidationFailure", why);
 	char path[512], q[1024];
 
-	klog_quote(q, sizeof(q), why);
+	log_quote(q, sizeof(q), why);
 	LOG_INFO("\"Signer refused the request\" csr=\"%s\" signerName=\"%s\" "
 		 "reason=\"SignerValidationFailure\" message=\"%s\"",
 		 name_of(j), signer, q);

@@ -99,9 +99,6 @@ const char *csr_path(char *buf, size_t n, const char *name, const char *sub);
 /* The message of a failed API call: the Status message, or the transport
  * error, or "HTTP <status>". Into buf. */
 const char *api_error(char *buf, size_t n, int status, const json_t *body, const char *err);
-
-/* A klog value: Go's %q escaping of what a message may hold, into out. */
-void klog_quote(char *out, size_t n, const char *s);
 /* klog's utilruntime.HandleError line for a failed sync, or the V(4) line
  * for an ignorable one. */
 void sync_failed(const char *key, const char *msg, bool ignorable);

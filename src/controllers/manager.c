@@ -245,7 +245,7 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 			if (!(m->signing = csrsigning_new(m))) {
 				char msg[1024], q[1200];
 				snprintf(msg, sizeof(msg), "%s", err_msg());
-				klog_quote(q, sizeof(q), msg);
+				log_quote(q, sizeof(q), msg);
 				LOG_ERROR("\"Error starting controller\" err=\"%s\" controller=\"%s\"",
 					  q, name);
 				err_set(ERR_INVALID, "error starting controllers: %s", msg);
@@ -434,34 +434,15 @@ const char *api_error(char *buf, size_t n, int status, const json_t *body, const
 	return buf;
 }
 
-void klog_quote(char *out, size_t n, const char *s)
-{
-	size_t o = 0;
-	for (; *s && o + 3 < n; s++) {
-		if (*s == '"' || *s == '\\') {
-			out[o++] = '\\';
-			out[o++] = *s;
-		} else if (*s == '\n') {
-			out[o++] = '\\';
-			out[o++] = 'n';
-		} else {
-			out[o++] = *s;
-		}
-	}
-	out[o] = '\0';
-}
-
 void sync_failed(const char *key, const char *msg, bool ignorable)
 {
-	char q[2048], text[1800];
+	char q[2048];
 	if (ignorable) {
-		klog_quote(q, sizeof(q), msg);
+		log_quote(q, sizeof(q), msg);
 		LOG_V(4, "\"sync certificate request failed\" csr=\"%s\" err=\"%s\"", key, q);
 		return;
 	}
-	snprintf(text, sizeof(text), "sync %s failed with: %s", key, msg);
-	klog_quote(q, sizeof(q), text);
-	LOG_ERROR("\"Unhandled Error\" err=\"%s\" logger=\"UnhandledError\"", q);
+	LOG_UNHANDLED(NULL, "sync %s failed with: %s", key, msg);
 }
 
 /* ---- jobs ---------------------------------------------------------------------------- */

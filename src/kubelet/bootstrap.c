@@ -305,7 +305,7 @@ static void on_issued(void *arg, const struct csr_result *res)
 		char q[1024];
 		LOG_WARN("\"The API server refused upstream's CSR name; asking again under its hex "
 			 "form\" csr=\"%s\" err=\"%s\"",
-			 res->name ? res->name : "", kubelet_quote(res->err, q, sizeof(q)));
+			 res->name ? res->name : "", log_quote(q, sizeof(q), res->err));
 		b->dns_names = true;
 		request(b);
 		return;
@@ -393,7 +393,7 @@ static void on_healthz(void *arg, int status, json_t *body, const char *err)
 	}
 	kubelet_http_error("GET", b->k->boot.server, "/healthz", status, body, err, why,
 			   sizeof(why));
-	LOG_INFO("\"Failed to connect to apiserver\" err=\"%s\"", kubelet_quote(why, q, sizeof(q)));
+	LOG_INFO("\"Failed to connect to apiserver\" err=\"%s\"", log_quote(q, sizeof(q), why));
 	if (clock_mono() >= b->healthz_until) {
 		/* Upstream only warns and goes on to ask anyway. */
 		LOG_INFO("\"Error waiting for apiserver to come up\" err=\"timed out waiting to "

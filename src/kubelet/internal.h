@@ -68,8 +68,6 @@ void kubelet_seen(struct kubelet *k, int status);
 /* Fail the way upstream's process would: exit status, or the on_exit hook. */
 void kubelet_exit(struct kubelet *k, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* s with `"` and `\` escaped, as klog writes a structured value. Returns buf. */
-const char *kubelet_quote(const char *s, char *buf, size_t n);
 /* "system:node:<name>" into buf. */
 const char *kubelet_cn(const struct kubelet *k, char *buf, size_t n);
 

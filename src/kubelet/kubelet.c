@@ -42,19 +42,6 @@ int kubelet_port(const struct kubelet *k)
 	return k->server_tls ? kserver_port(k->server_tls) : 0;
 }
 
-const char *kubelet_quote(const char *s, char *buf, size_t n)
-{
-	size_t o = 0;
-
-	for (; s && *s && o + 2 < n; s++) {
-		if (*s == '"' || *s == '\\')
-			buf[o++] = '\\';
-		buf[o++] = *s;
-	}
-	buf[o] = '\0';
-	return buf;
-}
-
 const char *kubelet_cn(const struct kubelet *k, char *buf, size_t n)
 {
 	snprintf(buf, n, "system:node:%s", k->cfg.node_name);
@@ -87,7 +74,7 @@ void kubelet_exit(struct kubelet *k, int status, const char *fmt, ...)
 	}
 	if (status == 255)
 		LOG_FATAL("%s", msg); /* klog.Fatalf: exit status 255 */
-	LOG_ERROR("\"command failed\" err=\"%s\"", kubelet_quote(msg, q, sizeof(q)));
+	LOG_ERROR("\"command failed\" err=\"%s\"", log_quote(q, sizeof(q), msg));
 	exit(status);
 }
 
@@ -114,8 +101,10 @@ static void on_client_cert(void *arg, X509 *cert, EVP_PKEY *key)
 		 * empty certificate from now on: requests are anonymous, hence 401.
 		 * Without rotation upstream's transport keeps presenting the static
 		 * certificate, and the API server logs why it refuses it (x509). */
-		if (k->cfg.rotate_certificates)
+		if (k->cfg.rotate_certificates) {
 			rest_clear_client_cert(k->client);
+			rest_close_all(k->client);
+		}
 		if (k->cfg.self_heal)
 			start_heal(k);
 		return;
@@ -125,6 +114,7 @@ static void on_client_cert(void *arg, X509 *cert, EVP_PKEY *key)
 		 "using new credentials");
 	if (rest_set_client_cert(k->client, cert_pem, key_pem) < 0)
 		LOG_ERROR("\"Unable to use the new client certificate\" err=\"%s\"", err_msg());
+	rest_close_all(k->client);
 	k->last_cert_ns = clock_now();
 	OPENSSL_cleanse(key_pem, strlen(key_pem));
 	free(key_pem);
@@ -430,7 +420,7 @@ static void on_bootstrapped(struct kubelet *k, int rc, const char *err)
 	if (rc < 0 && k->healing) {
 		char q[1024];
 		LOG_ERROR("\"Self-heal re-bootstrap failed, will retry\" err=\"%s\" interval=\"30s\"",
-			  kubelet_quote(err, q, sizeof(q)));
+			  log_quote(q, sizeof(q), err));
 		timer_after(k->heal_retry, HEAL_RETRY_NS);
 		return;
 	}

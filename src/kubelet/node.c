@@ -279,7 +279,7 @@ static void on_label_patch(void *arg, int status, json_t *body, const char *err)
 				   sizeof(why));
 		LOG_ERROR("\"Unable to reconcile node with API server,error updating node\" "
 			  "err=\"%s\" node=\"%s\"",
-			  kubelet_quote(why, q, sizeof(q)), h->k->cfg.node_name);
+			  log_quote(q, sizeof(q), why), h->k->cfg.node_name);
 		register_retry(h);
 		return;
 	}
@@ -303,7 +303,7 @@ static void on_existing(void *arg, int status, json_t *body, const char *err)
 				   sizeof(why));
 		LOG_ERROR("\"Unable to register node with API server, error getting existing node\" "
 			  "err=\"%s\" node=\"%s\"",
-			  kubelet_quote(why, q, sizeof(q)), h->k->cfg.node_name);
+			  log_quote(q, sizeof(q), why), h->k->cfg.node_name);
 		register_retry(h);
 		return;
 	}
@@ -341,7 +341,7 @@ static void on_register(void *arg, int status, json_t *body, const char *err)
 	kubelet_http_error("POST", h->k->server, "/api/v1/nodes", status, body, err, why,
 			   sizeof(why));
 	LOG_ERROR("\"Unable to register node with API server\" err=\"%s\" node=\"%s\"",
-		  kubelet_quote(why, q, sizeof(q)), h->k->cfg.node_name);
+		  log_quote(q, sizeof(q), why), h->k->cfg.node_name);
 	register_retry(h);
 }
 
@@ -357,7 +357,7 @@ static void status_failed(struct heartbeat *h, const char *what)
 {
 	char q[1024];
 	LOG_ERROR("\"Error updating node status, will retry\" err=\"%s\"",
-		  kubelet_quote(what, q, sizeof(q)));
+		  log_quote(q, sizeof(q), what));
 	if (++h->tries < STATUS_TRIES) {
 		status_try(h);
 		return;
@@ -511,7 +511,7 @@ static void on_lease_put(void *arg, int status, json_t *body, const char *err)
 	}
 	lease_path(h, path, sizeof(path), true);
 	kubelet_http_error("PUT", h->k->server, path, status, body, err, why, sizeof(why));
-	LOG_ERROR("\"Failed to update lease\" err=\"%s\"", kubelet_quote(why, q, sizeof(q)));
+	LOG_ERROR("\"Failed to update lease\" err=\"%s\"", log_quote(q, sizeof(q), why));
 	h->lease_tries++;
 	if (status == 409 && h->lease_tries < LEASE_TRIES) {
 		/* Someone else wrote it: continue from the newest version. */
@@ -558,7 +558,7 @@ static void ensure_failed(struct heartbeat *h, const char *method, int status, j
 		h->lease_sleep_ns = LEASE_BACKOFF_MAX_NS;
 	kubelet_http_error(method, h->k->server, path, status, body, err, why, sizeof(why));
 	LOG_ERROR("\"Failed to ensure lease exists, will retry\" err=\"%s\" interval=\"%s\"",
-		  kubelet_quote(why, q, sizeof(q)), duration_format(h->lease_sleep_ns, d));
+		  log_quote(q, sizeof(q), why), duration_format(h->lease_sleep_ns, d));
 	/* backoffEnsureLease never gives up. */
 	timer_after(h->ensure_timer, h->lease_sleep_ns);
 }

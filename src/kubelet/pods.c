@@ -262,7 +262,7 @@ static void op_done(struct pod_state *st, int status, json_t *body, const char *
 		pod_path(st, strcmp(method, "PATCH") ? "" : "/status", path, sizeof(path));
 		kubelet_http_error(method, p->k->server, path, status, body, err, why, sizeof(why));
 		LOG_ERROR("\"%s\" pod=\"%s\" err=\"%s\"", what, st->key,
-			  kubelet_quote(why, q, sizeof(q)));
+			  log_quote(q, sizeof(q), why));
 		workqueue_retry(p->q, st->key);
 	}
 	workqueue_done(p->q, st->key);

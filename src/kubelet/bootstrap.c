@@ -1,11 +1,15 @@
 /*
- * TLS bootstrap (k8s-facts §1.7; upstream pkg/kubelet/certificate/bootstrap):
- * with the bootstrap kubeconfig's token, ask for a client certificate under
- * the deterministic name node-csr-<hash>, wait up to an hour for it, store
- * it as kubelet-client-<date>.pem with the current symlink, and write the
- * kubeconfig that points at the store. The private key waits in
- * kubelet-client.key.tmp until the certificate arrives, so a restart asks
- * again under the same name and finds its earlier request.
+ * The foreground TLS bootstrap of a kubelet without client rotation
+ * (k8s-facts §1.7 path B; upstream pkg/kubelet/certificate/bootstrap
+ * LoadClientCert): with the bootstrap kubeconfig's token, ask for a client
+ * certificate under the deterministic name node-csr-<hash>, wait up to an
+ * hour for it, store it as kubelet-client-<date>.pem with the current
+ * symlink, and write the kubeconfig that points at the store. The private
+ * key waits in kubelet-client.key.tmp until the certificate arrives, so a
+ * restart asks again under the same name and finds its earlier request.
+ *
+ * With rotation the client certificate manager bootstraps instead; only
+ * the kubeconfig writing here is shared (bootstrap_write_kubeconfig).
  */
 #include "kubelet/internal.h"
 
@@ -91,37 +95,6 @@ char *kubelet_csr_name(EVP_PKEY *key, const char *cn, const char *const *orgs,
 	return name;
 }
 
-/*
- * upstream's name in hex: "node-csr-" + the digest as 64 lower-case hex
- * digits. Only for an API server that (wrongly: upstream's
- * ValidateCertificateRequestName accepts any name) insists on DNS names.
- */
-static char *dns_safe_name(const char *name)
-{
-	const char *b64 = name + strlen("node-csr-");
-	size_t n = strlen(b64), o = 0;
-	char *std = malloc(n + 4), *out;
-	unsigned char raw[64];
-	int len;
-
-	if (!std)
-		abort();
-	for (size_t i = 0; i < n; i++)
-		std[i] = b64[i] == '-' ? '+' : b64[i] == '_' ? '/' : b64[i];
-	while (n % 4)
-		std[n++] = '=';
-	std[n] = '\0';
-	len = EVP_DecodeBlock(raw, (const unsigned char *)std, (int)n);
-	free(std);
-	out = malloc(9 + 2 * sizeof(raw) + 1);
-	if (!out)
-		abort();
-	o = (size_t)snprintf(out, 10, "node-csr-");
-	for (int i = 0; i < len && i < 32; i++)
-		o += (size_t)snprintf(out + o, 3, "%02x", raw[i]);
-	return out;
-}
-
 /* ---- is the kubeconfig still good? ---------------------------------------------- */
 
 bool bootstrap_kubeconfig_valid(const char *path)
@@ -181,7 +154,6 @@ struct bootstrap {
 	int64_t healthz_until;
 	struct rest_call *call;
 	struct csr_request *req;
-	bool dns_names;        /* the server refused upstream's name: use dns_safe_name */
 	void (*done)(struct kubelet *k, int rc, const char *err);
 };
 
@@ -224,9 +196,8 @@ static void request(struct bootstrap *b);
 
 /* Write the kubeconfig upstream writes: the bootstrap kubeconfig's cluster,
  * and the store's current pair as the user's certificate and key. */
-static int write_kubeconfig(struct bootstrap *b)
+int bootstrap_write_kubeconfig(struct kubelet *k)
 {
-	struct kubelet *k = b->k;
 	char *pem = certstore_current_path(k->cfg.cert_dir, CERTSTORE_CLIENT), dir[4096];
 	char *abs = realpath(k->cfg.cert_dir, NULL), *cur, *ca_abs = NULL;
 	struct kubeconfig out = {0};
@@ -270,29 +241,7 @@ static int store(struct bootstrap *b, const char *cert_pem)
 	if (unlink(b->key_path) < 0 && errno != ENOENT)
 		LOG_V(2, "\"Failed cleaning up private key file\" path=\"%s\" err=\"%s\"",
 		      b->key_path, strerror(errno));
-	return write_kubeconfig(b);
-}
-
-/*
- * A reused node-csr may carry a certificate issued long ago and expired
- * since (upstream kubernetes#65991: the kubelet stored it and stayed stuck).
- * cube asks again with a fresh key instead.
- */
-static bool stale(struct bootstrap *b, const char *cert_pem, const char *name)
-{
-	X509 *cert = pki_cert_parse(cert_pem, strlen(cert_pem));
-	char when[GO_TIME_BUF];
-	bool old = cert && clock_now() > pki_cert_not_after(cert);
-
-	if (old) {
-		LOG_WARN("\"The certificate issued for the reused CSR has already expired; "
-			 "requesting a new one with a fresh key\" csr=\"%s\" notAfter=\"%s\"",
-			 name, go_time_string(pki_cert_not_after(cert), when));
-		EVP_PKEY_free(b->key);
-		b->key = NULL;
-	}
-	X509_free(cert);
-	return old;
+	return bootstrap_write_kubeconfig(b->k);
 }
 
 static void on_issued(void *arg, const struct csr_result *res)
@@ -300,26 +249,8 @@ static void on_issued(void *arg, const struct csr_result *res)
 	struct bootstrap *b = arg;
 
 	b->req = NULL;
-	if (res->rc < 0 && !res->created && res->status == 422 && !b->dns_names &&
-	    res->err && strstr(res->err, "metadata.name")) {
-		char q[1024];
-		LOG_WARN("\"The API server refused upstream's CSR name; asking again under its hex "
-			 "form\" csr=\"%s\" err=\"%s\"",
-			 res->name ? res->name : "", log_quote(q, sizeof(q), res->err));
-		b->dns_names = true;
-		request(b);
-		return;
-	}
 	if (res->rc < 0) {
 		finish(b, res->rc, res->err);
-		return;
-	}
-	if (stale(b, res->cert_pem, res->name)) {
-		if (!(b->key = pick_key(b, true))) {
-			finish(b, ERR_CRYPTO, err_msg());
-			return;
-		}
-		request(b);
 		return;
 	}
 	if (store(b, res->cert_pem) < 0) {
@@ -331,31 +262,28 @@ static void on_issued(void *arg, const struct csr_result *res)
 	finish(b, 0, NULL);
 }
 
-static void on_seen(void *arg, int status)
+/* requestNodeCertificate's usages, in its order: the hash covers them. */
+static void bootstrap_usages(EVP_PKEY *key, const char *out[4])
 {
-	struct bootstrap *b = arg;
-	kubelet_seen(b->k, status);
+	size_t n = 0;
+	out[n++] = "digital signature";
+	out[n++] = "client auth";
+	if (pki_key_is_rsa(key))
+		out[n++] = "key encipherment";
+	out[n] = NULL;
 }
 
 static void request(struct bootstrap *b)
 {
 	struct kubelet *k = b->k;
 	char cn[300], *name, *csr_pem;
-	const char *orgs[] = {"system:nodes", NULL};
-	unsigned usages = pki_usages_kubelet(pki_key_is_rsa(b->key), false);
-	struct strv names = STRV_INIT;
+	const char *orgs[] = {"system:nodes", NULL}, *usages[4];
 	X509_REQ *req;
 	struct csr_spec spec;
 
 	kubelet_cn(k, cn, sizeof(cn));
-	pki_usage_names(usages, &names);
-	name = kubelet_csr_name(b->key, cn, orgs, (const char *const *)names.v);
-	strv_free(&names);
-	if (name && b->dns_names) {
-		char *safe = dns_safe_name(name);
-		free(name);
-		name = safe;
-	}
+	bootstrap_usages(b->key, usages);
+	name = kubelet_csr_name(b->key, cn, orgs, usages);
 	req = name ? pki_csr_new(b->key, cn, orgs, NULL, NULL, 0) : NULL;
 	if (!req) {
 		free(name);
@@ -369,9 +297,11 @@ static void request(struct bootstrap *b)
 				 .signer = SIGNER_KUBELET_CLIENT,
 				 .usages = usages,
 				 .timeout_ns = BOOTSTRAP_WAIT_NS,
-				 .server = k->boot.server};
-	LOG_V(2, "\"Waiting for client certificate to be issued\" csr=\"%s\"", name);
-	b->req = csr_request_start(k->loop, b->c, &spec, on_issued, on_seen, b);
+				 .server = k->boot.server,
+				 .log_kv = k->log_kv};
+	LOG_V(2, "\"Waiting for client certificate to be issued\" csr=\"%s\"%s", name,
+	      k->log_kv);
+	b->req = csr_request_start(k->loop, b->c, &spec, on_issued, b);
 	free(name);
 	free(csr_pem);
 }
@@ -386,7 +316,6 @@ static void on_healthz(void *arg, int status, json_t *body, const char *err)
 	char why[512], q[600];
 
 	b->call = NULL;
-	kubelet_seen(b->k, status);
 	if (status == 200) {
 		request(b);
 		return;

@@ -132,15 +132,12 @@ static char *b64_decode(const char *in)
 	return (char *)out;
 }
 
-static json_t *usage_names(unsigned usages)
+static json_t *usage_array(const struct strv *names)
 {
-	struct strv names = STRV_INIT;
 	json_t *arr = json_array();
 
-	pki_usage_names(usages, &names);
-	for (size_t i = 0; i < names.n; i++)
-		json_array_append_new(arr, json_string(names.v[i]));
-	strv_free(&names);
+	for (size_t i = 0; i < names->n; i++)
+		json_array_append_new(arr, json_string(names->v[i]));
 	return arr;
 }
 
@@ -149,14 +146,13 @@ static json_t *usage_names(unsigned usages)
 struct csr_request {
 	struct loop *loop;
 	struct rest_client *c;
-	char *name, *uid, *csr_pem, *signer, *server;
-	unsigned usages;
+	char *name, *uid, *csr_pem, *signer, *server, *log_kv;
+	struct strv usages;
 	struct rest_call *call;
 	struct rest_watch *watch;
 	struct timer *deadline, *rewatch;
 	bool told_approved;
 	csr_done_cb done;
-	csr_seen_cb seen;
 	void *arg;
 };
 
@@ -171,6 +167,8 @@ static void req_free(struct csr_request *r)
 	free(r->csr_pem);
 	free(r->signer);
 	free(r->server);
+	free(r->log_kv);
+	strv_free(&r->usages);
 	free(r);
 }
 
@@ -200,12 +198,6 @@ static void req_finish(struct csr_request *r, int rc, bool created, int status, 
 	req_free(r);
 	done(arg, &res);
 	free(name);
-}
-
-static void seen(struct csr_request *r, int status)
-{
-	if (r->seen)
-		r->seen(r->arg, status);
 }
 
 static void watch_open(struct csr_request *r);
@@ -242,14 +234,14 @@ static int judge(struct csr_request *r, const json_t *csr, char **pem, char *msg
 	if (!approved)
 		return 0;
 	if ((*pem = b64_decode(jx_str(csr, "status.certificate"))) && **pem) {
-		LOG_INFO("certificate signing request %s is issued", r->name);
+		LOG_V(2, "certificate signing request %s is issued%s", r->name, r->log_kv);
 		return 1;
 	}
 	free(*pem);
 	*pem = NULL;
 	if (!r->told_approved) {
-		LOG_INFO("certificate signing request %s is approved, waiting to be issued",
-			 r->name);
+		LOG_V(2, "certificate signing request %s is approved, waiting to be issued%s",
+		      r->name, r->log_kv);
 		r->told_approved = true;
 	}
 	return 0;
@@ -280,7 +272,6 @@ static void on_watch_end(void *arg, int status, const char *err)
 {
 	struct csr_request *r = arg;
 	r->watch = NULL;
-	seen(r, status);
 	/* A watch may end for many reasons (credentials changed, timeout):
 	 * keep waiting until the deadline, as UntilWithSync does. */
 	timer_after(r->rewatch, REWATCH_NS);
@@ -315,37 +306,67 @@ static void start_waiting(struct csr_request *r, const json_t *csr)
 	watch_open(r);
 }
 
-/* upstream's ensureCompatible: same key, subject, signer and usages. */
+/* X509_NAME as one line, for the "subjects differ" text. */
+static void subject_text(X509_REQ *req, char *buf, size_t n)
+{
+	X509_NAME_oneline(X509_REQ_get_subject_name(req), buf, (int)n);
+}
+
+/*
+ * upstream's ensureCompatible: the CSR found under our name asks for the
+ * same subject and signer with our key, and the certificate it may carry has
+ * not expired (kubernetes#65991: a kubelet stored an expired certificate
+ * from an old CSR and was stuck with it). Usages are not compared.
+ */
 static int compatible(struct csr_request *r, const json_t *csr, char *msg, size_t n)
 {
 	char *pem = b64_decode(jx_str(csr, "spec.request"));
 	X509_REQ *theirs = pem ? pki_csr_parse(pem, strlen(pem)) : NULL;
 	X509_REQ *ours = pki_csr_parse(r->csr_pem, strlen(r->csr_pem));
-	json_t *want = usage_names(r->usages);
+	const char *signer = jx_str(csr, "spec.signerName");
+	char *cert_pem = b64_decode(jx_str(csr, "status.certificate"));
+	STACK_OF(X509) *certs = NULL;
 	int rc = 0;
 
 	if (!theirs || !ours) {
-		snprintf(msg, n, "unable to parse request");
-		rc = ERR_INVALID;
-	} else if (EVP_PKEY_eq(X509_REQ_get0_pubkey(theirs), X509_REQ_get0_pubkey(ours)) != 1) {
-		snprintf(msg, n, "csr and private key do not match");
+		snprintf(msg, n, "unable to parse %s csr: %s", theirs ? "new" : "original",
+			 err_msg());
 		rc = ERR_INVALID;
 	} else if (X509_NAME_cmp(X509_REQ_get_subject_name(theirs),
 				 X509_REQ_get_subject_name(ours))) {
-		snprintf(msg, n, "csr subjects differ");
+		char a[256], b[256];
+		subject_text(theirs, a, sizeof(a));
+		subject_text(ours, b, sizeof(b));
+		snprintf(msg, n, "csr subjects differ: new: %s, orig: %s", a, b);
 		rc = ERR_INVALID;
-	} else if (!jx_str(csr, "spec.signerName") ||
-		   strcmp(jx_str(csr, "spec.signerName"), r->signer)) {
-		snprintf(msg, n, "csr signerNames differ: new %s, orig: %s", r->signer,
-			 jx_str(csr, "spec.signerName") ?: "");
+	} else if (signer && *signer && strcmp(signer, r->signer)) {
+		snprintf(msg, n, "csr signerNames differ: new \"%s\", orig: \"%s\"", signer,
+			 r->signer);
 		rc = ERR_INVALID;
-	} else if (!json_equal(jx_get(csr, "spec.usages"), want)) {
-		snprintf(msg, n, "csr usages differ");
+	} else if (EVP_PKEY_eq(X509_REQ_get0_pubkey(theirs), X509_REQ_get0_pubkey(ours)) != 1) {
+		snprintf(msg, n, "error validating signature new CSR against old key: x509: %s "
+				 "verification failure",
+			 pki_key_is_rsa(X509_REQ_get0_pubkey(ours)) ? "RSA" : "ECDSA");
 		rc = ERR_INVALID;
+	} else if (cert_pem && *cert_pem) {
+		if (pki_certs_parse(cert_pem, strlen(cert_pem), &certs) < 0) {
+			snprintf(msg, n, "error parsing signed certificate for CSR: %s", err_msg());
+			rc = ERR_INVALID;
+		}
+		for (int i = 0; rc == 0 && certs && i < sk_X509_num(certs); i++) {
+			char when[GO_TIME_BUF];
+			int64_t na = pki_cert_not_after(sk_X509_value(certs, i));
+			if (clock_now() > na) {
+				snprintf(msg, n, "one of the certificates for the CSR has expired: %s",
+					 go_time_string(na, when));
+				rc = ERR_EXPIRED;
+			}
+		}
 	}
-	json_decref(want);
+	sk_X509_pop_free(certs, X509_free);
 	X509_REQ_free(theirs);
 	X509_REQ_free(ours);
+	free(cert_pem);
 	free(pem);
 	return rc;
 }
@@ -356,7 +377,6 @@ static void on_get_existing(void *arg, int status, json_t *body, const char *err
 	char msg[768], why[512];
 
 	r->call = NULL;
-	seen(r, status);
 	if (status != 200) {
 		char path[512];
 		snprintf(path, sizeof(path), CSR_PATH "/%s", r->name);
@@ -370,7 +390,7 @@ static void on_get_existing(void *arg, int status, json_t *body, const char *err
 		req_finish(r, ERR_INVALID, false, status, msg, NULL);
 		return;
 	}
-	LOG_INFO("csr for this node is still valid");
+	LOG_INFO("csr for this node is still valid%s", r->log_kv);
 	start_waiting(r, body);
 }
 
@@ -380,13 +400,12 @@ static void on_created(void *arg, int status, json_t *body, const char *err)
 	char msg[768], why[512], path[512];
 
 	r->call = NULL;
-	seen(r, status);
 	if (status == 201 || status == 200) {
 		start_waiting(r, body);
 		return;
 	}
 	if (status == 409 && r->name) {
-		LOG_INFO("csr for this node already exists, reusing");
+		LOG_INFO("csr for this node already exists, reusing%s", r->log_kv);
 		snprintf(path, sizeof(path), CSR_PATH "/%s", r->name);
 		r->call = rest_do(r->c, "GET", path, NULL, on_get_existing, r);
 		return;
@@ -397,29 +416,29 @@ static void on_created(void *arg, int status, json_t *body, const char *err)
 }
 
 struct csr_request *csr_request_start(struct loop *loop, struct rest_client *c,
-				      const struct csr_spec *spec, csr_done_cb done,
-				      csr_seen_cb seen_cb, void *arg)
+				      const struct csr_spec *spec, csr_done_cb done, void *arg)
 {
 	struct csr_request *r = calloc(1, sizeof(*r));
 	char *req_b64 = b64_encode(spec->csr_pem, strlen(spec->csr_pem));
-	json_t *meta = spec->name ? json_pack("{s:s}", "name", spec->name)
-				  : json_pack("{s:s}", "generateName", "csr-");
-	json_t *body = json_pack("{s:s,s:s,s:o,s:{s:s,s:s,s:o}}", "apiVersion",
-				 "certificates.k8s.io/v1", "kind", "CertificateSigningRequest",
-				 "metadata", meta, "spec", "request", req_b64, "signerName",
-				 spec->signer, "usages", usage_names(spec->usages));
+	json_t *meta, *body;
 
 	if (!r)
 		abort();
+	for (size_t i = 0; spec->usages && spec->usages[i]; i++)
+		strv_push(&r->usages, spec->usages[i]);
+	meta = spec->name ? json_pack("{s:s}", "name", spec->name)
+			  : json_pack("{s:s}", "generateName", "csr-");
+	body = json_pack("{s:s,s:s,s:o,s:{s:s,s:s,s:o}}", "apiVersion", "certificates.k8s.io/v1",
+			 "kind", "CertificateSigningRequest", "metadata", meta, "spec", "request",
+			 req_b64, "signerName", spec->signer, "usages", usage_array(&r->usages));
 	r->loop = loop;
 	r->c = c;
 	r->name = spec->name ? strdup(spec->name) : NULL;
 	r->csr_pem = strdup(spec->csr_pem);
 	r->signer = strdup(spec->signer);
 	r->server = strdup(spec->server ? spec->server : "");
-	r->usages = spec->usages;
+	r->log_kv = strdup(spec->log_kv ? spec->log_kv : "");
 	r->done = done;
-	r->seen = seen_cb;
 	r->arg = arg;
 	r->deadline = loop_timer(loop, on_deadline, r);
 	r->rewatch = loop_timer(loop, on_rewatch, r);
@@ -437,19 +456,26 @@ enum action { ACT_CYCLE, ACT_ROUND, ACT_ATTEMPT };
 struct certmgr {
 	struct loop *loop;
 	struct certmgr_config cfg; /* strings below are owned copies */
-	struct strv orgs, dns, ips;
+	struct strv orgs, dns, ips, usages;
 	X509 *cert;
 	EVP_PKEY *key;
-	bool force;       /* rotate at the next deadline computation */
-	bool polling;     /* past the backoff limit: every 32 s */
-	bool told_expired;
-	int failed;       /* failed attempts in this round */
+	unsigned generation; /* bumped with every pair made current */
+	bool healthy;        /* upstream's serverHealth */
+	bool force;          /* rotate at the next deadline computation */
+	bool polling;        /* past the backoff limit: every 32 s */
+	int failed;          /* failed attempts in this round */
 	int attempts;
 	enum action next;
 	struct timer *timer, *expiry;
 	struct csr_request *req;
 	EVP_PKEY *pending; /* the key of the CSR in flight */
 };
+
+/* client-go's m.logf: klog.V(2).Infof("<name>: ..."). */
+#define MLOG(m, fmt, ...)                                                                          \
+	LOG_V(2, "%s: " fmt "%s", (m)->cfg.name, __VA_ARGS__, (m)->cfg.log_kv)
+/* utilruntime.HandleError(fmt.Errorf("<name>: ...")). */
+#define MERR(m, fmt, ...) LOG_UNHANDLED((m)->cfg.log_kv, "%s: " fmt, (m)->cfg.name, __VA_ARGS__)
 
 static void copy_list(struct strv *dst, const char *const *src)
 {
@@ -469,6 +495,7 @@ struct certmgr *certmgr_new(struct loop *loop, const struct certmgr_config *cfg)
 	m->loop = loop;
 	m->cfg = *cfg;
 	m->cfg.name = str_dup(cfg->name ? cfg->name : cfg->signer);
+	m->cfg.log_kv = str_dup(cfg->log_kv ? cfg->log_kv : "");
 	m->cfg.signer = str_dup(cfg->signer);
 	m->cfg.server = str_dup(cfg->server);
 	m->cfg.cert_dir = str_dup(cfg->cert_dir);
@@ -480,6 +507,9 @@ struct certmgr *certmgr_new(struct loop *loop, const struct certmgr_config *cfg)
 	copy_list(&m->orgs, cfg->orgs);
 	copy_list(&m->dns, cfg->dns);
 	copy_list(&m->ips, cfg->ips);
+	/* Every key is ECDSA P-256: DefaultKubelet{Client,Serving}GetUsages
+	 * without key encipherment. */
+	pki_usage_names(pki_usages_kubelet(false, cfg->serving), &m->usages);
 	m->cfg.orgs = NULL;
 	m->cfg.dns = NULL;
 	m->cfg.ips = NULL;
@@ -496,14 +526,26 @@ static bool expired_at(X509 *cert, int64_t now)
 
 X509 *certmgr_current(struct certmgr *m)
 {
-	if (!m->cert || expired_at(m->cert, clock_now()))
+	if (!m->cert)
 		return NULL;
+	if (expired_at(m->cert, clock_now())) {
+		/* upstream logs this on every call of Current() while expired. */
+		if (m->cfg.rotate)
+			MLOG(m, "%s", "Current certificate is expired");
+		return NULL;
+	}
 	return m->cert;
 }
 
 EVP_PKEY *certmgr_current_key(struct certmgr *m)
 {
-	return certmgr_current(m) ? m->key : NULL;
+	return m->cert && !expired_at(m->cert, clock_now()) ? m->key : NULL;
+}
+
+X509 *certmgr_held(struct certmgr *m, EVP_PKEY **key)
+{
+	*key = m->key;
+	return m->cert;
 }
 
 double certmgr_ttl_seconds(const struct certmgr *m)
@@ -518,20 +560,14 @@ int certmgr_attempts(const struct certmgr *m)
 	return m->attempts;
 }
 
-static void say_expired(struct certmgr *m)
+bool certmgr_server_healthy(const struct certmgr *m)
 {
-	char now[TIME_BUF], after[TIME_BUF];
+	return m->healthy;
+}
 
-	if (m->told_expired)
-		return;
-	m->told_expired = true;
-	LOG_INFO("%s: Current certificate is expired", m->cfg.name);
-	/* cube's line: the reason in the words the API server will use. */
-	LOG_ERROR("%s: the current certificate can no longer be used; requests go out without "
-		  "one: x509: certificate has expired or is not yet valid: current time %s is "
-		  "after %s",
-		  m->cfg.name, time_format_rfc3339_local(clock_now(), now),
-		  time_format_rfc3339(pki_cert_not_after(m->cert), after));
+unsigned certmgr_generation(const struct certmgr *m)
+{
+	return m->generation;
 }
 
 static void on_expiry(void *arg)
@@ -539,7 +575,6 @@ static void on_expiry(void *arg)
 	struct certmgr *m = arg;
 	if (!m->cert || !expired_at(m->cert, clock_now()))
 		return;
-	say_expired(m);
 	if (m->cfg.on_change)
 		m->cfg.on_change(m->cfg.arg, NULL, NULL);
 }
@@ -554,14 +589,14 @@ static void arm_expiry(struct certmgr *m)
 	timer_after(m->expiry, left > 0 ? left : 0);
 }
 
-/* Adopt a pair (owned) as current and tell the owner. */
+/* Adopt a pair (owned) as current. */
 static void set_pair(struct certmgr *m, X509 *cert, EVP_PKEY *key)
 {
 	X509_free(m->cert);
 	EVP_PKEY_free(m->key);
 	m->cert = cert;
 	m->key = key;
-	m->told_expired = false;
+	m->generation++;
 	arm_expiry(m);
 }
 
@@ -574,14 +609,15 @@ static int seed_from_initial(struct certmgr *m, X509 **cert, EVP_PKEY **key)
 	X509 *c = pem ? pki_cert_parse(pem, strlen(pem)) : NULL;
 	EVP_PKEY *k = c ? pki_key_parse(pem, strlen(pem)) : NULL;
 
-	if (!c || !k || expired_at(c, clock_now())) {
+	if (!c || !k) {
 		X509_free(c);
 		EVP_PKEY_free(k);
 		return -1;
 	}
 	if (certstore_update_pem(m->cfg.cert_dir, m->cfg.prefix, pem, NULL) < 0)
-		LOG_ERROR("Unable to set the cert/key pair to the bootstrap certificate: %s",
-			  err_msg());
+		LOG_UNHANDLED(m->cfg.log_kv,
+			      "unable to set the cert/key pair to the bootstrap certificate: %s",
+			      err_msg());
 	else
 		LOG_V(4, "Updated the store to contain the initial bootstrap certificate");
 	*cert = c;
@@ -589,10 +625,13 @@ static int seed_from_initial(struct certmgr *m, X509 **cert, EVP_PKEY **key)
 	return 0;
 }
 
+/* getCurrentCertificateOrBootstrap: the store's pair unless it has expired;
+ * then the initial (bootstrap) pair, rotated at once; else none, rotated at
+ * once. */
 static int load(struct certmgr *m)
 {
-	X509 *cert = NULL;
-	EVP_PKEY *key = NULL;
+	X509 *cert = NULL, *c;
+	EVP_PKEY *key = NULL, *k;
 	int rc = certstore_load(m->cfg.cert_dir, m->cfg.prefix, m->cfg.cert_file,
 				m->cfg.key_file, &cert, &key);
 
@@ -603,19 +642,14 @@ static int load(struct certmgr *m)
 		set_pair(m, cert, key);
 		return 0;
 	}
-	/* None, or only an expired one: upstream falls back to the bootstrap
-	 * data and rotates at once. The expired pair stays for the logs. */
 	m->force = true;
-	{
-		X509 *c;
-		EVP_PKEY *k;
-		if (seed_from_initial(m, &c, &k) == 0) {
-			X509_free(cert);
-			EVP_PKEY_free(key);
-			set_pair(m, c, k);
-			return 0;
-		}
+	if (seed_from_initial(m, &c, &k) == 0) {
+		X509_free(cert);
+		EVP_PKEY_free(key);
+		set_pair(m, c, k);
+		return 0;
 	}
+	/* The expired pair is kept to say when it ran out; Current() is nil. */
 	if (cert)
 		set_pair(m, cert, key);
 	return 0;
@@ -629,6 +663,35 @@ static void arm(struct certmgr *m, enum action next, int64_t delay)
 	timer_after(m->timer, delay > 0 ? delay : 0);
 }
 
+static void list_text(const struct strv *l, char *buf, size_t n)
+{
+	size_t o = (size_t)snprintf(buf, n, "[");
+	for (size_t i = 0; i < l->n && o < n; i++)
+		o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? " " : "", l->v[i]);
+	if (o < n)
+		snprintf(buf + o, n - o, "]");
+}
+
+/* certSatisfiesTemplate; missing names are listed as a Go []string prints. */
+static bool missing(struct certmgr *m, const struct strv *want, const struct strv *have,
+		    const char *what)
+{
+	struct strv miss = STRV_INIT;
+	char text[1024];
+	bool any;
+
+	for (size_t i = 0; i < want->n; i++)
+		if (!strv_has(have, want->v[i]))
+			strv_push(&miss, want->v[i]);
+	strv_sort(&miss);
+	if ((any = miss.n > 0)) {
+		list_text(&miss, text, sizeof(text));
+		MLOG(m, "Current certificate is missing requested %s %s", what, text);
+	}
+	strv_free(&miss);
+	return any;
+}
+
 static bool satisfies_template(struct certmgr *m)
 {
 	struct pki_cert_info info;
@@ -637,27 +700,13 @@ static bool satisfies_template(struct certmgr *m)
 	if (!m->cert || pki_cert_info(m->cert, &info) < 0)
 		return false;
 	if (!m->cfg.cn || strcmp(info.cn ? info.cn : "", m->cfg.cn)) {
-		LOG_INFO("Current certificate CN (%s) does not match requested CN (%s)",
-			 info.cn ? info.cn : "", m->cfg.cn ? m->cfg.cn : "");
+		MLOG(m, "Current certificate CN (%s) does not match requested CN (%s)",
+		     info.cn ? info.cn : "", m->cfg.cn ? m->cfg.cn : "");
 		ok = false;
 	}
-	for (size_t i = 0; ok && i < m->dns.n; i++)
-		if (!strv_has(&info.dns, m->dns.v[i])) {
-			LOG_INFO("Current certificate is missing requested DNS names [%s]",
-				 m->dns.v[i]);
-			ok = false;
-		}
-	for (size_t i = 0; ok && i < m->ips.n; i++)
-		if (!strv_has(&info.ips, m->ips.v[i])) {
-			LOG_INFO("Current certificate is missing requested IP addresses [%s]",
-				 m->ips.v[i]);
-			ok = false;
-		}
-	for (size_t i = 0; ok && i < m->orgs.n; i++)
-		if (!strv_has(&info.orgs, m->orgs.v[i])) {
-			LOG_INFO("Current certificate is missing requested orgs [%s]", m->orgs.v[i]);
-			ok = false;
-		}
+	ok = ok && !missing(m, &m->dns, &info.dns, "DNS names") &&
+	     !missing(m, &m->ips, &info.ips, "IP addresses") &&
+	     !missing(m, &m->orgs, &info.orgs, "orgs");
 	pki_cert_info_free(&info);
 	return ok;
 }
@@ -676,8 +725,8 @@ static int64_t next_deadline(struct certmgr *m)
 	nb = pki_cert_not_before(m->cert);
 	na = pki_cert_not_after(m->cert);
 	deadline = certmgr_rotation_deadline(nb, na, rand_double());
-	LOG_INFO("%s: Certificate expiration is %s, rotation deadline is %s", m->cfg.name,
-		 go_time_string(na, a), go_time_string(deadline, b));
+	MLOG(m, "Certificate expiration is %s, rotation deadline is %s", go_time_string(na, a),
+	     go_time_string(deadline, b));
 	return deadline;
 }
 
@@ -691,8 +740,7 @@ static void cycle(struct certmgr *m)
 	char d[DURATION_BUF];
 
 	if (wait > 0) {
-		LOG_INFO("%s: Waiting %s for next certificate rotation", m->cfg.name,
-			 duration_format(wait, d));
+		MLOG(m, "Waiting %s for next certificate rotation", duration_format(wait, d));
 		arm(m, ACT_ROUND, wait);
 		return;
 	}
@@ -717,9 +765,8 @@ static void renew_failed(struct certmgr *m)
 		arm(m, ACT_ATTEMPT, d);
 		return;
 	}
-	LOG_ERROR("%s: Reached backoff limit, still unable to rotate certs: timed out waiting "
-		  "for the condition",
-		  m->cfg.name);
+	MERR(m, "%s", "Reached backoff limit, still unable to rotate certs: timed out waiting "
+		      "for the condition");
 	m->polling = true;
 	/* wait.PollInfinite waits one interval before its first try. */
 	arm(m, ACT_ATTEMPT, CERTMGR_POLL_NS);
@@ -756,36 +803,34 @@ static void on_csr_done(void *arg, const struct csr_result *res)
 
 	m->req = NULL;
 	if (res->rc < 0) {
-		if (res->created)
-			LOG_ERROR("%s: certificate request was not signed: %s", m->cfg.name,
-				  res->err);
-		else
-			LOG_ERROR("%s: Failed while requesting a signed certificate from the "
-				  "control plane: %s",
-				  m->cfg.name, res->err);
+		if (res->created) {
+			MERR(m, "certificate request was not signed: %s", res->err);
+		} else {
+			MERR(m, "Failed while requesting a signed certificate from the control "
+				"plane: %s",
+			     res->err);
+			/* updateServerError: a 401 may come from a TLS-terminating
+			 * proxy, 403 and 404 are answers of a working server. */
+			m->healthy = res->status == 401 || res->status == 403 ||
+				     res->status == 404;
+		}
 		EVP_PKEY_free(m->pending);
 		m->pending = NULL;
 		renew_failed(m);
 		return;
 	}
 	if (store_issued(m, res->cert_pem) < 0) {
-		LOG_ERROR("%s: Unable to store the new cert/key pair: %s", m->cfg.name, err_msg());
+		MERR(m, "Unable to store the new cert/key pair: %s", err_msg());
 		EVP_PKEY_free(m->pending);
 		m->pending = NULL;
 		renew_failed(m);
 		return;
 	}
+	m->healthy = true;
 	if (m->cfg.on_change)
 		m->cfg.on_change(m->cfg.arg, m->cert, m->key);
 	/* wait.Until runs its body again one period after it returns. */
 	arm(m, ACT_CYCLE, NS_PER_SEC);
-}
-
-static void on_seen(void *arg, int status)
-{
-	struct certmgr *m = arg;
-	if (m->cfg.on_seen)
-		m->cfg.on_seen(m->cfg.arg, status);
 }
 
 static int make_csr(struct certmgr *m, char **csr_pem)
@@ -794,11 +839,13 @@ static int make_csr(struct certmgr *m, char **csr_pem)
 
 	EVP_PKEY_free(m->pending);
 	if (!(m->pending = pki_key_new(PKI_KEY_ECDSA)))
-		return err_wrap(ERR_CRYPTO, "unable to generate a new private key");
+		return err_wrap(ERR_CRYPTO, "%s: unable to generate a new private key",
+				m->cfg.name);
 	req = pki_csr_new(m->pending, m->cfg.cn, (const char *const *)m->orgs.v,
 			  (const char *const *)m->dns.v, (const char *const *)m->ips.v, 0);
 	if (!req)
-		return err_wrap(ERR_CRYPTO, "unable to create a csr from the private key");
+		return err_wrap(ERR_CRYPTO, "%s: unable to create a csr from the private key",
+				m->cfg.name);
 	*csr_pem = pki_csr_pem(req);
 	X509_REQ_free(req);
 	return 0;
@@ -810,27 +857,28 @@ static void attempt(struct certmgr *m)
 	char *csr_pem = NULL;
 	struct csr_spec spec;
 
-	LOG_INFO("%s: Rotating certificates", m->cfg.name);
+	MLOG(m, "%s", "Rotating certificates");
 	m->attempts++;
 	if (make_csr(m, &csr_pem) < 0) {
-		LOG_ERROR("%s: Unable to generate a certificate signing request: %s", m->cfg.name,
-			  err_msg());
+		MERR(m, "Unable to generate a certificate signing request: %s", err_msg());
 		renew_failed(m);
 		return;
 	}
 	c = m->cfg.client ? m->cfg.client(m->cfg.arg, certmgr_current(m) != NULL) : NULL;
 	if (!c) {
-		LOG_ERROR("%s: Unable to load a client to request certificates: no client", m->cfg.name);
+		MERR(m, "Unable to load a client to request certificates: %s",
+		     err_msg()[0] ? err_msg() : "no client");
 		free(csr_pem);
 		renew_failed(m);
 		return;
 	}
 	spec = (struct csr_spec){.csr_pem = csr_pem,
 				 .signer = m->cfg.signer,
-				 .usages = pki_usages_kubelet(false, m->cfg.serving),
+				 .usages = (const char *const *)m->usages.v,
 				 .timeout_ns = CERTMGR_WAIT_NS,
-				 .server = m->cfg.server};
-	m->req = csr_request_start(m->loop, c, &spec, on_csr_done, on_seen, m);
+				 .server = m->cfg.server,
+				 .log_kv = m->cfg.log_kv};
+	m->req = csr_request_start(m->loop, c, &spec, on_csr_done, m);
 	free(csr_pem);
 }
 
@@ -858,13 +906,20 @@ int certmgr_start(struct certmgr *m)
 
 	if ((rc = load(m)) < 0)
 		return rc;
-	if (m->cert && expired_at(m->cert, clock_now()))
-		say_expired(m);
 	if (m->cfg.rotate) {
-		LOG_INFO("%s: Certificate rotation is enabled", m->cfg.name);
+		MLOG(m, "%s", "Certificate rotation is enabled");
 		arm(m, ACT_CYCLE, 0);
 	}
 	return 0;
+}
+
+/* Whatever rotation was doing is moot now. */
+static void drop_request(struct certmgr *m)
+{
+	csr_request_cancel(m->req);
+	m->req = NULL;
+	EVP_PKEY_free(m->pending);
+	m->pending = NULL;
 }
 
 int certmgr_reload(struct certmgr *m)
@@ -875,11 +930,7 @@ int certmgr_reload(struct certmgr *m)
 
 	if (rc < 0)
 		return rc;
-	/* Whatever rotation was doing is moot now. */
-	csr_request_cancel(m->req);
-	m->req = NULL;
-	EVP_PKEY_free(m->pending);
-	m->pending = NULL;
+	drop_request(m);
 	m->force = false;
 	set_pair(m, cert, key);
 	if (m->cfg.on_change && certmgr_current(m))
@@ -887,6 +938,13 @@ int certmgr_reload(struct certmgr *m)
 	if (m->cfg.rotate)
 		arm(m, ACT_CYCLE, NS_PER_SEC);
 	return 0;
+}
+
+void certmgr_rotate_now(struct certmgr *m)
+{
+	drop_request(m);
+	m->force = true;
+	arm(m, ACT_CYCLE, 0);
 }
 
 void certmgr_free(struct certmgr *m)
@@ -900,6 +958,7 @@ void certmgr_free(struct certmgr *m)
 	EVP_PKEY_free(m->key);
 	EVP_PKEY_free(m->pending);
 	free((char *)m->cfg.name);
+	free((char *)m->cfg.log_kv);
 	free((char *)m->cfg.signer);
 	free((char *)m->cfg.server);
 	free((char *)m->cfg.cert_dir);
@@ -913,5 +972,6 @@ void certmgr_free(struct certmgr *m)
 	strv_free(&m->orgs);
 	strv_free(&m->dns);
 	strv_free(&m->ips);
+	strv_free(&m->usages);
 	free(m);
 }

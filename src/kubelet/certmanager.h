@@ -10,10 +10,12 @@
  *
  * Upstream's numbers and log lines are the specification (k8s-facts §1.1–
  * §1.6): the deadline, the backoff (2 s ×2, jitter 0.1, 5 steps, then a
- * 32 s poll), the 15 min wait for issuance, and the lines prefixed with the
- * manager's name ("kubernetes.io/kube-apiserver-client-kubelet: Rotating
- * certificates"). Every wait is a timer on the loop, never a sleep, so the
- * whole schedule runs on the virtual clock. Jitter comes from base/rand.
+ * 32 s poll), the 15 min wait for issuance, the "server healthy" verdict the
+ * kubelet's watchdog reads, and the lines prefixed with the manager's name
+ * ("kubernetes.io/kube-apiserver-client-kubelet: Rotating certificates") at
+ * upstream's verbosity (V(2); failures as utilruntime.HandleError's E line).
+ * Every wait is a timer on the loop, never a sleep, so the whole schedule
+ * runs on the virtual clock. Jitter comes from base/rand.
  *
  * Also here: csr_request, one CSR from creation to issued certificate
  * (client-go's csr.RequestCertificate + WaitForCertificate), shared with the
@@ -61,9 +63,10 @@ struct csr_spec {
 	const char *name;    /* fixed name (bootstrap), or NULL for generateName "csr-" */
 	const char *csr_pem; /* the PKCS#10 request */
 	const char *signer;
-	unsigned usages;     /* PKI_U_* */
+	const char *const *usages; /* spec.usages, in the order upstream sends them */
 	int64_t timeout_ns;  /* how long to wait for issuance */
 	const char *server;  /* the API server's URL, for error texts */
+	const char *log_kv;  /* appended to each log line (hollow: ` node="n"`), or NULL */
 };
 
 struct csr_result {
@@ -76,8 +79,6 @@ struct csr_result {
 };
 
 typedef void (*csr_done_cb)(void *arg, const struct csr_result *res);
-/* Told of every HTTP answer (status) or transport failure (0). */
-typedef void (*csr_seen_cb)(void *arg, int status);
 
 struct csr_request;
 
@@ -91,8 +92,7 @@ struct csr_request;
  * the request.
  */
 struct csr_request *csr_request_start(struct loop *loop, struct rest_client *c,
-				      const struct csr_spec *spec, csr_done_cb done,
-				      csr_seen_cb seen, void *arg);
+				      const struct csr_spec *spec, csr_done_cb done, void *arg);
 /* Stop waiting; done will not run. NULL is a no-op. */
 void csr_request_cancel(struct csr_request *r);
 
@@ -106,6 +106,7 @@ const char *kubelet_http_error(const char *method, const char *server, const cha
 
 struct certmgr_config {
 	const char *name;     /* log prefix; upstream: the signer name */
+	const char *log_kv;   /* appended to every line (hollow: ` node="n"`), or NULL */
 	const char *signer;
 	const char *server;   /* the API server's URL, for error texts */
 	const char *cert_dir;
@@ -120,11 +121,12 @@ struct certmgr_config {
 	const char *cn;
 	const char *const *orgs, *const *dns, *const *ips;
 	/* The client to create CSRs with; have_cert says whether a valid
-	 * certificate is current (upstream's ClientsetFn). */
+	 * certificate is current (upstream's ClientsetFn). Called once per
+	 * attempt, from a timer, never while a request made with an earlier
+	 * answer is in flight. */
 	struct rest_client *(*client)(void *arg, bool have_cert);
 	/* The current pair changed: a new one, or none (cert NULL: expired). */
 	void (*on_change)(void *arg, X509 *cert, EVP_PKEY *key);
-	csr_seen_cb on_seen;
 	void *arg;
 	struct metric_series *renew_errors;     /* counter, may be NULL */
 	struct metric_series *rotation_seconds; /* histogram, may be NULL */
@@ -146,8 +148,21 @@ void certmgr_free(struct certmgr *m);
  * (upstream's Current()). Borrowed; valid until the next change. */
 X509 *certmgr_current(struct certmgr *m);
 EVP_PKEY *certmgr_current_key(struct certmgr *m);
+/* The pair the manager holds, expired or not (a static transport presents
+ * it anyway); NULL when none. Borrowed. */
+X509 *certmgr_held(struct certmgr *m, EVP_PKEY **key);
 /* Re-read the store after someone else put a pair there (bootstrap). */
 int certmgr_reload(struct certmgr *m);
+/* Drop whatever rotation is doing and start a new round now (a fresh key,
+ * the client the callback gives then): self-heal's in-place re-bootstrap. */
+void certmgr_rotate_now(struct certmgr *m);
+/* Upstream's ServerHealthy(): true after a certificate was issued, or when
+ * creating a CSR was answered 401, 403 or 404; false after any other failure
+ * to create one, and before either happened. Other requests do not count. */
+bool certmgr_server_healthy(const struct certmgr *m);
+/* Bumped each time a different pair becomes current: the watchdog's way of
+ * telling a rotation from the same certificate (upstream compares pointers). */
+unsigned certmgr_generation(const struct certmgr *m);
 /* Seconds until NotAfter, truncated; +Inf without a current certificate —
  * expired included, as upstream's gauge reads Current() (the
  * *_ttl_seconds gauges). */

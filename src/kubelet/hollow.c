@@ -85,6 +85,7 @@ struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_co
 		/* One port each when asked for ports at all. */
 		if (tmpl->port > 0)
 			s->cfg.port = tmpl->port + i;
+		s->cfg.name_in_logs = true;
 		s->cfg.on_exit = pool_on_exit;
 		s->cfg.on_exit_arg = s;
 		s->pool = p;

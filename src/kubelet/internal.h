@@ -5,7 +5,8 @@
  *   kubelet.c    credentials: the node client, the two certificate managers,
  *                the expired-certificate watchdog, self-heal; start and stop
  *   config.c     KubeletConfiguration and defaults
- *   bootstrap.c  TLS bootstrap with the bootstrap kubeconfig (node-csr-<hash>)
+ *   bootstrap.c  the foreground TLS bootstrap (node-csr-<hash>, rotation off)
+ *                and the kubeconfig it writes
  *   node.c       registration, node status, the node Lease
  *   pods.c       pods bound to the node, on a simulated runtime
  *   server.c     the kubelet's HTTPS server: /healthz, /metrics, /pods
@@ -36,6 +37,7 @@ struct kserver;
 struct kubelet {
 	struct loop *loop;
 	struct kubelet_config cfg;
+	char log_kv[300];               /* ` node="<name>"` on cube's own lines in hollow mode */
 	struct metrics *metrics;        /* this kubelet's own registry (hollow: one each) */
 	struct metric_family *m_client_errors, *m_server_errors, *m_server_rotation;
 
@@ -46,34 +48,42 @@ struct kubelet {
 
 	struct rest_client *client;     /* the node's identity: everything but bootstrap */
 	struct rest_client *boot_client; /* token; for CSRs only (see csr_client) */
-	bool bootstrapped;              /* this run got its certificate by bootstrap */
+	struct rest_client *kc_client;  /* the kubeconfig's files, for CSRs without a cert */
+	bool csr_with_boot;             /* certConfig is the bootstrap kubeconfig */
 	struct certmgr *client_cm, *serving_cm;
-	struct bootstrap *bs;           /* a bootstrap in flight */
-	bool healing;                   /* that bootstrap is self-heal's */
+	struct bootstrap *bs;           /* a foreground bootstrap in flight */
+	bool healing;                   /* self-heal is getting a new certificate */
 
 	struct heartbeat *hb;
 	struct pods *pods;
 	struct kserver *server_tls;
 
+	/* the transport watchdog (rotation only) */
 	struct timer *watchdog, *heal_retry;
-	int64_t last_cert_ns;           /* the last time a valid client cert was current */
-	bool responsive;                /* the last answer was HTTP (below 500) */
+	int64_t last_cert_ns, last_cert_mono; /* lastCertAvailable */
+	unsigned seen_generation;       /* the client certificate the connections use */
+	bool has_cert;                  /* one has been seen: check every 10 s, not 1 s */
+	int64_t start_mono;
 	bool running, exited;
 	char *boot_id, *machine_id, *system_uuid;
 };
 
 /* kubelet.c */
-/* Record how the API server answered (status) or that it did not (0). */
-void kubelet_seen(struct kubelet *k, int status);
-/* Fail the way upstream's process would: exit status, or the on_exit hook. */
+/* End the process as upstream's would: log the E line (a klog message and
+ * its key/values, already formatted), then exit(status) or the on_exit hook. */
 void kubelet_exit(struct kubelet *k, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* A start-up failure: `"command failed" err="<message>"`, status 1. */
+void kubelet_fail(struct kubelet *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "system:node:<name>" into buf. */
 const char *kubelet_cn(const struct kubelet *k, char *buf, size_t n);
 
 /* bootstrap.c */
 /* Is the kubeconfig's client certificate readable and valid now? */
 bool bootstrap_kubeconfig_valid(const char *path);
+/* Write the kubeconfig upstream writes from the bootstrap kubeconfig: its
+ * cluster, and kubelet-client-current.pem as certificate and key. */
+int bootstrap_write_kubeconfig(struct kubelet *k);
 /*
  * Get a client certificate with the bootstrap kubeconfig and write the
  * kubeconfig that points at the store. fresh_key: never reuse a key (self-
@@ -98,8 +108,6 @@ void pods_free(struct pods *p);
 /* server.c */
 struct kserver *kserver_new(struct kubelet *k);
 int kserver_start(struct kserver *s);
-/* Serve with this pair from the next connection on. */
-void kserver_use(struct kserver *s, X509 *cert, EVP_PKEY *key);
 int kserver_port(const struct kserver *s);
 void kserver_free(struct kserver *s);
 

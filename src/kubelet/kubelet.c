@@ -1,12 +1,25 @@
 /*
- * The kubelet's credentials and its life: bootstrap or load the client
- * certificate, build the node's rest client from it, rotate it (and the
- * serving certificate) with the certificate managers, and watch it as
- * upstream's transport does (pkg/kubelet/certificate/transport.go): every
- * 10 s, and when no valid certificate has been current for exit-after
- * while the server still answers, end the process so that systemd and the
- * bootstrap kubeconfig can start over. With self-heal the kubelet does that
- * start-over itself, in place, the moment the certificate expires.
+ * The kubelet's credentials and its life, as upstream 1.32's
+ * cmd/kubelet/app/server.go (buildKubeletClientConfig) and
+ * pkg/kubelet/certificate/transport.go arrange them:
+ *
+ *   rotateCertificates on  — "Client rotation is on, will bootstrap in
+ *     background": the kubeconfig that points at kubelet-client-current.pem
+ *     is written at once, the client certificate manager gets the first
+ *     certificate (CSR csr-*, the bootstrap token's) and every later one,
+ *     and the kubelet runs meanwhile. The transport watchdog checks the
+ *     manager every 10 s (every second until a first certificate): a new
+ *     certificate closes the connections; no valid certificate for
+ *     exit-after while the manager thinks the server healthy ends the
+ *     process with status 1, so that systemd and the bootstrap kubeconfig
+ *     start over.
+ *   rotateCertificates off — the foreground bootstrap (node-csr-<hash>,
+ *     bootstrap.c) when the kubeconfig is not valid, then a static
+ *     certificate: when it expires the kubelet keeps presenting it, gets
+ *     401s and stays NotReady until a person acts. No watchdog.
+ *
+ * cube's self-heal (off by default) re-bootstraps in place the moment the
+ * client certificate expires, instead of waiting for a person or a restart.
  */
 #include "kubelet/internal.h"
 
@@ -29,6 +42,7 @@
 #include <string.h>
 
 #define WATCHDOG_NS (10 * NS_PER_SEC)
+#define WATCHDOG_FIRST_NS NS_PER_SEC /* until the first certificate */
 #define HEAL_RETRY_NS (30 * NS_PER_SEC)
 #define USER_AGENT "kubelet/" KUBELET_VERSION " (linux/amd64) cube/0.1.0"
 
@@ -48,15 +62,26 @@ const char *kubelet_cn(const struct kubelet *k, char *buf, size_t n)
 	return buf;
 }
 
-void kubelet_seen(struct kubelet *k, int status)
+void kubelet_exit(struct kubelet *k, int status, const char *fmt, ...)
 {
-	/* transport.go's "server is responsive": an HTTP answer, 401/403 too;
-	 * a 5xx is a proxy or load balancer, not the server (client-go's
-	 * IsUnexpectedServerError). */
-	k->responsive = status > 0 && status < 500;
+	char line[2048];
+	va_list ap;
+
+	if (k->exited)
+		return;
+	k->exited = true;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	LOG_ERROR("%s%s", line, k->log_kv);
+	if (k->cfg.on_exit) {
+		k->cfg.on_exit(k->cfg.on_exit_arg, k, status);
+		return;
+	}
+	exit(status);
 }
 
-void kubelet_exit(struct kubelet *k, int status, const char *fmt, ...)
+void kubelet_fail(struct kubelet *k, const char *fmt, ...)
 {
 	char msg[1024], q[1200];
 	va_list ap;
@@ -64,18 +89,8 @@ void kubelet_exit(struct kubelet *k, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (k->exited)
-		return;
-	k->exited = true;
-	if (k->cfg.on_exit) {
-		log_write(status == 255 ? 'F' : 'E', __FILE__, __LINE__, "%s", msg);
-		k->cfg.on_exit(k->cfg.on_exit_arg, k, status);
-		return;
-	}
-	if (status == 255)
-		LOG_FATAL("%s", msg); /* klog.Fatalf: exit status 255 */
-	LOG_ERROR("\"command failed\" err=\"%s\"", log_quote(q, sizeof(q), msg));
-	exit(status);
+	/* cobra's RunE error, as cmd/kubelet prints it. */
+	kubelet_exit(k, 1, "\"command failed\" err=\"%s\"", log_quote(q, sizeof(q), msg));
 }
 
 /* ---- credentials ------------------------------------------------------------------- */
@@ -87,6 +102,15 @@ static char *pair_pem(X509 *cert, EVP_PKEY *key, char **key_pem)
 }
 
 static void start_heal(struct kubelet *k);
+static void healed(struct kubelet *k);
+
+static void close_connections(struct kubelet *k)
+{
+	LOG_INFO("\"Certificate rotation detected, shutting down client connections to start "
+		 "using new credentials\"%s",
+		 k->log_kv);
+	rest_close_all(k->client);
+}
 
 /* The client certificate changed (rotation, self-heal) or expired. */
 static void on_client_cert(void *arg, X509 *cert, EVP_PKEY *key)
@@ -97,90 +121,122 @@ static void on_client_cert(void *arg, X509 *cert, EVP_PKEY *key)
 	if (!k->client)
 		return;
 	if (!cert) {
-		/* The rotating manager's GetClientCertificate answers with an
-		 * empty certificate from now on: requests are anonymous, hence 401.
-		 * Without rotation upstream's transport keeps presenting the static
-		 * certificate, and the API server logs why it refuses it (x509). */
-		if (k->cfg.rotate_certificates) {
+		/* The rotating manager's GetClientCertificate answers with no
+		 * certificate from now on: new connections are anonymous. Open ones
+		 * keep the certificate they were made with, so the API server goes
+		 * on logging why it refuses it (x509). Without rotation the static
+		 * transport keeps presenting it everywhere. */
+		if (k->cfg.rotate_certificates)
 			rest_clear_client_cert(k->client);
-			rest_close_all(k->client);
-		}
 		if (k->cfg.self_heal)
 			start_heal(k);
 		return;
 	}
+	if (k->healing)
+		healed(k);
 	cert_pem = pair_pem(cert, key, &key_pem);
-	LOG_INFO("certificate rotation detected, shutting down client connections to start "
-		 "using new credentials");
 	if (rest_set_client_cert(k->client, cert_pem, key_pem) < 0)
-		LOG_ERROR("\"Unable to use the new client certificate\" err=\"%s\"", err_msg());
-	rest_close_all(k->client);
-	k->last_cert_ns = clock_now();
+		LOG_ERROR("\"Unable to use the new client certificate\" err=\"%s\"%s", err_msg(),
+			  k->log_kv);
+	/* With rotation the watchdog closes the connections at its next check,
+	 * as upstream's; a static transport has no watchdog (self-heal's new
+	 * certificate). */
+	if (!k->cfg.rotate_certificates)
+		close_connections(k);
 	OPENSSL_cleanse(key_pem, strlen(key_pem));
 	free(key_pem);
 	free(cert_pem);
 }
 
-static void on_serving_cert(void *arg, X509 *cert, EVP_PKEY *key)
+/* A client from the kubeconfig's own files, made anew for each request as
+ * upstream's createClientFunc(certConfig): it presents whatever the files
+ * hold now — after expiry, the expired certificate. */
+static struct rest_client *kubeconfig_client(struct kubelet *k)
 {
-	struct kubelet *k = arg;
-	if (cert && k->server_tls)
-		kserver_use(k->server_tls, cert, key);
-}
+	struct kubeconfig kc;
 
-static void on_seen(void *arg, int status)
-{
-	kubelet_seen(arg, status);
+	rest_client_free(k->kc_client);
+	k->kc_client = NULL;
+	if (kubeconfig_load(k->cfg.kubeconfig, &kc) < 0)
+		return NULL;
+	k->kc_client = rest_client_from_kubeconfig(k->loop, &kc, USER_AGENT);
+	kubeconfig_free(&kc);
+	return k->kc_client;
 }
 
 /*
- * upstream's ClientsetFn: with a valid certificate, the node's own client;
- * without one, the bootstrap credentials — but only when this run
- * bootstrapped (LoadClientConfig's certConfig); else the node's client,
- * which then sends no certificate.
+ * upstream's ClientsetFn for the client certificate: with a valid
+ * certificate, the node's own client; without one, certConfig — the
+ * bootstrap kubeconfig when this run had to bootstrap (or self-heal is
+ * re-bootstrapping), else the kubeconfig as it is on disk.
  */
 static struct rest_client *csr_client(void *arg, bool have_cert)
 {
 	struct kubelet *k = arg;
-	if (!have_cert && k->bootstrapped && k->boot_client)
+	if (have_cert)
+		return k->client;
+	if (k->csr_with_boot && k->boot_client)
 		return k->boot_client;
+	return kubeconfig_client(k);
+}
+
+/* The serving certificate manager always asks with the node's own client
+ * (NewKubeletServerCertificateManager's kubeClient). */
+static struct rest_client *serving_client(void *arg, bool have_cert)
+{
+	struct kubelet *k = arg;
+	(void)have_cert;
 	return k->client;
 }
 
-/* ---- the watchdog (transport.go) ------------------------------------------------------ */
+/* ---- the transport watchdog (transport.go, rotation only) ---------------------------- */
+
+/* Go's time.Time String() of a time.Now() value, with its monotonic part. */
+static void go_now_string(struct kubelet *k, int64_t wall, int64_t mono, char *buf, size_t n)
+{
+	char when[GO_TIME_BUF];
+	double m = (double)(mono - k->start_mono) / 1e9;
+	snprintf(buf, n, "%s m=+%.9f", go_time_string(wall, when), m);
+}
 
 static void on_watchdog(void *arg)
 {
 	struct kubelet *k = arg;
-	int64_t now = clock_now();
-	char d[DURATION_BUF];
+	X509 *curr = certmgr_current(k->client_cm);
+	unsigned gen = certmgr_generation(k->client_cm);
+	char d[DURATION_BUF], since[96];
 
-	timer_after(k->watchdog, WATCHDOG_NS);
-	if (k->cfg.exit_after_ns <= 0)
-		return;
-	if (certmgr_current(k->client_cm)) {
-		k->last_cert_ns = now;
-		return;
+	timer_after(k->watchdog, k->has_cert ? WATCHDOG_NS : WATCHDOG_FIRST_NS);
+	if (k->cfg.exit_after_ns > 0) {
+		if (curr) {
+			k->last_cert_ns = clock_now();
+			k->last_cert_mono = clock_mono();
+		} else if (clock_now() > k->last_cert_ns + k->cfg.exit_after_ns) {
+			duration_format(k->cfg.exit_after_ns, d);
+			go_now_string(k, k->last_cert_ns, k->last_cert_mono, since, sizeof(since));
+			if (k->cfg.self_heal && k->has_boot)
+				LOG_V(2, "\"No valid client certificate; self-heal is re-bootstrapping, "
+					 "not exiting\" shutdownThreshold=\"%s\"%s",
+				      d, k->log_kv);
+			else if (certmgr_server_healthy(k->client_cm))
+				kubelet_exit(k, 1,
+					     "\"No valid client certificate is found and the server is "
+					     "responsive, exiting.\" lastCertificateAvailabilityTime=\"%s\" "
+					     "shutdownThreshold=\"%s\"",
+					     since, d);
+			else
+				LOG_ERROR("\"No valid client certificate is found but the server is not "
+					  "responsive. A restart may be necessary to retrieve new initial "
+					  "credentials.\" lastCertificateAvailabilityTime=\"%s\" "
+					  "shutdownThreshold=\"%s\"%s",
+					  since, d, k->log_kv);
+		}
 	}
-	if (now <= k->last_cert_ns + k->cfg.exit_after_ns)
+	if (!curr || gen == k->seen_generation || k->exited)
 		return;
-	duration_format(k->cfg.exit_after_ns, d);
-	if (k->cfg.self_heal && k->has_boot) {
-		LOG_V(2, "\"No valid client certificate for %s; self-heal is re-bootstrapping, not "
-			 "exiting\"",
-		      d);
-		return;
-	}
-	if (k->responsive)
-		kubelet_exit(k, 255,
-			     "It has been %s since a valid client cert was found and the server is "
-			     "responsive, exiting.",
-			     d);
-	else
-		LOG_ERROR("It has been %s since a valid client cert was found, but the server is not "
-			  "responsive. A restart may be necessary to retrieve new initial "
-			  "credentials.",
-			  d);
+	k->seen_generation = gen;
+	k->has_cert = true;
+	close_connections(k);
 }
 
 /* ---- self-heal ----------------------------------------------------------------------- */
@@ -189,7 +245,7 @@ static void on_bootstrapped(struct kubelet *k, int rc, const char *err);
 
 static void start_heal(struct kubelet *k)
 {
-	if (k->bs || k->exited)
+	if (k->bs || k->exited || k->healing)
 		return;
 	if (!k->has_boot) {
 		LOG_ERROR("\"Self-heal cannot re-bootstrap: no --bootstrap-kubeconfig; the kubelet "
@@ -198,13 +254,21 @@ static void start_heal(struct kubelet *k)
 		return;
 	}
 	LOG_WARN("\"Client certificate expired; self-heal is re-bootstrapping from the "
-		 "bootstrap kubeconfig (new key, new node-csr), without a restart\" node=\"%s\" "
-		 "bootstrapKubeconfig=\"%s\"",
+		 "bootstrap kubeconfig, without a restart\" node=\"%s\" bootstrapKubeconfig=\"%s\"",
 		 k->cfg.node_name, k->cfg.bootstrap_kubeconfig);
 	k->healing = true;
+	if (k->cfg.rotate_certificates) {
+		/* What a restart would do: certConfig becomes the bootstrap
+		 * kubeconfig and the manager asks at once (csr-*, the token's). */
+		k->csr_with_boot = true;
+		certmgr_rotate_now(k->client_cm);
+		return;
+	}
+	/* Without rotation: the foreground bootstrap, with a fresh key. */
 	if (!(k->bs = bootstrap_start(k, true, on_bootstrapped))) {
 		LOG_ERROR("\"Self-heal re-bootstrap failed, will retry\" err=\"%s\" interval=\"30s\"",
 			  err_msg());
+		k->healing = false;
 		timer_after(k->heal_retry, HEAL_RETRY_NS);
 	}
 }
@@ -219,15 +283,6 @@ static void on_heal_retry(void *arg)
 static void healed(struct kubelet *k)
 {
 	k->healing = false;
-	k->bootstrapped = true;
-	/* The store has the new pair: adopting it swaps the client's
-	 * credentials through on_client_cert, as a rotation would. */
-	if (certmgr_reload(k->client_cm) < 0) {
-		LOG_ERROR("\"Self-heal could not load the new client certificate\" err=\"%s\"",
-			  err_msg());
-		timer_after(k->heal_retry, HEAL_RETRY_NS);
-		return;
-	}
 	LOG_INFO("\"Self-heal complete: the new client certificate is in use, no restart\" "
 		 "node=\"%s\"",
 		 k->cfg.node_name);
@@ -247,15 +302,25 @@ static double server_ttl(void *arg)
 	return k->serving_cm ? certmgr_ttl_seconds(k->serving_cm) : INFINITY;
 }
 
+/* The client certificate's series exist only with rotation, as upstream
+ * registers them in buildKubeletClientConfig's rotation branch. */
 static void register_metrics(struct kubelet *k)
 {
 	static const double rotation_buckets[] = {60,       3600,     14400,    86400,   604800,
 						  2592000, 7776000, 15552000, 31104000, 124416000};
 
 	k->metrics = metrics_new();
-	k->m_client_errors = metrics_counter(k->metrics,
-					     "kubelet_certificate_manager_client_expiration_renew_errors",
-					     "Counter of certificate renewal errors.", NULL);
+	if (k->cfg.rotate_certificates) {
+		k->m_client_errors = metrics_counter(
+			k->metrics, "kubelet_certificate_manager_client_expiration_renew_errors",
+			"Counter of certificate renewal errors.", NULL);
+		metrics_gauge_func(k->metrics, "kubelet_certificate_manager_client_ttl_seconds",
+				   "Gauge of the TTL (time-to-live) of the Kubelet's client "
+				   "certificate. The value is in seconds until certificate expiry "
+				   "(negative if already expired). If client certificate is invalid or "
+				   "unused, the value will be +INF.",
+				   client_ttl, k);
+	}
 	k->m_server_errors = metrics_counter(k->metrics, "kubelet_server_expiration_renew_errors",
 					     "Counter of certificate renewal errors.", NULL);
 	k->m_server_rotation = metrics_histogram(
@@ -263,12 +328,6 @@ static void register_metrics(struct kubelet *k)
 		"Histogram of the number of seconds the previous certificate lived before being "
 		"rotated.",
 		NULL, rotation_buckets, sizeof(rotation_buckets) / sizeof(rotation_buckets[0]));
-	metrics_gauge_func(k->metrics, "kubelet_certificate_manager_client_ttl_seconds",
-			   "Gauge of the TTL (time-to-live) of the Kubelet's client certificate. The "
-			   "value is in seconds until certificate expiry (negative if already "
-			   "expired). If client certificate is invalid or unused, the value will be "
-			   "+INF.",
-			   client_ttl, k);
 	metrics_gauge_func(k->metrics, "kubelet_certificate_manager_server_ttl_seconds",
 			   "Gauge of the shortest TTL (time-to-live) of the Kubelet's serving "
 			   "certificate. The value is in seconds until certificate expiry (negative if "
@@ -283,6 +342,7 @@ static int start_client_manager(struct kubelet *k, const struct kubeconfig *kc)
 	char cn[300], *initial = NULL;
 	struct certmgr_config mc = {
 		.name = SIGNER_KUBELET_CLIENT,
+		.log_kv = k->log_kv,
 		.signer = SIGNER_KUBELET_CLIENT,
 		.server = k->server,
 		.cert_dir = k->cfg.cert_dir,
@@ -294,9 +354,8 @@ static int start_client_manager(struct kubelet *k, const struct kubeconfig *kc)
 		.orgs = orgs,
 		.client = csr_client,
 		.on_change = on_client_cert,
-		.on_seen = on_seen,
 		.arg = k,
-		.renew_errors = metrics_with(k->m_client_errors),
+		.renew_errors = k->m_client_errors ? metrics_with(k->m_client_errors) : NULL,
 	};
 	int rc;
 
@@ -320,19 +379,20 @@ static int start_serving_manager(struct kubelet *k)
 	size_t ni = 0;
 	struct certmgr_config mc = {
 		.name = SIGNER_KUBELET_SERVING,
+		.log_kv = k->log_kv,
 		.signer = SIGNER_KUBELET_SERVING,
 		.server = k->server,
 		.cert_dir = k->cfg.cert_dir,
 		.prefix = CERTSTORE_SERVER,
+		.cert_file = k->cfg.tls_cert_file,
+		.key_file = k->cfg.tls_private_key_file,
 		.rotate = true,
 		.serving = true,
 		.cn = kubelet_cn(k, cn, sizeof(cn)),
 		.orgs = orgs,
 		.dns = dns,
 		.ips = ips,
-		.client = csr_client,
-		.on_change = on_serving_cert,
-		.on_seen = on_seen,
+		.client = serving_client,
 		.arg = k,
 		.renew_errors = metrics_with(k->m_server_errors),
 		.rotation_seconds = metrics_with(k->m_server_rotation),
@@ -362,8 +422,13 @@ static struct rest_client *node_client(struct kubelet *k)
 				 .max_conns = 2};
 	struct rest_client *c;
 
+	/* A static certificate is presented even when it has expired. */
+	EVP_PKEY *key = certmgr_current_key(k->client_cm);
+
+	if (!cert && !k->cfg.rotate_certificates)
+		cert = certmgr_held(k->client_cm, &key);
 	if (cert)
-		cert_pem = pair_pem(cert, certmgr_current_key(k->client_cm), &key_pem);
+		cert_pem = pair_pem(cert, key, &key_pem);
 	rc.cert_pem = cert_pem;
 	rc.key_pem = key_pem;
 	c = rest_client_new(k->loop, &rc);
@@ -379,31 +444,40 @@ static void run(struct kubelet *k)
 {
 	struct kubeconfig kc;
 
-	if (kubeconfig_load(k->cfg.kubeconfig, &kc) < 0) {
-		kubelet_exit(k, 1, "invalid kubeconfig: %s", err_msg());
+	if (kubeconfig_load_lazy(k->cfg.kubeconfig, &kc) < 0) {
+		kubelet_fail(k, "invalid kubeconfig: %s", err_msg());
 		return;
 	}
 	k->server = strdup(kc.server ? kc.server : "");
 	k->ca_pem = kc.ca_data ? strdup(kc.ca_data) : NULL;
 	if (start_client_manager(k, &kc) < 0) {
 		kubeconfig_free(&kc);
-		kubelet_exit(k, 1, "failed to initialize client certificate manager: %s",
-			     err_msg());
+		kubelet_fail(k, "failed to initialize client certificate manager: %s", err_msg());
 		return;
 	}
 	kubeconfig_free(&kc);
 	if (!(k->client = node_client(k))) {
-		kubelet_exit(k, 1, "invalid kubeconfig: %s", err_msg());
+		kubelet_fail(k, "invalid kubeconfig: %s", err_msg());
 		return;
 	}
-	k->last_cert_ns = clock_now();
-	timer_after(k->watchdog, WATCHDOG_NS);
+	if (k->cfg.rotate_certificates) {
+		/* UpdateTransport: lastCertAvailable starts now; a certificate
+		 * current from the start is no rotation. */
+		k->last_cert_ns = clock_now();
+		k->last_cert_mono = clock_mono();
+		if (certmgr_current(k->client_cm)) {
+			k->has_cert = true;
+			k->seen_generation = certmgr_generation(k->client_cm);
+		}
+		timer_after(k->watchdog, k->has_cert ? WATCHDOG_NS : WATCHDOG_FIRST_NS);
+	}
 	if (k->cfg.server_tls_bootstrap && start_serving_manager(k) < 0)
-		LOG_ERROR("\"Failed to start the serving certificate manager\" err=\"%s\"", err_msg());
+		LOG_ERROR("\"Failed to start the serving certificate manager\" err=\"%s\"%s",
+			  err_msg(), k->log_kv);
 	if (k->cfg.port != 0) {
 		k->server_tls = kserver_new(k);
 		if (kserver_start(k->server_tls) < 0) {
-			kubelet_exit(k, 1, "failed to listen and serve: %s", err_msg());
+			kubelet_fail(k, "failed to listen and serve: %s", err_msg());
 			return;
 		}
 	}
@@ -419,22 +493,32 @@ static void on_bootstrapped(struct kubelet *k, int rc, const char *err)
 	k->bs = NULL;
 	if (rc < 0 && k->healing) {
 		char q[1024];
-		LOG_ERROR("\"Self-heal re-bootstrap failed, will retry\" err=\"%s\" interval=\"30s\"",
-			  log_quote(q, sizeof(q), err));
+		LOG_ERROR("\"Self-heal re-bootstrap failed, will retry\" err=\"%s\" interval=\"30s\"%s",
+			  log_quote(q, sizeof(q), err), k->log_kv);
+		k->healing = false;
 		timer_after(k->heal_retry, HEAL_RETRY_NS);
 		return;
 	}
 	if (rc < 0) {
-		kubelet_exit(k, 1, "failed to run Kubelet: %s", err ? err : "bootstrap failed");
+		kubelet_fail(k, "failed to run Kubelet: %s", err ? err : "bootstrap failed");
 		return;
 	}
 	/* The token is not needed again soon: let its connection go. */
 	rest_close_all(k->boot_client);
 	if (k->healing) {
+		/* The store has the new pair: adopting it swaps the client's
+		 * credentials through on_client_cert. */
+		if (certmgr_reload(k->client_cm) < 0) {
+			LOG_ERROR("\"Self-heal could not load the new client certificate\" "
+				  "err=\"%s\"%s",
+				  err_msg(), k->log_kv);
+			k->healing = false;
+			timer_after(k->heal_retry, HEAL_RETRY_NS);
+			return;
+		}
 		healed(k);
 		return;
 	}
-	k->bootstrapped = true;
 	run(k);
 }
 
@@ -474,6 +558,9 @@ struct kubelet *kubelet_new(struct loop *loop, const struct kubelet_config *cfg)
 		free(k);
 		return NULL;
 	}
+	if (k->cfg.name_in_logs)
+		snprintf(k->log_kv, sizeof(k->log_kv), " node=\"%s\"", k->cfg.node_name);
+	k->start_mono = clock_mono();
 	register_metrics(k);
 	make_ids(k);
 	k->watchdog = loop_timer(loop, on_watchdog, k);
@@ -481,23 +568,44 @@ struct kubelet *kubelet_new(struct loop *loop, const struct kubelet_config *cfg)
 	return k;
 }
 
-int kubelet_start(struct kubelet *k)
+/* rotateCertificates on: upstream's bootstrap.LoadClientConfig, then run;
+ * the certificate manager does the rest. */
+static int start_background(struct kubelet *k)
 {
 	const char *kc = k->cfg.kubeconfig;
 
-	if (file_mkdirs(k->cfg.root_dir, 0750) < 0 || file_mkdirs(k->cfg.cert_dir, 0755) < 0)
-		return err_wrap(ERR_IO, "failed to create the kubelet's directories");
-	if (k->cfg.bootstrap_kubeconfig) {
-		if (kubeconfig_load(k->cfg.bootstrap_kubeconfig, &k->boot) < 0)
-			return err_wrap(ERR_INVALID, "unable to load bootstrap kubeconfig");
-		k->has_boot = true;
-		k->boot_client = rest_client_from_kubeconfig(k->loop, &k->boot, USER_AGENT);
-		if (!k->boot_client)
-			return err_wrap(ERR_INVALID, "unable to load bootstrap kubeconfig");
+	LOG_INFO("\"Client rotation is on, will bootstrap in background\"%s", k->log_kv);
+	if (!k->has_boot) {
+		if (!file_exists(kc))
+			return err_set(ERR_NOTFOUND,
+				       "unable to load kubeconfig: stat %s: no such file or directory",
+				       kc);
+		LOG_V(2, "\"No bootstrapping requested, will use kubeconfig\"%s", k->log_kv);
+	} else if (bootstrap_kubeconfig_valid(kc)) {
+		LOG_V(2, "\"Current kubeconfig file contents are still valid, no bootstrap "
+			 "necessary\"%s",
+		      k->log_kv);
+	} else {
+		if (bootstrap_write_kubeconfig(k) < 0)
+			return err_wrap(ERR_IO, "unable to write kubeconfig %s", kc);
+		LOG_V(2, "\"Use the bootstrap credentials to request a cert, and set kubeconfig to "
+			 "point to the certificate dir\"%s",
+		      k->log_kv);
+		k->csr_with_boot = true;
 	}
-	k->running = true;
+	run(k);
+	return 0;
+}
+
+/* rotateCertificates off: upstream's bootstrap.LoadClientCert in the
+ * foreground, then run with a static certificate. */
+static int start_foreground(struct kubelet *k)
+{
+	const char *kc = k->cfg.kubeconfig;
+
 	if (bootstrap_kubeconfig_valid(kc)) {
-		LOG_V(2, "\"Kubeconfig exists and is valid, skipping bootstrap\" path=\"%s\"", kc);
+		LOG_V(2, "\"Kubeconfig exists and is valid, skipping bootstrap\" path=\"%s\"%s", kc,
+		      k->log_kv);
 		run(k);
 		return 0;
 	}
@@ -517,6 +625,22 @@ int kubelet_start(struct kubelet *k)
 	return 0;
 }
 
+int kubelet_start(struct kubelet *k)
+{
+	if (file_mkdirs(k->cfg.root_dir, 0750) < 0 || file_mkdirs(k->cfg.cert_dir, 0755) < 0)
+		return err_wrap(ERR_IO, "failed to create the kubelet's directories");
+	if (k->cfg.bootstrap_kubeconfig) {
+		if (kubeconfig_load(k->cfg.bootstrap_kubeconfig, &k->boot) < 0)
+			return err_wrap(ERR_INVALID, "unable to load bootstrap kubeconfig");
+		k->has_boot = true;
+		k->boot_client = rest_client_from_kubeconfig(k->loop, &k->boot, USER_AGENT);
+		if (!k->boot_client)
+			return err_wrap(ERR_INVALID, "unable to load bootstrap kubeconfig");
+	}
+	k->running = true;
+	return k->cfg.rotate_certificates ? start_background(k) : start_foreground(k);
+}
+
 void kubelet_free(struct kubelet *k)
 {
 	if (!k)
@@ -531,6 +655,7 @@ void kubelet_free(struct kubelet *k)
 	timer_free(k->heal_retry);
 	rest_client_free(k->client);
 	rest_client_free(k->boot_client);
+	rest_client_free(k->kc_client);
 	metrics_free(k->metrics);
 	kubeconfig_free(&k->boot);
 	kubelet_config_free(&k->cfg);

@@ -1,12 +1,18 @@
 /*
- * kubelet — cube's node agent, as upstream's kubelet behaves towards the
- * API server: TLS bootstrap with a token (node-csr-<hash>), client and
- * serving certificate rotation at a jittered 70–90 % of the lifetime, the
- * Node object and its status, the node Lease, and pods bound to the node
- * run by a simulated runtime. It fails as upstream fails when its client
- * certificate expires: no certificate is sent, heartbeats get 401, and five
- * minutes later the process exits (status 255) if the server answers — or,
- * with self-heal, it re-bootstraps in place.
+ * kubelet — cube's node agent, as upstream 1.32's kubelet behaves towards
+ * the API server: the TLS bootstrap with a token, client and serving
+ * certificate rotation at a jittered 70–90 % of the lifetime, the Node
+ * object and its status, the node Lease, and pods bound to the node run by
+ * a simulated runtime.
+ *
+ * Two bootstrap paths, as upstream's buildKubeletClientConfig: with
+ * rotateCertificates the client certificate manager bootstraps in the
+ * background (CSRs named csr-*, the bootstrap token's) while the kubelet
+ * runs, and a watchdog ends the process with status 1 when no valid
+ * certificate has been current for --exit-after (5 min) and the server
+ * answered the manager; without it, a foreground bootstrap (node-csr-<hash>)
+ * and a static certificate that, once expired, is still presented — 401s,
+ * NotReady, no exit. cube's --self-heal re-bootstraps in place instead.
  *
  * Everything runs on one loop and reads the process clock, so a test can
  * drive a kubelet (or a thousand, see kubelet_pool) on the virtual clock.
@@ -58,15 +64,18 @@ struct kubelet_config {
 	char *tls_cert_file, *tls_private_key_file; /* tlsCertFile / tlsPrivateKeyFile */
 
 	/* cube's own */
-	bool self_heal;            /* selfHeal / --self-heal: re-bootstrap instead of exiting */
+	bool self_heal;            /* selfHeal / --self-heal: re-bootstrap in place when the
+				      client certificate expires */
 	int64_t pod_start_delay_ns; /* --pod-start-delay, 1s */
 	int64_t pod_stop_delay_ns;  /* simulated container stop time, 1s */
-	int64_t exit_after_ns;     /* --exit-after, 5m: the expired-certificate exit timer */
+	int64_t exit_after_ns;     /* --exit-after, 5m: the watchdog's shutdown threshold
+				      (rotation only; upstream's is fixed at 5m) */
+	bool name_in_logs;         /* add node="<name>" to lines (hollow kubelets) */
 
 	/*
-	 * Where upstream's kubelet would end the process (the expired-cert
-	 * watchdog: 255; a failed bootstrap: 1). NULL: log and exit(status).
-	 * The hollow pool restarts the kubelet instead, as systemd would.
+	 * Where upstream's kubelet would end the process (the watchdog, a
+	 * failed start: status 1). NULL: exit(status). The hollow pool
+	 * restarts the kubelet instead, as systemd would.
 	 */
 	void (*on_exit)(void *arg, struct kubelet *k, int status);
 	void *on_exit_arg;

@@ -50,6 +50,7 @@ struct heartbeat {
 	int64_t register_step_ns;
 	int tries;
 	int64_t last_report_mono; /* INT64_MIN: never reported */
+	int64_t sync_started;     /* clock_mono() when this status period began */
 	char *node_uid;
 	/* the lease */
 	struct timer *lease_timer, *ensure_timer;
@@ -245,8 +246,11 @@ static void status_try(struct heartbeat *h);
 
 static void status_done(struct heartbeat *h)
 {
-	/* wait.Until: the next period starts when this one has finished. */
-	timer_after(h->status_timer, h->k->cfg.node_status_update_frequency_ns);
+	/* wait.JitterUntil(syncNodeStatus, nodeStatusUpdateFrequency, 0.04,
+	 * sliding=false): the jittered period counts from the sync's start. */
+	int64_t f = h->k->cfg.node_status_update_frequency_ns;
+	int64_t next = h->sync_started + f + (int64_t)(rand_double() * 0.04 * (double)f);
+	timer_after(h->status_timer, next - clock_mono());
 }
 
 static void registered(struct heartbeat *h, const json_t *node, const char *how)
@@ -273,7 +277,6 @@ static void on_label_patch(void *arg, int status, json_t *body, const char *err)
 	char why[512], q[600];
 
 	h->status_call = NULL;
-	kubelet_seen(h->k, status);
 	if (status != 200) {
 		kubelet_http_error("PATCH", h->k->server, "/api/v1/nodes", status, body, err, why,
 				   sizeof(why));
@@ -284,6 +287,23 @@ static void on_label_patch(void *arg, int status, json_t *body, const char *err)
 		return;
 	}
 	registered(h, body, "Node was previously registered");
+}
+
+/* The labels updateDefaultLabels reconciles on an existing Node; others,
+ * --node-labels included, are the Node's own once it exists. */
+static bool default_label(const char *key)
+{
+	static const char *const keys[] = {
+		"kubernetes.io/hostname", "topology.kubernetes.io/zone",
+		"topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
+		"failure-domain.beta.kubernetes.io/region", "kubernetes.io/os", "kubernetes.io/arch",
+		"node.kubernetes.io/windows-build", "node.kubernetes.io/instance-type",
+		"beta.kubernetes.io/instance-type", "beta.kubernetes.io/os", "beta.kubernetes.io/arch",
+		NULL};
+	for (size_t i = 0; keys[i]; i++)
+		if (!strcmp(keys[i], key))
+			return true;
+	return false;
 }
 
 /* The node exists already: take it over, fixing the labels the kubelet owns. */
@@ -297,7 +317,6 @@ static void on_existing(void *arg, int status, json_t *body, const char *err)
 	bool differ = false;
 
 	h->status_call = NULL;
-	kubelet_seen(h->k, status);
 	if (status != 200) {
 		kubelet_http_error("GET", h->k->server, "/api/v1/nodes", status, body, err, why,
 				   sizeof(why));
@@ -307,9 +326,20 @@ static void on_existing(void *arg, int status, json_t *body, const char *err)
 		register_retry(h);
 		return;
 	}
-	want = labels(h->k);
-	json_object_foreach(want, key, v) differ |=
-		!json_equal(v, json_object_get(jx_get(body, "metadata.labels"), key));
+	want = json_object();
+	{
+		json_t *all = labels(h->k);
+		json_object_foreach(all, key, v)
+		{
+			if (!default_label(key) ||
+			    json_equal(v, json_object_get(jx_get(body, "metadata.labels"), key)))
+				continue;
+			/* An empty value removes the label, as upstream. */
+			json_object_set(want, key, *json_string_value(v) ? v : json_null());
+			differ = true;
+		}
+		json_decref(all);
+	}
 	if (!differ) {
 		json_decref(want);
 		registered(h, body, "Node was previously registered");
@@ -328,7 +358,6 @@ static void on_register(void *arg, int status, json_t *body, const char *err)
 	char path[300], why[512], q[600];
 
 	h->status_call = NULL;
-	kubelet_seen(h->k, status);
 	if (status == 201 || status == 200) {
 		registered(h, body, "Successfully registered node");
 		return;
@@ -373,7 +402,6 @@ static void on_patched(void *arg, int status, json_t *body, const char *err)
 	char why[512], what[768], path[300];
 
 	h->status_call = NULL;
-	kubelet_seen(h->k, status);
 	if (status != 200) {
 		snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", h->k->cfg.node_name);
 		snprintf(what, sizeof(what), "failed to patch status for node \"%s\": %s",
@@ -396,7 +424,6 @@ static void on_node(void *arg, int status, json_t *body, const char *err)
 	bool due;
 
 	h->status_call = NULL;
-	kubelet_seen(h->k, status);
 	snprintf(path, sizeof(path), "/api/v1/nodes/%s", h->k->cfg.node_name);
 	if (status != 200) {
 		snprintf(what, sizeof(what), "error getting node \"%s\": %s", h->k->cfg.node_name,
@@ -435,6 +462,7 @@ static void status_sync(void *arg)
 
 	if (h->k->exited)
 		return;
+	h->sync_started = clock_mono();
 	if (!h->registered) {
 		try_register(h);
 		return;
@@ -502,7 +530,6 @@ static void on_lease_put(void *arg, int status, json_t *body, const char *err)
 	char why[512], path[300], q[600];
 
 	h->lease_call = NULL;
-	kubelet_seen(h->k, status);
 	if (status == 200) {
 		json_decref(h->latest);
 		h->latest = json_incref(body);
@@ -568,7 +595,6 @@ static void on_lease_created(void *arg, int status, json_t *body, const char *er
 	struct heartbeat *h = arg;
 
 	h->lease_call = NULL;
-	kubelet_seen(h->k, status);
 	if (status != 201 && status != 200) {
 		ensure_failed(h, "POST", status, body, err);
 		return;
@@ -585,7 +611,6 @@ static void on_lease_get(void *arg, int status, json_t *body, const char *err)
 	char path[300];
 
 	h->lease_call = NULL;
-	kubelet_seen(h->k, status);
 	if (status == 404) {
 		l = renewed(h, NULL);
 		lease_path(h, path, sizeof(path), false);

@@ -255,7 +255,6 @@ static void op_done(struct pod_state *st, int status, json_t *body, const char *
 	char why[512], path[600], q[600];
 
 	st->call = NULL;
-	kubelet_seen(p->k, status);
 	if (status >= 200 && status < 300) {
 		workqueue_forget(p->q, st->key);
 	} else {

@@ -3,12 +3,12 @@
  * the certificate manager's TTL gauges and renewal counters) and /pods (the
  * pods bound to the node, as the informer sees them).
  *
- * Its certificate: tlsCertFile/tlsPrivateKeyFile when configured; else the
- * serving certificate from the store once serverTLSBootstrap has one; until
- * then — and always without serverTLSBootstrap — a self-signed kubelet.crt /
- * kubelet.key in the cert dir, made on first start as upstream does. A
- * rotated serving certificate is used from the next connection on, without
- * a restart. Requests are not authenticated (upstream delegates that to the
+ * Its certificate, as upstream picks it: with serverTLSBootstrap, the serving
+ * certificate manager's current one, chosen at each handshake — until one
+ * is issued there is none, and the handshake fails ("no serving certificate
+ * available for the kubelet"); else tlsCertFile/tlsPrivateKeyFile when
+ * configured; else a self-signed kubelet.crt / kubelet.key in the cert dir,
+ * made on first start. Requests are not authenticated (upstream delegates that to the
  * API server with webhook authn/authz); bind it to loopback in tests.
  */
 #include "kubelet/internal.h"
@@ -24,6 +24,8 @@
 #include "base/log.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <openssl/ssl.h>
@@ -125,12 +127,41 @@ static int self_signed(struct kubelet *k, const char *crt, const char *key_path)
 	return rc;
 }
 
+/* GetCertificate of upstream's serverTLSBootstrap config. */
+static int pick_serving_cert(SSL *ssl, void *arg)
+{
+	struct kserver *s = arg;
+	struct certmgr *m = s->k->serving_cm;
+	X509 *cert = m ? certmgr_current(m) : NULL;
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	char host[INET6_ADDRSTRLEN] = "", port[8] = "";
+
+	if (cert)
+		return SSL_use_certificate(ssl, cert) == 1 &&
+		       SSL_use_PrivateKey(ssl, certmgr_current_key(m)) == 1;
+	if (getpeername(SSL_get_fd(ssl), (struct sockaddr *)&peer, &len) == 0)
+		getnameinfo((struct sockaddr *)&peer, len, host, sizeof(host), port, sizeof(port),
+			    NI_NUMERICHOST | NI_NUMERICSERV);
+	/* What Go's http.Server logs through klog for a failed handshake. */
+	LOG_INFO("http: TLS handshake error from %s%s%s%s: no serving certificate available for "
+		 "the kubelet%s",
+		 peer.ss_family == AF_INET6 ? "[" : "", host, peer.ss_family == AF_INET6 ? "]:" : ":",
+		 port, s->k->log_kv);
+	return 0;
+}
+
 static SSL_CTX *serving_ctx(struct kserver *s)
 {
 	struct kubelet *k = s->k;
 	char *crt, *key;
 	SSL_CTX *ctx;
 
+	if (k->cfg.server_tls_bootstrap) {
+		if ((ctx = tls_server_ctx(NULL, NULL, NULL)))
+			SSL_CTX_set_cert_cb(ctx, pick_serving_cert, s);
+		return ctx;
+	}
 	if (k->cfg.tls_cert_file && k->cfg.tls_private_key_file)
 		return tls_server_ctx(k->cfg.tls_cert_file, k->cfg.tls_private_key_file, NULL);
 	crt = file_join(k->cfg.cert_dir, "kubelet.crt");
@@ -141,19 +172,6 @@ static SSL_CTX *serving_ctx(struct kserver *s)
 	free(crt);
 	free(key);
 	return ctx;
-}
-
-void kserver_use(struct kserver *s, X509 *cert, EVP_PKEY *key)
-{
-	if (!s->ctx || (s->k->cfg.tls_cert_file && s->k->cfg.tls_private_key_file))
-		return;
-	/* Connections made from now on get the new pair; open ones keep theirs. */
-	SSL_CTX_clear_chain_certs(s->ctx);
-	if (SSL_CTX_use_certificate(s->ctx, cert) != 1 || SSL_CTX_use_PrivateKey(s->ctx, key) != 1)
-		LOG_ERROR("\"Unable to use the new serving certificate\"");
-	else
-		LOG_INFO("\"Serving with the rotated kubelet serving certificate\" node=\"%s\"",
-			 s->k->cfg.node_name);
 }
 
 /* ---- the server ------------------------------------------------------------------------ */
@@ -178,8 +196,6 @@ int kserver_start(struct kserver *s)
 
 	if (!(s->ctx = serving_ctx(s)))
 		return err_wrap(ERR_INVALID, "kubelet serving certificate");
-	if (k->serving_cm && certmgr_current(k->serving_cm))
-		kserver_use(s, certmgr_current(k->serving_cm), certmgr_current_key(k->serving_cm));
 	if (!(s->h = httpd_new(k->loop, s->ctx, &o, handle, s)))
 		return err_wrap(ERR_IO, "listen on %s:%d", o.bind_address, o.port);
 	LOG_INFO("\"Starting to listen\" address=\"%s\" port=%d", o.bind_address, httpd_port(s->h));

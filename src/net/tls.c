@@ -81,9 +81,9 @@ SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, const char 
 
 	pthread_once(&idx_once, idx_init);
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-	if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1 ||
+	if (cert_file && (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1 ||
 	    SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1 ||
-	    SSL_CTX_check_private_key(ctx) != 1) {
+	    SSL_CTX_check_private_key(ctx) != 1)) {
 		unsigned long e = ERR_get_error();
 		char msg[256];
 		ERR_error_string_n(e, msg, sizeof(msg));

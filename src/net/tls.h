@@ -21,7 +21,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* cert_file may hold the chain; client_ca_file may be NULL (no client certs). */
+/* cert_file may hold the chain; client_ca_file may be NULL (no client certs).
+ * cert_file NULL: no certificate — the caller picks one per handshake
+ * (SSL_CTX_set_cert_cb). */
 SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, const char *client_ca_file);
 /* For clients: trust ca_pem (PEM text); optional client cert+key PEM. */
 SSL_CTX *tls_client_ctx(const char *ca_pem, const char *cert_pem, const char *key_pem);

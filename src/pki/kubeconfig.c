@@ -9,6 +9,7 @@
 
 #include <openssl/evp.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define KUBECONFIG_MAX (4 << 20)
@@ -51,7 +52,7 @@ static int b64_decode(const char *in, char **out)
 
 /* Fills *data (and *file) from "<what>-data" or "<what>" in obj. */
 static int take_pem(const json_t *obj, const char *what, const char *dir, char **data,
-		    char **file)
+		    char **file, bool lazy)
 {
 	char key[64];
 	const char *v;
@@ -61,12 +62,14 @@ static int take_pem(const json_t *obj, const char *what, const char *dir, char *
 		return b64_decode(v, data) < 0 ? err_wrap(ERR_PARSE, "%s", key) : 0;
 	if ((v = json_string_value(json_object_get(obj, what))) && *v) {
 		*file = file_join(dir, v);
+		if (lazy && !file_exists(*file))
+			return 0;
 		return file_read(*file, data, NULL, KUBECONFIG_MAX);
 	}
 	return 0;
 }
 
-int kubeconfig_load(const char *path, struct kubeconfig *out)
+static int load(const char *path, struct kubeconfig *out, bool lazy)
 {
 	char dir[4096];
 	json_t *root, *ctx, *cluster, *user;
@@ -96,11 +99,12 @@ int kubeconfig_load(const char *path, struct kubeconfig *out)
 		goto out;
 	}
 	out->server = str_dup(jx_str(cluster, "server"));
-	r = take_pem(cluster, "certificate-authority", dir, &out->ca_data, &out->ca_file);
+	r = take_pem(cluster, "certificate-authority", dir, &out->ca_data, &out->ca_file, false);
 	if (r == 0 && user)
-		r = take_pem(user, "client-certificate", dir, &out->cert_data, &out->cert_file);
+		r = take_pem(user, "client-certificate", dir, &out->cert_data, &out->cert_file,
+			     lazy);
 	if (r == 0 && user)
-		r = take_pem(user, "client-key", dir, &out->key_data, &out->key_file);
+		r = take_pem(user, "client-key", dir, &out->key_data, &out->key_file, lazy);
 	if (r == 0 && user)
 		out->token = str_dup(jx_str(user, "token"));
 out:
@@ -110,6 +114,16 @@ out:
 		kubeconfig_free(out);
 	}
 	return r;
+}
+
+int kubeconfig_load(const char *path, struct kubeconfig *out)
+{
+	return load(path, out, false);
+}
+
+int kubeconfig_load_lazy(const char *path, struct kubeconfig *out)
+{
+	return load(path, out, true);
 }
 
 static void put_pem(json_t *obj, const char *what, const char *data, const char *file)

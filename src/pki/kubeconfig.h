@@ -27,6 +27,10 @@ struct kubeconfig {
 };
 
 int kubeconfig_load(const char *path, struct kubeconfig *out);
+/* The same, but a client certificate or key file that does not exist yet
+ * is no error (cert_file set, cert_data NULL): the kubelet's kubeconfig
+ * names kubelet-client-current.pem before the first certificate is there. */
+int kubeconfig_load_lazy(const char *path, struct kubeconfig *out);
 /* Files win over data when both are set: a *_file is written as a path. */
 int kubeconfig_save(const char *path, const struct kubeconfig *kc);
 void kubeconfig_free(struct kubeconfig *kc);

@@ -12,9 +12,10 @@ get nodes`, `ls -l` of the certificate directory, `openssl x509 -dates`,
 `grep -i "certificate\\|tls\\|x509"` on the kubelet's log — and the seeds'
 recovery plans: (1) delete kubelet-client-current.pem and restart, (2) sign a
 certificate by hand with openssl and restart. Expiry is rehearsed with a
-certificate signed for a few seconds: without --self-heal the kubelet's
-heartbeats stop and it exits with status 255 after --exit-after; with
---self-heal it re-bootstraps in place.
+certificate signed for a few seconds, as upstream 1.32 behaves: without
+rotation the kubelet keeps presenting it, its heartbeats stop and it keeps
+running until a person acts; with rotation and no approver it exits with
+status 1 after --exit-after; with --self-heal it re-bootstraps in place.
 """
 
 import base64
@@ -110,10 +111,13 @@ class ControllerManager:
 class PythonController:
     """The CSR controllers played from here: every kubelet CSR without a
     certificate is approved with kubectl and signed with `cube certs
-    sign-csr`, the certificate PUT into .../status."""
+    sign-csr`, the certificate PUT into .../status. only_bootstrap: leave
+    the nodes' own renewals Pending, as when kubeadm's
+    node-autoapprove-certificate-rotation binding is gone."""
 
-    def __init__(self, cube, server, work):
+    def __init__(self, cube, server, work, only_bootstrap=False, duration=None):
         self.cube, self.server, self.work = str(cube), server, work
+        self.only_bootstrap, self.duration = only_bootstrap, duration
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.loop, daemon=True)
         self.thread.start()
@@ -134,6 +138,9 @@ class PythonController:
                 continue
             if csr.get("status", {}).get("certificate"):
                 continue
+            if self.only_bootstrap and \
+                    not csr["spec"]["username"].startswith("system:bootstrap:"):
+                continue
             types = {c["type"] for c in csr.get("status", {}).get("conditions", [])}
             if "Approved" not in types:
                 subprocess.run([KUBECTL, "--kubeconfig", str(self.server.admin_conf),
@@ -143,7 +150,8 @@ class PythonController:
             req, crt = self.work / f"{name}.csr", self.work / f"{name}.crt"
             req.write_bytes(base64.b64decode(csr["spec"]["request"]))
             subprocess.run([self.cube, "certs", "sign-csr", "--ca-dir",
-                            str(self.server.dir), "--in", str(req), "--out", str(crt)],
+                            str(self.server.dir), "--in", str(req), "--out", str(crt),
+                            *(["--duration", self.duration] if self.duration else [])],
                            capture_output=True, check=True, timeout=30)
             csr.setdefault("status", {})["certificate"] = \
                 base64.b64encode(crt.read_bytes()).decode()
@@ -179,15 +187,30 @@ def cluster(cube, make_apiserver, tmp_path_factory):
     assert rc in (0, None), f"cube apiserver exited {rc}\n{server.log()[-3000:]}"
 
 
+@pytest.fixture(scope="module")
+def stingy(cube, make_apiserver, tmp_path_factory):
+    """An API server whose only approver signs bootstrap CSRs for 25 s and
+    leaves every renewal Pending: the seeds' "CSR not auto-approved"."""
+    base = tmp_path_factory.mktemp("stingy")
+    server = make_apiserver(base / "apiserver")
+    work = base / "signer"
+    work.mkdir()
+    controller = PythonController(cube, server, work, only_bootstrap=True, duration="25s")
+    yield server
+    controller.stop()
+    server.stop()
+
+
 @pytest.fixture
 def kubelets(cube, cluster, tmp):
     """kubelets(name, *extra) -> a Kubelet (not started) with the bootstrap
     kubeconfig; all are stopped at teardown."""
     made = []
 
-    def _make(name, *extra, bootstrap=True):
-        args = ["--bootstrap-kubeconfig", cluster.bootstrap_conf] if bootstrap else []
-        k = Kubelet(cube, cluster, tmp / name, name, *args, *extra)
+    def _make(name, *extra, bootstrap=True, server=None):
+        server = server or cluster
+        args = ["--bootstrap-kubeconfig", server.bootstrap_conf] if bootstrap else []
+        k = Kubelet(cube, server, tmp / name, name, *args, *extra)
         made.append(k)
         return k
     yield _make
@@ -215,7 +238,7 @@ def node_status(kubectl, name):
     return None
 
 
-def wait_ready(kubectl, wait_until, kubelet, timeout=30):
+def wait_ready(kubectl, wait_until, kubelet, timeout=40):
     def ready():
         if not kubelet.running():
             pytest.fail(f"kubelet exited with {kubelet.proc.returncode}\n"
@@ -372,17 +395,25 @@ def test_pod_runs_and_is_deleted(cluster, kubelets, kubectl, wait_until):
 
 def test_https_server(cluster, kubelets, kubectl, wait_until, run):
     port = free_port()
-    k = kubelets("kl-https").start("--port", str(port))
+    k = kubelets("kl-https", "--rotate-certificates").start("--port", str(port))
     wait_ready(kubectl, wait_until, k)
     url = f"https://127.0.0.1:{port}"
     assert run("curl", "-sk", f"{url}/healthz").stdout == "ok"
     metrics = run("curl", "-sk", f"{url}/metrics").stdout
-    assert "kubelet_certificate_manager_client_ttl_seconds" in metrics
+    ttl = re.search(r"(?m)^kubelet_certificate_manager_client_ttl_seconds (\S+)$", metrics)
+    assert ttl and 0 < float(ttl.group(1)) <= 365 * 86400, metrics
     assert "kubelet_certificate_manager_client_expiration_renew_errors 0" in metrics
     pods = json.loads(run("curl", "-sk", f"{url}/pods").stdout)
     assert pods["kind"] == "PodList"
     # Without serverTLSBootstrap the server uses a self-signed kubelet.crt.
     assert (k.pki / "kubelet.crt").exists() and (k.pki / "kubelet.key").exists()
+    # The client certificate's series exist only with rotation, as upstream's.
+    port2 = free_port()
+    k2 = kubelets("kl-https-static").start("--port", str(port2))
+    wait_ready(kubectl, wait_until, k2)
+    metrics = run("curl", "-sk", f"https://127.0.0.1:{port2}/metrics").stdout
+    assert "kubelet_certificate_manager_client_ttl_seconds" not in metrics
+    assert "kubelet_certificate_manager_server_ttl_seconds" in metrics
 
 
 def test_plan1_delete_current_and_restart(cluster, kubelets, kubectl, wait_until,
@@ -427,46 +458,110 @@ def test_plan2_openssl_signed_certificate(cluster, kubelets, kubectl, wait_until
     assert (na - nb).days == 1
 
 
-def test_expired_certificate_stops_heartbeats_and_exits(cluster, kubelets, kubectl,
-                                                        wait_until, run):
+def test_static_certificate_expires_and_kubelet_stays(cluster, kubelets, kubectl,
+                                                     wait_until, run):
     """No rotation, a certificate that runs out: the kubelet keeps presenting
     it (upstream's static transport), the API server refuses it with 401 and
-    logs the x509 reason, the Lease stops, and after --exit-after the kubelet
-    exits with 255 — then a restart with the bootstrap kubeconfig brings the
-    node back."""
-    k = kubelets("kl-exp", "--exit-after", "15s", bootstrap=False)
+    logs the x509 reason, the Lease stops — and the kubelet keeps running
+    past --exit-after: no watchdog without rotation. The seeds' plan 1 (a
+    restart with the bootstrap kubeconfig) brings the node back."""
+    k = kubelets("kl-exp", "--exit-after", "10s", bootstrap=False)
     conf = short_lived_kubeconfig(cluster, k, 20)
     k.start("--kubeconfig", conf)
     wait_ready(kubectl, wait_until, k)
-    wait_until(lambda: "Current certificate is expired" in k.log(), 40,
-               lambda: "the expiry line\n" + k.tail())
+    _, not_after = x509_dates(run, cluster.node_identity("kl-exp", duration="20s")[0])
+    wait_until(lambda: datetime.now(timezone.utc) > not_after, 40, "the certificate to expire")
+    time.sleep(1)
     frozen = renew_time(cluster, "kl-exp")
-    rc = k.proc.wait(60)
-    assert rc == 255, k.tail()
-    # From expiry to exit (over 15 s, more than a renew interval) no heartbeat.
+    # Well past --exit-after and two renew intervals: still running, no heartbeat.
+    deadline = time.monotonic() + 25
+    while time.monotonic() < deadline:
+        assert k.running(), f"the kubelet exited with {k.proc.returncode}\n{k.tail()}"
+        time.sleep(1)
     assert renew_time(cluster, "kl-exp") == frozen, "heartbeats went on"
     log = k.log()
-    for line in ("kubernetes.io/kube-apiserver-client-kubelet: Current certificate "
-                 "is expired",
-                 "x509: certificate has expired or is not yet valid",
-                 '"Failed to update lease" err="Unauthorized"',
-                 "It has been 15s since a valid client cert was found and the "
-                 "server is responsive, exiting."):
-        assert line in log, f"missing {line!r}\n{k.tail()}"
-    found = run("grep", "-i", r"certificate\|tls\|x509", k.log_path).stdout
-    assert "Current certificate is expired" in found
-    assert re.search(r"(?m)^F\d{4} .*It has been 15s", log), log[-2000:]
+    assert '"Failed to update lease" err="Unauthorized"' in log, k.tail()
+    for absent in ("No valid client certificate", "exiting", "Certificate rotation detected"):
+        assert absent not in log, f"{absent!r} in\n{k.tail()}"
     # The API server says why, as upstream's x509 authenticator does.
     api = cluster.log()
     assert re.search(r'"Unable to authenticate the request" err="verifying certificate SN=\d+, '
                      r'SKID=[0-9A-F:]*, AKID=[0-9A-F:]+ failed: x509: certificate has expired '
                      r'or is not yet valid: current time \S+ is after \S+"', api), api[-2000:]
 
-    # As systemd would: start again; the expired kubeconfig means bootstrap.
+    # Plan 1, as a person would: stop it, start it with the bootstrap kubeconfig.
+    assert k.stop() == 0
     k.start("--kubeconfig", k.kubeconfig, "--bootstrap-kubeconfig",
             cluster.bootstrap_conf)
     wait_ready(kubectl, wait_until, k)
     wait_lease_moves(cluster, wait_until, "kl-exp")
+
+
+def csrs_of(server, user):
+    items = server.request("GET", CSRS).json().get("items", [])
+    return [c for c in items if c["spec"]["username"] == user]
+
+
+def test_rotating_kubelet_expires_without_approver_and_exits_1(stingy, kubelets,
+                                                               wait_until, run):
+    """Rotation on (background bootstrap, csr-* by the token), renewals never
+    approved: the 25 s certificate runs out, and --exit-after later the
+    kubelet exits with status 1 and upstream 1.32's line."""
+    k = kubelets("kl-rot", "--rotate-certificates", "--exit-after", "20s", server=stingy)
+    k.start()
+    log = lambda: k.log()  # noqa: E731
+    wait_until(lambda: (k.pki / "kubelet-client-current.pem").exists(), 30,
+               lambda: "the bootstrap certificate\n" + k.tail())
+    assert '"Client rotation is on, will bootstrap in background"' in log()
+    boot = [c for c in stingy.request("GET", CSRS).json()["items"]
+            if c["spec"]["username"].startswith("system:bootstrap:")]
+    assert boot and all(c["metadata"]["name"].startswith("csr-") for c in boot), boot
+    # The node asks for its renewal itself; nobody approves it.
+    wait_until(lambda: csrs_of(stingy, "system:node:kl-rot"), 30,
+               lambda: "the renewal CSR\n" + k.tail())
+    renewal = csrs_of(stingy, "system:node:kl-rot")[0]
+    assert renewal["metadata"]["name"].startswith("csr-")
+    assert not renewal.get("status", {}).get("conditions")
+    _, not_after = x509_dates(run, k.pki / "kubelet-client-current.pem")
+    rc = k.proc.wait(90)
+    gone = datetime.now(timezone.utc)
+    assert rc == 1, k.tail()
+    # exit-after past the watchdog's last check that saw a valid certificate
+    # (at most 10 s before NotAfter), found by a check every 10 s: 10-30 s
+    # after NotAfter (+1 s for its truncation, +1 s for the exit).
+    assert 9 <= (gone - not_after).total_seconds() <= 32, (gone, not_after)
+    assert re.search(r'(?m)^E\d{4} .*"No valid client certificate is found and the server is '
+                     r'responsive, exiting\." lastCertificateAvailabilityTime="[^"]+" '
+                     r'shutdownThreshold="20s"$', log()), k.tail()
+    found = run("grep", "-i", r"certificate\|tls\|x509", k.log_path).stdout
+    assert "Current certificate is expired" in found
+
+
+def test_rotating_kubelet_self_heals_without_approver(stingy, kubelets, wait_until, run):
+    """The same, with --self-heal: at expiry the kubelet asks again with the
+    bootstrap token, in place, and keeps its process."""
+    def token_csrs():
+        return [c for c in stingy.request("GET", CSRS).json()["items"]
+                if c["spec"]["username"].startswith("system:bootstrap:")]
+    before = len(token_csrs())
+    k = kubelets("kl-rot-heal", "--rotate-certificates", "--self-heal", "--exit-after", "10s",
+                 server=stingy)
+    k.start()
+    wait_until(lambda: (k.pki / "kubelet-client-current.pem").exists(), 30,
+               lambda: "the bootstrap certificate\n" + k.tail())
+    first = os.readlink(k.pki / "kubelet-client-current.pem")
+    wait_until(lambda: "Self-heal complete" in k.log(), 60,
+               lambda: "self-heal to finish\n" + k.tail())
+    assert os.readlink(k.pki / "kubelet-client-current.pem") != first
+    pid = k.proc.pid
+    time.sleep(12)  # past --exit-after: still the same process
+    assert k.running() and k.proc.pid == pid, k.tail()
+    # The bootstrap, then self-heal's csr-*, both the token's and issued.
+    mine = token_csrs()[before:]
+    assert len(mine) >= 2, mine
+    assert all(c["metadata"]["name"].startswith("csr-") and c["status"].get("certificate")
+               for c in mine[:2]), mine
+    assert "No valid client certificate is found" not in k.log()
 
 
 def test_self_heal_rebootstraps_without_restart(cluster, kubelets, kubectl,
@@ -485,7 +580,7 @@ def test_self_heal_rebootstraps_without_restart(cluster, kubelets, kubectl,
     wait_lease_moves(cluster, wait_until, "kl-heal")
     assert k.running() and k.proc.pid == pid, k.tail()
     assert node_status(kubectl, "kl-heal") == "Ready"
-    assert "certificate rotation detected, shutting down client connections" in k.log()
+    assert "Certificate rotation detected, shutting down client connections" in k.log()
     assert (k.pki / "kubelet-client-current.pem").is_symlink()
 
 

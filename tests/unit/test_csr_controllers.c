@@ -748,6 +748,45 @@ static void test_cleaner(void **state)
 	clock_set_offset(0);
 }
 
+/* Denied and Failed CSRs go an hour after that condition was last updated
+ * (upstream's deniedExpiration for both), not before. */
+static void test_cleaner_denied_and_failed(void **state)
+{
+	struct world *w = *state;
+	static const char *const server_usage[] = {"server auth", NULL};
+	static const char *const team[] = {"team-a", NULL};
+	int64_t deadline;
+	int st, st2;
+
+	create(w, w->env.admin, "bob-denied", "bob", team, NULL, NULL, APISERVER_CLIENT, CLIENT_EC,
+	       -1, false);
+	create(w, w->env.admin, "bob-failed", "bob", team, NULL, NULL, APISERVER_CLIENT,
+	       server_usage, -1, false);
+	set_approval(w, "bob-denied", "Denied", "KubectlDeny");
+	set_approval(w, "bob-failed", "Approved", "KubectlApprove");
+	json_decref(wait_csr(w, "bob-failed", failed));
+
+	/* 59 minutes on: both are kept. */
+	clock_set_offset(59 * NS_PER_MIN);
+	spin_for(w, 300);
+	json_decref(get_csr(w, "bob-denied", &st));
+	json_decref(get_csr(w, "bob-failed", &st2));
+	assert_int_equal(st, 200);
+	assert_int_equal(st2, 200);
+
+	/* 61 minutes on: both go. */
+	clock_set_offset(61 * NS_PER_MIN);
+	deadline = clock_mono() + 10 * NS_PER_SEC;
+	do {
+		spin_for(w, 50);
+		json_decref(get_csr(w, "bob-denied", &st));
+		json_decref(get_csr(w, "bob-failed", &st2));
+	} while ((st == 200 || st2 == 200) && clock_mono() < deadline);
+	assert_int_equal(st, 404);
+	assert_int_equal(st2, 404);
+	clock_set_offset(0);
+}
+
 /* An issued certificate past its NotAfter goes too, however recent the
  * approval (here: a 10 min certificate and a clock 20 min later). */
 static void test_cleaner_expired_certificate(void **state)
@@ -899,6 +938,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_denied_is_never_signed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cleaner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cleaner_expired_certificate, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cleaner_denied_and_failed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ca_reload, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_controllers_flag, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_signing_files, setup, teardown),

@@ -107,19 +107,19 @@ bool bootstrap_kubeconfig_valid(const char *path)
 	if (!file_exists(path))
 		return false;
 	if (kubeconfig_load(path, &kc) < 0) {
-		LOG_ERROR("unable to read existing bootstrap client config from %s: %s", path,
+		LOG_UNHANDLED(NULL, "unable to read existing bootstrap client config from %s: %s", path,
 			  err_msg());
 		return false;
 	}
 	if (!kc.cert_data || pki_certs_parse(kc.cert_data, strlen(kc.cert_data), &certs) < 0) {
-		LOG_ERROR("unable to load TLS certificates from existing bootstrap client config "
+		LOG_UNHANDLED(NULL, "unable to load TLS certificates from existing bootstrap client config "
 			  "read from %s: %s",
 			  path, kc.cert_data ? err_msg() : "no client certificate");
 		goto out;
 	}
 	if (!kc.key_data || !(key = pki_key_parse(kc.key_data, strlen(kc.key_data))) ||
 	    !pki_key_matches(sk_X509_value(certs, 0), key)) {
-		LOG_ERROR("unable to load TLS configuration from existing bootstrap client config "
+		LOG_UNHANDLED(NULL, "unable to load TLS configuration from existing bootstrap client config "
 			  "read from %s: tls: private key does not match public key",
 			  path);
 		goto out;
@@ -129,7 +129,7 @@ bool bootstrap_kubeconfig_valid(const char *path)
 		int64_t na = pki_cert_not_after(sk_X509_value(certs, i));
 		char when[GO_TIME_BUF];
 		if (clock_now() > na) {
-			LOG_ERROR("part of the existing bootstrap client certificate in %s is expired: "
+			LOG_UNHANDLED(NULL, "part of the existing bootstrap client certificate in %s is expired: "
 				  "%s",
 				  path, go_time_string(na, when));
 			ok = false;
@@ -179,10 +179,11 @@ static EVP_PKEY *pick_key(struct bootstrap *b, bool fresh)
 		X509_free(cert);
 		return key;
 	}
+	LOG_V(2, "\"No valid private key and/or certificate found, reusing existing private key "
+		 "or creating a new one\"%s",
+	      k->log_kv);
 	if (!fresh && file_exists(b->key_path) && (key = pki_key_load(b->key_path)))
 		return key;
-	LOG_V(2, "\"No valid private key and/or certificate found, reusing existing private key "
-		 "or creating a new one\"");
 	if (!(key = pki_key_new(PKI_KEY_ECDSA)))
 		return NULL;
 	if (pki_key_save(b->key_path, key) < 0) {
@@ -257,8 +258,6 @@ static void on_issued(void *arg, const struct csr_result *res)
 		finish(b, ERR_IO, err_msg());
 		return;
 	}
-	LOG_INFO("\"Bootstrap complete: client certificate stored\" node=\"%s\" csr=\"%s\"",
-		 b->k->cfg.node_name, res->name);
 	finish(b, 0, NULL);
 }
 
@@ -299,8 +298,7 @@ static void request(struct bootstrap *b)
 				 .timeout_ns = BOOTSTRAP_WAIT_NS,
 				 .server = k->boot.server,
 				 .log_kv = k->log_kv};
-	LOG_V(2, "\"Waiting for client certificate to be issued\" csr=\"%s\"%s", name,
-	      k->log_kv);
+	LOG_V(2, "\"Waiting for client certificate to be issued\"%s", k->log_kv);
 	b->req = csr_request_start(k->loop, b->c, &spec, on_issued, b);
 	free(name);
 	free(csr_pem);

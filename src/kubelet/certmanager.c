@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/file.h"
 #include "base/jx.h"
 #include "base/log.h"
 #include "base/rand.h"
@@ -17,7 +18,9 @@
 #include "base/timeutil.h"
 
 #include <math.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +29,8 @@
 #define CSR_PATH "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 /* How soon a CSR watch that ended is opened again. */
 #define REWATCH_NS NS_PER_SEC
+/* WaitForCertificate wraps every failure but the timeout in this. */
+#define WATCH_ERR "cannot watch on the certificate signing request: "
 
 /* ---- upstream's arithmetic --------------------------------------------------- */
 
@@ -211,7 +216,7 @@ static int judge(struct csr_request *r, const json_t *csr, char **pem, char *msg
 	size_t i;
 
 	if (r->uid && uid && strcmp(uid, r->uid)) {
-		snprintf(msg, n, "csr \"%s\" changed UIDs", r->name);
+		snprintf(msg, n, WATCH_ERR "csr \"%s\" changed UIDs", r->name);
 		return ERR_CONFLICT;
 	}
 	json_array_foreach(jx_get(csr, "status.conditions"), i, c)
@@ -219,13 +224,14 @@ static int judge(struct csr_request *r, const json_t *csr, char **pem, char *msg
 		const char *type = jx_str(c, "type");
 		if (type && !strcmp(type, "Denied")) {
 			snprintf(msg, n,
+				 WATCH_ERR
 				 "certificate signing request is denied, reason: %s, message: %s",
 				 jx_str(c, "reason") ?: "", jx_str(c, "message") ?: "");
 			return ERR_FORBIDDEN;
 		}
 		if (type && !strcmp(type, "Failed")) {
 			snprintf(msg, n,
-				 "certificate signing request failed, reason: %s, message: %s",
+				 WATCH_ERR "certificate signing request failed, reason: %s, message: %s",
 				 jx_str(c, "reason") ?: "", jx_str(c, "message") ?: "");
 			return ERR_INVALID;
 		}
@@ -254,7 +260,7 @@ static void on_watch_event(void *arg, const char *type, json_t *obj)
 	int v;
 
 	if (!strcmp(type, "DELETED")) {
-		snprintf(msg, sizeof(msg), "csr \"%s\" was deleted", r->name);
+		snprintf(msg, sizeof(msg), WATCH_ERR "csr \"%s\" was deleted", r->name);
 		req_finish(r, ERR_NOTFOUND, true, 0, msg, NULL);
 		return;
 	}
@@ -329,7 +335,8 @@ static int compatible(struct csr_request *r, const json_t *csr, char *msg, size_
 	int rc = 0;
 
 	if (!theirs || !ours) {
-		snprintf(msg, n, "unable to parse %s csr: %s", theirs ? "new" : "original",
+		/* The CSR found on the server is "new", ours the "original". */
+		snprintf(msg, n, "unable to parse %s csr: %s", theirs ? "original" : "new",
 			 err_msg());
 		rc = ERR_INVALID;
 	} else if (X509_NAME_cmp(X509_REQ_get_subject_name(theirs),
@@ -343,10 +350,13 @@ static int compatible(struct csr_request *r, const json_t *csr, char *msg, size_
 		snprintf(msg, n, "csr signerNames differ: new \"%s\", orig: \"%s\"", signer,
 			 r->signer);
 		rc = ERR_INVALID;
-	} else if (EVP_PKEY_eq(X509_REQ_get0_pubkey(theirs), X509_REQ_get0_pubkey(ours)) != 1) {
-		snprintf(msg, n, "error validating signature new CSR against old key: x509: %s "
-				 "verification failure",
-			 pki_key_is_rsa(X509_REQ_get0_pubkey(ours)) ? "RSA" : "ECDSA");
+	} else if (X509_REQ_verify(theirs, X509_REQ_get0_pubkey(ours)) != 1) {
+		/* Their request must be signed with our key (CheckSignature). */
+		ERR_clear_error();
+		snprintf(msg, n, "error validating signature new CSR against old key: %s",
+			 pki_key_is_rsa(X509_REQ_get0_pubkey(ours))
+				 ? "crypto/rsa: verification error"
+				 : "x509: ECDSA verification failure");
 		rc = ERR_INVALID;
 	} else if (cert_pem && *cert_pem) {
 		if (pki_certs_parse(cert_pem, strlen(cert_pem), &certs) < 0) {
@@ -459,6 +469,8 @@ struct certmgr {
 	struct strv orgs, dns, ips, usages;
 	X509 *cert;
 	EVP_PKEY *key;
+	X509 *stale_cert;    /* an expired pair found at start: not Current() */
+	EVP_PKEY *stale_key;
 	unsigned generation; /* bumped with every pair made current */
 	bool healthy;        /* upstream's serverHealth */
 	bool force;          /* rotate at the next deadline computation */
@@ -544,8 +556,8 @@ EVP_PKEY *certmgr_current_key(struct certmgr *m)
 
 X509 *certmgr_held(struct certmgr *m, EVP_PKEY **key)
 {
-	*key = m->key;
-	return m->cert;
+	*key = m->cert ? m->key : m->stale_key;
+	return m->cert ? m->cert : m->stale_cert;
 }
 
 double certmgr_ttl_seconds(const struct certmgr *m)
@@ -596,6 +608,10 @@ static void set_pair(struct certmgr *m, X509 *cert, EVP_PKEY *key)
 	EVP_PKEY_free(m->key);
 	m->cert = cert;
 	m->key = key;
+	X509_free(m->stale_cert);
+	EVP_PKEY_free(m->stale_key);
+	m->stale_cert = NULL;
+	m->stale_key = NULL;
 	m->generation++;
 	arm_expiry(m);
 }
@@ -618,8 +634,6 @@ static int seed_from_initial(struct certmgr *m, X509 **cert, EVP_PKEY **key)
 		LOG_UNHANDLED(m->cfg.log_kv,
 			      "unable to set the cert/key pair to the bootstrap certificate: %s",
 			      err_msg());
-	else
-		LOG_V(4, "Updated the store to contain the initial bootstrap certificate");
 	*cert = c;
 	*key = k;
 	return 0;
@@ -628,12 +642,29 @@ static int seed_from_initial(struct certmgr *m, X509 **cert, EVP_PKEY **key)
 /* getCurrentCertificateOrBootstrap: the store's pair unless it has expired;
  * then the initial (bootstrap) pair, rotated at once; else none, rotated at
  * once. */
+/* The file store's Current() says where it reads from. */
+static void say_loading(struct certmgr *m)
+{
+	char *cur = certstore_current_path(m->cfg.cert_dir, m->cfg.prefix);
+
+	if (file_exists(cur))
+		LOG_INFO("Loading cert/key pair from \"%s\".%s", cur, m->cfg.log_kv);
+	else if (m->cfg.cert_file && m->cfg.key_file && file_exists(m->cfg.cert_file) &&
+		 file_exists(m->cfg.key_file))
+		LOG_INFO("Loading cert/key pair from (\"%s\", \"%s\").%s", m->cfg.cert_file,
+			 m->cfg.key_file, m->cfg.log_kv);
+	free(cur);
+}
+
 static int load(struct certmgr *m)
 {
 	X509 *cert = NULL, *c;
 	EVP_PKEY *key = NULL, *k;
-	int rc = certstore_load(m->cfg.cert_dir, m->cfg.prefix, m->cfg.cert_file,
-				m->cfg.key_file, &cert, &key);
+	int rc;
+
+	say_loading(m);
+	rc = certstore_load(m->cfg.cert_dir, m->cfg.prefix, m->cfg.cert_file, m->cfg.key_file,
+			    &cert, &key);
 
 	if (rc < 0 && rc != ERR_NOTFOUND)
 		return rc;
@@ -649,9 +680,10 @@ static int load(struct certmgr *m)
 		set_pair(m, c, k);
 		return 0;
 	}
-	/* The expired pair is kept to say when it ran out; Current() is nil. */
-	if (cert)
-		set_pair(m, cert, key);
+	/* No current pair (upstream's cert is nil); the expired one is kept
+	 * for a static transport to go on presenting. */
+	m->stale_cert = cert;
+	m->stale_key = key;
 	return 0;
 }
 
@@ -956,6 +988,8 @@ void certmgr_free(struct certmgr *m)
 	timer_free(m->expiry);
 	X509_free(m->cert);
 	EVP_PKEY_free(m->key);
+	X509_free(m->stale_cert);
+	EVP_PKEY_free(m->stale_key);
 	EVP_PKEY_free(m->pending);
 	free((char *)m->cfg.name);
 	free((char *)m->cfg.log_kv);

@@ -73,6 +73,9 @@ struct kubelet {
  * its key/values, already formatted), then exit(status) or the on_exit hook. */
 void kubelet_exit(struct kubelet *k, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The node's addresses are known (its first Node object was built): the
+ * serving certificate manager has a template from now on. */
+void kubelet_addresses_observed(struct kubelet *k);
 /* A start-up failure: `"command failed" err="<message>"`, status 1. */
 void kubelet_fail(struct kubelet *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "system:node:<name>" into buf. */

@@ -321,6 +321,11 @@ static void register_metrics(struct kubelet *k)
 				   "unused, the value will be +INF.",
 				   client_ttl, k);
 	}
+	/* The serving series come with the serving certificate manager, which
+	 * exists only with serverTLSBootstrap (else a file-backed one, without
+	 * metrics). */
+	if (!k->cfg.server_tls_bootstrap)
+		return;
 	k->m_server_errors = metrics_counter(k->metrics, "kubelet_server_expiration_renew_errors",
 					     "Counter of certificate renewal errors.", NULL);
 	k->m_server_rotation = metrics_histogram(
@@ -364,6 +369,8 @@ static int start_client_manager(struct kubelet *k, const struct kubeconfig *kc)
 		initial = str_printf("%s%s", kc->cert_data, kc->key_data);
 	mc.initial_pem = initial;
 	k->client_cm = certmgr_new(k->loop, &mc);
+	if (mc.rotate)
+		LOG_V(2, "\"Starting client certificate rotation\"%s", k->log_kv);
 	rc = certmgr_start(k->client_cm);
 	if (initial)
 		OPENSSL_cleanse(initial, strlen(initial));
@@ -411,6 +418,17 @@ static int start_serving_manager(struct kubelet *k)
 	return certmgr_start(k->serving_cm);
 }
 
+void kubelet_addresses_observed(struct kubelet *k)
+{
+	/* newGetTemplateFn has no template, so no serving CSR, until the node
+	 * has addresses: the first Node the kubelet builds observes them. */
+	if (!k->cfg.server_tls_bootstrap || k->serving_cm)
+		return;
+	if (start_serving_manager(k) < 0)
+		LOG_ERROR("\"Failed to start the serving certificate manager\" err=\"%s\"%s",
+			  err_msg(), k->log_kv);
+}
+
 static struct rest_client *node_client(struct kubelet *k)
 {
 	X509 *cert = certmgr_current(k->client_cm);
@@ -445,21 +463,25 @@ static void run(struct kubelet *k)
 	struct kubeconfig kc;
 
 	if (kubeconfig_load_lazy(k->cfg.kubeconfig, &kc) < 0) {
-		kubelet_fail(k, "invalid kubeconfig: %s", err_msg());
+		kubelet_fail(k, "failed to run Kubelet: invalid kubeconfig: %s", err_msg());
 		return;
 	}
 	k->server = strdup(kc.server ? kc.server : "");
 	k->ca_pem = kc.ca_data ? strdup(kc.ca_data) : NULL;
 	if (start_client_manager(k, &kc) < 0) {
 		kubeconfig_free(&kc);
-		kubelet_fail(k, "failed to initialize client certificate manager: %s", err_msg());
+		kubelet_fail(k, "failed to run Kubelet: failed to initialize client certificate manager: %s",
+			     err_msg());
 		return;
 	}
 	kubeconfig_free(&kc);
 	if (!(k->client = node_client(k))) {
-		kubelet_fail(k, "invalid kubeconfig: %s", err_msg());
+		kubelet_fail(k, "failed to run Kubelet: invalid kubeconfig: %s", err_msg());
 		return;
 	}
+	/* cube's self-heal: a static certificate found expired at start. */
+	if (k->cfg.self_heal && !k->cfg.rotate_certificates && !certmgr_current(k->client_cm))
+		start_heal(k);
 	if (k->cfg.rotate_certificates) {
 		/* UpdateTransport: lastCertAvailable starts now; a certificate
 		 * current from the start is no rotation. */
@@ -471,13 +493,10 @@ static void run(struct kubelet *k)
 		}
 		timer_after(k->watchdog, k->has_cert ? WATCHDOG_NS : WATCHDOG_FIRST_NS);
 	}
-	if (k->cfg.server_tls_bootstrap && start_serving_manager(k) < 0)
-		LOG_ERROR("\"Failed to start the serving certificate manager\" err=\"%s\"%s",
-			  err_msg(), k->log_kv);
 	if (k->cfg.port != 0) {
 		k->server_tls = kserver_new(k);
 		if (kserver_start(k->server_tls) < 0) {
-			kubelet_fail(k, "failed to listen and serve: %s", err_msg());
+			kubelet_fail(k, "failed to run Kubelet: failed to listen and serve: %s", err_msg());
 			return;
 		}
 	}
@@ -514,10 +533,8 @@ static void on_bootstrapped(struct kubelet *k, int rc, const char *err)
 				  err_msg(), k->log_kv);
 			k->healing = false;
 			timer_after(k->heal_retry, HEAL_RETRY_NS);
-			return;
 		}
-		healed(k);
-		return;
+		return; /* on_client_cert has said "Self-heal complete" */
 	}
 	run(k);
 }
@@ -603,7 +620,8 @@ static int start_foreground(struct kubelet *k)
 {
 	const char *kc = k->cfg.kubeconfig;
 
-	if (bootstrap_kubeconfig_valid(kc)) {
+	/* LoadClientCert runs only with a bootstrap kubeconfig. */
+	if (k->has_boot && bootstrap_kubeconfig_valid(kc)) {
 		LOG_V(2, "\"Kubeconfig exists and is valid, skipping bootstrap\" path=\"%s\"%s", kc,
 		      k->log_kv);
 		run(k);

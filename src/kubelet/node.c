@@ -50,7 +50,6 @@ struct heartbeat {
 	int64_t register_step_ns;
 	int tries;
 	int64_t last_report_mono; /* INT64_MIN: never reported */
-	int64_t sync_started;     /* clock_mono() when this status period began */
 	char *node_uid;
 	/* the lease */
 	struct timer *lease_timer, *ensure_timer;
@@ -247,10 +246,9 @@ static void status_try(struct heartbeat *h);
 static void status_done(struct heartbeat *h)
 {
 	/* wait.JitterUntil(syncNodeStatus, nodeStatusUpdateFrequency, 0.04,
-	 * sliding=false): the jittered period counts from the sync's start. */
+	 * sliding=true): the jittered period starts when this sync is done. */
 	int64_t f = h->k->cfg.node_status_update_frequency_ns;
-	int64_t next = h->sync_started + f + (int64_t)(rand_double() * 0.04 * (double)f);
-	timer_after(h->status_timer, next - clock_mono());
+	timer_after(h->status_timer, f + (int64_t)(rand_double() * 0.04 * (double)f));
 }
 
 static void registered(struct heartbeat *h, const json_t *node, const char *how)
@@ -286,7 +284,7 @@ static void on_label_patch(void *arg, int status, json_t *body, const char *err)
 		register_retry(h);
 		return;
 	}
-	registered(h, body, "Node was previously registered");
+	registered(h, body, "Successfully registered node");
 }
 
 /* The labels updateDefaultLabels reconciles on an existing Node; others,
@@ -326,13 +324,18 @@ static void on_existing(void *arg, int status, json_t *body, const char *err)
 		register_retry(h);
 		return;
 	}
+	LOG_INFO("\"Node was previously registered\" node=\"%s\"", h->k->cfg.node_name);
 	want = json_object();
 	{
 		json_t *all = labels(h->k);
 		json_object_foreach(all, key, v)
 		{
-			if (!default_label(key) ||
-			    json_equal(v, json_object_get(jx_get(body, "metadata.labels"), key)))
+			/* A missing label reads as "", as a Go map does. */
+			const char *have = json_string_value(
+				json_object_get(jx_get(body, "metadata.labels"), key));
+			if (!have)
+				have = "";
+			if (!default_label(key) || !strcmp(have, json_string_value(v)))
 				continue;
 			/* An empty value removes the label, as upstream. */
 			json_object_set(want, key, *json_string_value(v) ? v : json_null());
@@ -342,7 +345,7 @@ static void on_existing(void *arg, int status, json_t *body, const char *err)
 	}
 	if (!differ) {
 		json_decref(want);
-		registered(h, body, "Node was previously registered");
+		registered(h, body, "Successfully registered node");
 		return;
 	}
 	patch = json_pack("{s:{s:o}}", "metadata", "labels", want);
@@ -377,6 +380,7 @@ static void on_register(void *arg, int status, json_t *body, const char *err)
 static void try_register(struct heartbeat *h)
 {
 	json_t *node = initial_node(h);
+	kubelet_addresses_observed(h->k);
 	LOG_INFO("\"Attempting to register node\" node=\"%s\"", h->k->cfg.node_name);
 	h->status_call = rest_do(h->k->client, "POST", "/api/v1/nodes", node, on_register, h);
 	json_decref(node);
@@ -462,7 +466,6 @@ static void status_sync(void *arg)
 
 	if (h->k->exited)
 		return;
-	h->sync_started = clock_mono();
 	if (!h->registered) {
 		try_register(h);
 		return;

@@ -133,7 +133,7 @@ static int pick_serving_cert(SSL *ssl, void *arg)
 	struct kserver *s = arg;
 	struct certmgr *m = s->k->serving_cm;
 	X509 *cert = m ? certmgr_current(m) : NULL;
-	struct sockaddr_storage peer;
+	struct sockaddr_storage peer = {0};
 	socklen_t len = sizeof(peer);
 	char host[INET6_ADDRSTRLEN] = "", port[8] = "";
 

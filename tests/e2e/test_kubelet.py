@@ -413,7 +413,8 @@ def test_https_server(cluster, kubelets, kubectl, wait_until, run):
     wait_ready(kubectl, wait_until, k2)
     metrics = run("curl", "-sk", f"https://127.0.0.1:{port2}/metrics").stdout
     assert "kubelet_certificate_manager_client_ttl_seconds" not in metrics
-    assert "kubelet_certificate_manager_server_ttl_seconds" in metrics
+    # ... and the serving ones only with serverTLSBootstrap.
+    assert "kubelet_certificate_manager_server_ttl_seconds" not in metrics
 
 
 def test_plan1_delete_current_and_restart(cluster, kubelets, kubectl, wait_until,

@@ -1,7 +1,7 @@
 /*
  * Admission, after authorization and before validation and storage:
- * NamespaceLifecycle, NodeRestriction, DefaultTolerationSeconds, and the
- * CSR requestor fields. Each plugin either mutates the object or refuses
+ * NamespaceLifecycle, NodeRestriction, TaintNodesByCondition,
+ * DefaultTolerationSeconds, and the CSR requestor fields. Each plugin either mutates the object or refuses
  * the request with upstream's message.
  */
 #include "apiserver/internal.h"
@@ -179,6 +179,30 @@ static void default_tolerations(struct req *r, json_t *obj)
 	}
 }
 
+/* TaintNodesByCondition: a new Node is not ready until its controller says
+ * otherwise — node.kubernetes.io/not-ready:NoSchedule, which the node
+ * lifecycle controller lifts once the node reports Ready. */
+static void taint_new_node(struct req *r, json_t *obj)
+{
+	json_t *spec = json_object_get(obj, "spec"), *taints, *t;
+	size_t i;
+
+	if (!is(r->verb, "create"))
+		return;
+	if (!spec) {
+		spec = json_object();
+		json_object_set_new(obj, "spec", spec);
+	}
+	if (!json_is_array(taints = json_object_get(spec, "taints"))) {
+		taints = json_array();
+		json_object_set_new(spec, "taints", taints);
+	}
+	json_array_foreach(taints, i, t) if (is(jx_str(t, "key"), "node.kubernetes.io/not-ready") &&
+					     is(jx_str(t, "effect"), "NoSchedule")) return;
+	json_array_append_new(taints, json_pack("{s:s,s:s}", "key", "node.kubernetes.io/not-ready",
+						"effect", "NoSchedule"));
+}
+
 /* The requestor fields are the server's to fill, from who asked. */
 static void csr_requestor(struct req *r, json_t *obj)
 {
@@ -203,6 +227,8 @@ int admit(struct req *r, json_t *obj, const json_t *old)
 		return rc;
 	if (obj && is(r->res->plural, "pods") && !r->sub)
 		default_tolerations(r, obj);
+	if (obj && is(r->res->plural, "nodes") && !r->sub)
+		taint_new_node(r, obj);
 	if (obj && is(r->res->plural, "certificatesigningrequests") && !r->sub)
 		csr_requestor(r, obj);
 	return 0;

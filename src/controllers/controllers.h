@@ -8,9 +8,14 @@
  * subresource, certificates and Failed conditions through /status, clean-up
  * through DELETE. The manager owns its REST client, made from the kubeconfig.
  *
+ * and the node lifecycle controller (nodelifecycle.c): conditions to Unknown
+ * past the grace period, not-ready / unreachable taints, rate-limited
+ * NoExecute tainting per zone.
+ *
  * Upstream names are accepted in opts.controllers: csrapproving, csrsigning,
- * csrcleaner, or the canonical certificatesigningrequest-{approving,signing,
- * cleaner}-controller; "*" enables all three, "-name" disables one.
+ * csrcleaner, nodelifecycle, or the canonical certificatesigningrequest-
+ * {approving,signing,cleaner}-controller and node-lifecycle-controller; "*"
+ * enables all, "-name" disables one.
  *
  * Ownership: the manager is the caller's; strings in opts are copied, a
  * kubeconfig passed as opts.kc is borrowed for the call only.
@@ -25,6 +30,27 @@
 #include <stdint.h>
 
 struct kubeconfig;
+
+/* node-lifecycle-controller's flags, upstream's defaults (nlc_opts_default). */
+struct nlc_opts {
+	int64_t node_monitor_period_ns;        /* --node-monitor-period, 5s */
+	int64_t node_monitor_grace_period_ns;  /* --node-monitor-grace-period, 50s */
+	int64_t node_startup_grace_period_ns;  /* --node-startup-grace-period, 60s */
+	double node_eviction_rate;             /* --node-eviction-rate, 0.1 */
+	double secondary_node_eviction_rate;   /* --secondary-node-eviction-rate, 0.01 */
+	double unhealthy_zone_threshold;       /* --unhealthy-zone-threshold, 0.55 */
+	int large_cluster_size_threshold;      /* --large-cluster-size-threshold, 50 */
+};
+
+void nlc_opts_default(struct nlc_opts *o);
+
+enum zone_state { ZONE_INITIAL, ZONE_NORMAL, ZONE_PARTIAL_DISRUPTION, ZONE_FULL_DISRUPTION };
+
+/* upstream's ComputeZoneState over a zone's Ready and not-Ready nodes. */
+enum zone_state nlc_zone_state(int ready, int not_ready, double unhealthy_threshold);
+/* The zone's NoExecute tainting rate (nodes per second) in state s. */
+double nlc_zone_qps(const struct nlc_opts *o, enum zone_state s, int zone_size, bool all_full);
+const char *nlc_zone_state_name(enum zone_state s);
 
 struct controller_manager_opts {
 	const char *kubeconfig;      /* --kubeconfig: path to load ... */
@@ -41,6 +67,7 @@ struct controller_manager_opts {
 	 * 1 h. Tests shorten it. */
 	int64_t cleaner_period_ns;
 	int workers; /* per queue-driven controller, default 5 (upstream's) */
+	struct nlc_opts nlc;
 };
 
 #define CONTROLLER_MANAGER_SIGNING_DURATION (8760 * INT64_C(3600) * INT64_C(1000000000))

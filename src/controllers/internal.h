@@ -30,6 +30,7 @@
 struct csrapproving;
 struct csrsigning;
 struct csrcleaner;
+struct nodelifecycle;
 
 struct controller_manager {
 	struct loop *loop;
@@ -44,6 +45,7 @@ struct controller_manager {
 	struct csrapproving *approving;
 	struct csrsigning *signing;
 	struct csrcleaner *cleaner;
+	struct nodelifecycle *nodelifecycle;
 };
 
 /* ---- the controllers (one file each) ------------------------------------- */
@@ -62,6 +64,11 @@ int64_t csrsigning_duration(int64_t cluster_ns, const json_t *csr);
 
 struct csrcleaner *csrcleaner_new(struct controller_manager *m);
 void csrcleaner_free(struct csrcleaner *c);
+
+struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const struct nlc_opts *o);
+/* Stop the informers and timers (before the rest client goes); free after. */
+void nodelifecycle_stop(struct nodelifecycle *c);
+void nodelifecycle_free(struct nodelifecycle *c);
 
 /* ---- CSR helpers (manager.c) --------------------------------------------- */
 

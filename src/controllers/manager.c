@@ -23,7 +23,7 @@
 
 /* ---- controller names ------------------------------------------------------ */
 
-enum { CTL_SIGNING, CTL_APPROVING, CTL_CLEANER, CTL_N };
+enum { CTL_SIGNING, CTL_APPROVING, CTL_CLEANER, CTL_NODELIFECYCLE, CTL_N };
 
 /* In upstream's registration order; alias first, as users type it. */
 static const struct {
@@ -32,6 +32,7 @@ static const struct {
 	[CTL_SIGNING] = {"csrsigning", "certificatesigningrequest-signing-controller"},
 	[CTL_APPROVING] = {"csrapproving", "certificatesigningrequest-approving-controller"},
 	[CTL_CLEANER] = {"csrcleaner", "certificatesigningrequest-cleaner-controller"},
+	[CTL_NODELIFECYCLE] = {"nodelifecycle", "node-lifecycle-controller"},
 };
 
 static int canonical(const char *s, size_t n)
@@ -165,6 +166,7 @@ void controller_manager_opts_default(struct controller_manager_opts *o)
 	o->controllers = "*";
 	o->cleaner_period_ns = CONTROLLER_MANAGER_CLEANER_PERIOD;
 	o->workers = 5;
+	nlc_opts_default(&o->nlc);
 }
 
 static struct rest_client *make_client(struct loop *loop, const struct controller_manager_opts *o)
@@ -253,6 +255,11 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 			}
 		} else if (i == CTL_APPROVING) {
 			m->approving = csrapproving_new(m);
+		} else if (i == CTL_NODELIFECYCLE) {
+			struct nlc_opts no = o->nlc;
+			if (no.node_monitor_period_ns <= 0)
+				nlc_opts_default(&no);
+			m->nodelifecycle = nodelifecycle_new(m, &no);
 		} else {
 			m->cleaner = csrcleaner_new(m);
 		}
@@ -279,9 +286,11 @@ void controller_manager_free(struct controller_manager *m)
 	 * (no callback runs after this), then the controllers and their jobs. */
 	informer_free(m->csrs);
 	m->csrs = NULL;
+	nodelifecycle_stop(m->nodelifecycle);
 	rest_client_free(m->rest);
 	m->rest = NULL;
 	timer_free(m->sync_wait);
+	nodelifecycle_free(m->nodelifecycle);
 	csrcleaner_free(m->cleaner);
 	csrapproving_free(m->approving);
 	csrsigning_free(m->signing);

@@ -17,6 +17,7 @@ struct cluster_opts {
 	int port;                 /* 0 = any free port (kubeconfigs are rewritten) */
 	int64_t cert_ttl_ns;      /* --cluster-signing-duration of the signer */
 	bool approve_kubelet_serving;
+	int64_t node_monitor_period_ns, node_monitor_grace_period_ns; /* 0: upstream's */
 	/* kubelets (none for `cube server`) */
 	int nodes;
 	const char *node_prefix;

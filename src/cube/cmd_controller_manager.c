@@ -1,5 +1,6 @@
-/* cube controller-manager — the CSR controllers as their own process, with
- * kube-controller-manager's flag names. */
+/* cube controller-manager — the CSR controllers and the node lifecycle
+ * controller as their own process, with kube-controller-manager's flag
+ * names. */
 #include "cube/cli.h"
 
 #include "controllers/controllers.h"
@@ -17,9 +18,12 @@
 static const char usage[] =
 	"Usage: cube controller-manager --kubeconfig FILE [flags]\n"
 	"\n"
-	"kube-controller-manager's certificate controllers: approve kubelet client CSRs,\n"
-	"sign approved CSRs with the cluster CA, and clean up old CSRs. They talk only to\n"
-	"the API server named in the kubeconfig.\n"
+	"kube-controller-manager's certificate controllers — approve kubelet client CSRs,\n"
+	"sign approved CSRs with the cluster CA, clean up old CSRs — and its node\n"
+	"lifecycle controller: nodes whose kubelet stops posting status go Unknown after\n"
+	"the grace period and get node.kubernetes.io/unreachable (or not-ready) NoSchedule\n"
+	"and, rate-limited per zone, NoExecute taints. They talk only to the API server\n"
+	"named in the kubeconfig.\n"
 	"\n"
 	"Flags (upstream's names):\n"
 	"      --kubeconfig FILE               kubeconfig with the API server's location and the\n"
@@ -38,9 +42,22 @@ static const char usage[] =
 	"                                      on-by-default controllers, 'foo' enables the\n"
 	"                                      controller named 'foo', '-foo' disables the\n"
 	"                                      controller named 'foo' (default \"*\").\n"
-	"                                      All controllers: csrapproving, csrsigning, csrcleaner\n"
-	"                                      (also by their names certificatesigningrequest-\n"
-	"                                      {approving,signing,cleaner}-controller)\n"
+	"                                      All controllers: csrapproving, csrsigning,\n"
+	"                                      csrcleaner, nodelifecycle (also by their names\n"
+	"                                      certificatesigningrequest-{approving,signing,\n"
+	"                                      cleaner}-controller, node-lifecycle-controller)\n"
+	"      --node-monitor-period D         how often node health is checked (default 5s)\n"
+	"      --node-monitor-grace-period D   how long a node may stop posting status before it\n"
+	"                                      is marked unhealthy (default 50s)\n"
+	"      --node-startup-grace-period D   the same for a node that never posted (default 1m0s)\n"
+	"      --node-eviction-rate R          nodes per second tainted NoExecute in a healthy\n"
+	"                                      zone (default 0.1)\n"
+	"      --secondary-node-eviction-rate R  the same in a zone above the unhealthy threshold;\n"
+	"                                      0 in zones of at most --large-cluster-size-threshold\n"
+	"                                      nodes (default 0.01)\n"
+	"      --unhealthy-zone-threshold F    share of not-Ready nodes (at least 3) that makes a\n"
+	"                                      zone partially disrupted (default 0.55)\n"
+	"      --large-cluster-size-threshold N  (default 50)\n"
 	"  -v, --v N                           log verbosity (2: CA reloads and why a CSR is left\n"
 	"                                      pending; 4: every CSR event)\n"
 	"  -h, --help                          this help\n"
@@ -63,6 +80,13 @@ int cmd_controller_manager(int argc, char **argv)
 		{"cluster-signing-duration", required_argument, NULL, 'd'},
 		{"controllers", required_argument, NULL, 'C'},
 		{"approve-kubelet-serving", optional_argument, NULL, 'S'},
+		{"node-monitor-period", required_argument, NULL, 1},
+		{"node-monitor-grace-period", required_argument, NULL, 2},
+		{"node-startup-grace-period", required_argument, NULL, 3},
+		{"node-eviction-rate", required_argument, NULL, 4},
+		{"secondary-node-eviction-rate", required_argument, NULL, 5},
+		{"unhealthy-zone-threshold", required_argument, NULL, 6},
+		{"large-cluster-size-threshold", required_argument, NULL, 7},
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -95,6 +119,35 @@ int cmd_controller_manager(int argc, char **argv)
 						       "\"--approve-kubelet-serving\" flag",
 						       optarg);
 			break;
+		case 1: case 2: case 3: {
+			int64_t *dst = c == 1 ? &o.nlc.node_monitor_period_ns
+				       : c == 2 ? &o.nlc.node_monitor_grace_period_ns
+						: &o.nlc.node_startup_grace_period_ns;
+			err_clear();
+			if (duration_parse(optarg, dst) < 0 || *dst <= 0)
+				return cli_usage_error("controller-manager",
+						       "invalid argument \"%s\" for \"--%s\" flag: %s",
+						       optarg, opts[5 + c].name,
+						       *err_msg() ? err_msg() : "must be > 0");
+			break;
+		}
+		case 4: case 5: case 6: case 7: {
+			char *end;
+			double v = strtod(optarg, &end);
+			if (end == optarg || *end || v < 0 || (c == 6 && v > 1))
+				return cli_usage_error("controller-manager",
+						       "invalid argument \"%s\" for \"--%s\" flag",
+						       optarg, opts[5 + c].name);
+			if (c == 4)
+				o.nlc.node_eviction_rate = v;
+			else if (c == 5)
+				o.nlc.secondary_node_eviction_rate = v;
+			else if (c == 6)
+				o.nlc.unhealthy_zone_threshold = v;
+			else
+				o.nlc.large_cluster_size_threshold = (int)v;
+			break;
+		}
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(usage);
 		default: return cli_bad_flag("controller-manager", argv);

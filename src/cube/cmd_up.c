@@ -53,13 +53,15 @@ static const char up_usage[] =
 	"                                      certificate expires, instead of exiting (cube's)\n"
 	"      --server-tls-bootstrap          kubelets request serving certificates too\n"
 	"      --approve-kubelet-serving       ...and the controller manager approves them\n"
+	"      --node-monitor-period DUR       the node lifecycle controller's check (default 5s)\n"
+	"      --node-monitor-grace-period DUR  how long a silent node stays Ready (default 50s)\n"
 	"  -v, --v N                           log verbosity\n";
 
 static const char server_usage[] =
 	"Usage: cube server [flags]\n"
 	"\n"
 	"The control plane in one process: the API server and the controller manager\n"
-	"(CSR approving, signing, cleaning), each on its own thread, talking through\n"
+	"(CSR approving, signing, cleaning; node lifecycle), each on its own thread, talking through\n"
 	"the API as separate processes would. Creates the PKI in --data-dir if missing.\n"
 	"\n"
 	"Flags:\n"
@@ -68,6 +70,8 @@ static const char server_usage[] =
 	"      --bind-address IP               (default 127.0.0.1)\n"
 	"      --cluster-signing-duration DUR  (default 8760h)\n"
 	"      --approve-kubelet-serving       approve valid kubelet serving CSRs\n"
+	"      --node-monitor-period DUR       the node lifecycle controller's check (default 5s)\n"
+	"      --node-monitor-grace-period DUR  how long a silent node stays Ready (default 50s)\n"
 	"  -v, --v N                           log verbosity\n";
 
 /* ---- progress: an admin client watching nodes become Ready ----------------- */
@@ -171,6 +175,8 @@ int cmd_up(int argc, char **argv)
 		{"self-heal", no_argument, NULL, 'H'},
 		{"server-tls-bootstrap", no_argument, NULL, 'S'},
 		{"approve-kubelet-serving", no_argument, NULL, 'A'},
+		{"node-monitor-period", required_argument, NULL, 'M'},
+		{"node-monitor-grace-period", required_argument, NULL, 'G'},
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -198,6 +204,10 @@ int cmd_up(int argc, char **argv)
 		case 'H': o.self_heal = true; break;
 		case 'S': o.server_tls_bootstrap = true; break;
 		case 'A': o.approve_kubelet_serving = true; break;
+		case 'M': r = dur_flag("up", "--node-monitor-period", optarg,
+				       &o.node_monitor_period_ns); break;
+		case 'G': r = dur_flag("up", "--node-monitor-grace-period", optarg,
+				       &o.node_monitor_grace_period_ns); break;
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(up_usage);
 		default: return cli_bad_flag("up", argv);
@@ -223,6 +233,8 @@ int cmd_server(int argc, char **argv)
 		{"bind-address", required_argument, NULL, 'b'},
 		{"cluster-signing-duration", required_argument, NULL, 't'},
 		{"approve-kubelet-serving", no_argument, NULL, 'A'},
+		{"node-monitor-period", required_argument, NULL, 'M'},
+		{"node-monitor-grace-period", required_argument, NULL, 'G'},
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -239,6 +251,10 @@ int cmd_server(int argc, char **argv)
 		case 't': r = dur_flag("server", "--cluster-signing-duration", optarg,
 				       &o.cert_ttl_ns); break;
 		case 'A': o.approve_kubelet_serving = true; break;
+		case 'M': r = dur_flag("server", "--node-monitor-period", optarg,
+				       &o.node_monitor_period_ns); break;
+		case 'G': r = dur_flag("server", "--node-monitor-grace-period", optarg,
+				       &o.node_monitor_grace_period_ns); break;
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(server_usage);
 		default: return cli_bad_flag("server", argv);

@@ -819,6 +819,11 @@ def test_cordon_and_uncordon(kubectl):
 
 def test_taint_add_and_remove(kubectl):
     create(kubectl, node_manifest("tainted"))
+    # TaintNodesByCondition: a new Node is not-ready:NoSchedule until the node
+    # lifecycle controller (not running here) sees it Ready.
+    assert get_json(kubectl, "node", "tainted")["spec"]["taints"] == \
+        [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    kubectl("taint", "nodes", "tainted", "node.kubernetes.io/not-ready:NoSchedule-")
     assert kubectl("taint", "nodes", "tainted", "k1=v1:NoSchedule").stdout.strip() \
         == "node/tainted tainted"
     kubectl("taint", "nodes", "tainted", "k2=v2:NoExecute")

@@ -98,7 +98,9 @@ class ControllerManager:
         self.proc = subprocess.Popen(
             [str(cube), "controller-manager", "--kubeconfig", str(conf),
              "--cluster-signing-cert-file", str(server.pki / "ca.crt"),
-             "--cluster-signing-key-file", str(server.pki / "ca.key"), "-v", "2"],
+             "--cluster-signing-key-file", str(server.pki / "ca.key"), "-v", "2",
+             # compressed node lifecycle timings: NotReady within seconds
+             "--node-monitor-period", "1s", "--node-monitor-grace-period", "15s"],
             env=server.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
 
@@ -480,6 +482,13 @@ def test_static_certificate_expires_and_kubelet_stays(cluster, kubelets, kubectl
         assert k.running(), f"the kubelet exited with {k.proc.returncode}\n{k.tail()}"
         time.sleep(1)
     assert renew_time(cluster, "kl-exp") == frozen, "heartbeats went on"
+    # The seeds' diagnosis: the node is NotReady, Unknown, tainted unreachable.
+    assert node_status(kubectl, "kl-exp") == "NotReady"
+    described = kubectl("describe", "node", "kl-exp").stdout
+    assert re.search(r"Taints:\s+node\.kubernetes\.io/unreachable:NoSchedule", described), \
+        described
+    assert "NodeStatusUnknown" in described and \
+        "Kubelet stopped posting node status." in described, described
     log = k.log()
     assert '"Failed to update lease" err="Unauthorized"' in log, k.tail()
     for absent in ("No valid client certificate", "exiting", "Certificate rotation detected"):

@@ -76,35 +76,7 @@ struct world {
 
 /* ---- driving the loop ------------------------------------------------------------- */
 
-static void on_idle(evutil_socket_t fd, short what, void *arg)
-{
-	*(bool *)arg = true;
-}
-
-/*
- * Run ready I/O and due timers until the loop has been idle for 50 ms of
- * real time: the store commits on its own thread, and the rest client does
- * not set TCP_NODELAY, so every request with a body sits ~44 ms behind a
- * delayed ACK (reported). The wait is an event of our own, removed after
- * each round, so no stale wake-up can end a later round early.
- */
-static void pump(struct world *w, int quiet)
-{
-	struct event_base *base = loop_base(w->env.loop);
-	bool idle = false;
-	struct event *tick = evtimer_new(base, on_idle, &idle);
-
-	for (int idle_rounds = 0, i = 0; idle_rounds < quiet && i < 5000; i++) {
-		struct timeval tv = {0, 2000};
-		idle = false;
-		loop_poll(w->env.loop);
-		evtimer_add(tick, &tv);
-		event_base_loop(base, EVLOOP_ONCE);
-		evtimer_del(tick);
-		idle_rounds = idle ? idle_rounds + 1 : 0;
-	}
-	event_free(tick);
-}
+#define pump(w, quiet) testenv_pump(&(w)->env, quiet)
 
 #define SETTLE 25 /* × 2 ms */
 
@@ -131,29 +103,8 @@ static bool wait_for(struct world *w, cond_fn cond, void *arg, int64_t step, int
 	return cond(w, arg);
 }
 
-struct result {
-	int status, done;
-	json_t *body;
-};
-
-static void on_result(void *arg, int status, json_t *body, const char *err)
-{
-	struct result *r = arg;
-	r->status = status;
-	r->body = json_incref(body);
-	r->done = 1;
-}
-
-/* A request as the admin, answered before returning; caller decrefs body. */
-static struct result call(struct world *w, const char *method, const char *path, json_t *body)
-{
-	struct result r = {0};
-	rest_do(w->env.admin, method, path, body, on_result, &r);
-	for (int i = 0; i < 20000 && !r.done; i++)
-		pump(w, 1);
-	assert_true(r.done);
-	return r;
-}
+#define result testenv_result
+#define call(w, method, path, body) testenv_call(&(w)->env, method, path, body)
 
 static json_t *get(struct world *w, const char *path)
 {

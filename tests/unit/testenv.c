@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,4 +66,51 @@ void testenv_stop(struct testenv *e)
 	/* CUBE_TEST_KEEP=1 leaves the directory (logs, certificates) to look at. */
 	if (!getenv("CUBE_TEST_KEEP"))
 		assert_int_equal(system(cmd), 0);
+}
+
+static void on_idle(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	*(bool *)arg = true;
+}
+
+/* The wait is an event of our own, removed after each round, so no stale
+ * wake-up can end a later round early. */
+void testenv_pump(struct testenv *e, int quiet)
+{
+	struct event_base *base = loop_base(e->loop);
+	bool idle = false;
+	struct event *tick = evtimer_new(base, on_idle, &idle);
+
+	for (int rounds = 0, i = 0; rounds < quiet && i < 5000; i++) {
+		struct timeval tv = {0, 2000};
+		idle = false;
+		loop_poll(e->loop);
+		evtimer_add(tick, &tv);
+		event_base_loop(base, EVLOOP_ONCE);
+		evtimer_del(tick);
+		rounds = idle ? rounds + 1 : 0;
+	}
+	event_free(tick);
+}
+
+static void on_result(void *arg, int status, json_t *body, const char *err)
+{
+	struct testenv_result *r = arg;
+	(void)err;
+	r->status = status;
+	r->body = json_incref(body);
+	r->done = 1;
+}
+
+struct testenv_result testenv_call(struct testenv *e, const char *method, const char *path,
+				   json_t *body)
+{
+	struct testenv_result r = {0};
+	rest_do(e->admin, method, path, body, on_result, &r);
+	for (int i = 0; i < 20000 && !r.done; i++)
+		testenv_pump(e, 1);
+	assert_true(r.done);
+	return r;
 }

@@ -16,6 +16,8 @@
 
 #include "base/loop.h"
 
+#include <jansson.h>
+
 #include <stddef.h>
 
 struct testenv {
@@ -34,5 +36,21 @@ void testenv_start(struct testenv *e, const char *tag);
 void testenv_stop(struct testenv *e);
 /* "<dir>/<rel>" into buf. */
 const char *testenv_path(const struct testenv *e, const char *rel, char *buf, size_t n);
+
+/*
+ * Run ready I/O and due timers until the loop has been idle for `quiet`
+ * rounds of 2 ms of real time (the store commits on its own thread). The
+ * virtual clock does not move.
+ */
+void testenv_pump(struct testenv *e, int quiet);
+
+struct testenv_result {
+	int status, done;
+	json_t *body; /* the caller's: json_decref */
+};
+
+/* A request as the admin, answered before returning. */
+struct testenv_result testenv_call(struct testenv *e, const char *method, const char *path,
+				   json_t *body);
 
 #endif

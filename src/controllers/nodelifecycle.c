@@ -1,0 +1,891 @@
+/*
+ * node-lifecycle-controller (upstream pkg/controller/nodelifecycle, 1.32;
+ * reference/k8s-controllers-1.32.md §1, k8s-facts §5): watches Nodes and
+ * their Leases in kube-node-lease and, every --node-monitor-period:
+ *
+ *   health — a node's probe time moves when its Ready heartbeat or its
+ *     Lease's renewTime changes, on this controller's own clock. Past the
+ *     grace period (--node-monitor-grace-period, 50 s; a node that never
+ *     posted Ready: --node-startup-grace-period, 60 s) its Ready,
+ *     MemoryPressure, DiskPressure and PIDPressure conditions go Unknown
+ *     (NodeStatusUnknown, "Kubelet stopped posting node status.").
+ *   NoSchedule taints — kept equal to what the conditions and
+ *     spec.unschedulable say, on every Node change.
+ *   NoExecute taints — not-ready / unreachable, added through one
+ *     rate-limited queue per zone (token bucket, burst 1, drained every
+ *     100 ms) whose rate follows the zone's state: Normal 0.1/s;
+ *     PartialDisruption (more than 2 and at least 55 % not Ready) 0.01/s in a
+ *     zone of more than 50 nodes, else 0; FullDisruption 0.1/s — unless every
+ *     zone is fully disrupted: then no NoExecute taint at all and those
+ *     present are removed ("master disruption mode"). Removed at once when
+ *     the node is Ready again.
+ *
+ * Events RegisteredNode, RemovingNode and NodeNotReady on the Node, from
+ * component node-controller. Marking the node's pods NotReady comes with
+ * the pod-facing controllers.
+ *
+ * Threads: the loop's. Everything goes through the API server.
+ */
+#include "controllers/internal.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/hmap.h"
+#include "base/jx.h"
+#include "base/log.h"
+#include "base/strv.h"
+#include "base/timeutil.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LEASES_PATH "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+#define EVICTION_TICK_NS (100 * NS_PER_MS) /* NodeEvictionPeriod */
+
+#define TAINT_NOT_READY "node.kubernetes.io/not-ready"
+#define TAINT_UNREACHABLE "node.kubernetes.io/unreachable"
+#define EXCLUDE_DISRUPTION "node.kubernetes.io/exclude-disruption"
+
+struct health {
+	int64_t probe, transition; /* this controller's clock (wall ns) */
+	char observed[8];          /* Ready as the last pass saw it: True/False/Unknown */
+	char *heartbeat, *transition_seen, *renew; /* what was last seen */
+	bool was_ready;             /* Ready was True when last looked at */
+};
+
+struct zone {
+	enum zone_state state;
+	double qps, tokens;
+	int64_t refilled;
+	struct strv queue; /* nodes waiting for their NoExecute taint */
+};
+
+struct taint_write;
+
+struct nodelifecycle {
+	struct controller_manager *m;
+	struct nlc_opts o;
+	struct informer *nodes, *leases;
+	struct hmap health; /* node name -> struct health */
+	struct hmap zones;  /* zone key -> struct zone */
+	struct timer *monitor, *evict;
+	bool all_disrupted;
+	struct job_list jobs;        /* status and event writes in flight */
+	struct taint_write *writes;  /* taint changes in flight */
+};
+
+/* ---- pure pieces ---------------------------------------------------------------- */
+
+enum zone_state nlc_zone_state(int ready, int not_ready, double unhealthy_threshold)
+{
+	if (ready == 0 && not_ready > 0)
+		return ZONE_FULL_DISRUPTION;
+	if (not_ready > 2 && (double)not_ready / (double)(ready + not_ready) >= unhealthy_threshold)
+		return ZONE_PARTIAL_DISRUPTION;
+	return ZONE_NORMAL;
+}
+
+double nlc_zone_qps(const struct nlc_opts *o, enum zone_state s, int zone_size, bool all_full)
+{
+	if (all_full)
+		return 0;
+	switch (s) {
+	case ZONE_PARTIAL_DISRUPTION:
+		return zone_size > o->large_cluster_size_threshold ? o->secondary_node_eviction_rate
+								  : 0;
+	case ZONE_INITIAL:
+	case ZONE_NORMAL:
+	case ZONE_FULL_DISRUPTION:
+		break;
+	}
+	return o->node_eviction_rate;
+}
+
+const char *nlc_zone_state_name(enum zone_state s)
+{
+	static const char *const names[] = {"Initial", "Normal", "PartialDisruption",
+					    "FullDisruption"};
+	return names[s];
+}
+
+void nlc_opts_default(struct nlc_opts *o)
+{
+	o->node_monitor_period_ns = 5 * NS_PER_SEC;
+	o->node_monitor_grace_period_ns = 50 * NS_PER_SEC;
+	o->node_startup_grace_period_ns = 60 * NS_PER_SEC;
+	o->node_eviction_rate = 0.1;
+	o->secondary_node_eviction_rate = 0.01;
+	o->unhealthy_zone_threshold = 0.55;
+	o->large_cluster_size_threshold = 50;
+}
+
+/* ---- node fields ------------------------------------------------------------------ */
+
+static const char *node_name(const json_t *node)
+{
+	return jx_str(node, "metadata.name") ?: "";
+}
+
+static json_t *condition(const json_t *node, const char *type)
+{
+	json_t *c;
+	size_t i;
+	json_array_foreach(jx_get(node, "status.conditions"), i, c) if (
+		!strcmp(jx_str(c, "type") ?: "", type)) return c;
+	return NULL;
+}
+
+/* "True", "False", "Unknown", or NULL: no Ready condition. */
+static const char *ready_status(const json_t *node)
+{
+	const json_t *c = condition(node, "Ready");
+	return c ? jx_str(c, "status") : NULL;
+}
+
+static const char *label(const json_t *node, const char *key)
+{
+	return json_string_value(json_object_get(jx_get(node, "metadata.labels"), key));
+}
+
+/* upstream's GetZoneKey: region and zone, stable labels before beta ones. */
+static void zone_key(const json_t *node, char *buf, size_t n)
+{
+	const char *region = label(node, "topology.kubernetes.io/region");
+	const char *zone = label(node, "topology.kubernetes.io/zone");
+	if (!region)
+		region = label(node, "failure-domain.beta.kubernetes.io/region");
+	if (!zone)
+		zone = label(node, "failure-domain.beta.kubernetes.io/zone");
+	if (!region && !zone)
+		snprintf(buf, n, "%s", "");
+	else
+		snprintf(buf, n, "%s:\\x00:%s", region ? region : "", zone ? zone : "");
+}
+
+static bool has_taint(const json_t *node, const char *key, const char *effect)
+{
+	json_t *t;
+	size_t i;
+	json_array_foreach(jx_get(node, "spec.taints"), i, t) if (
+		!strcmp(jx_str(t, "key") ?: "", key) &&
+		!strcmp(jx_str(t, "effect") ?: "", effect)) return true;
+	return false;
+}
+
+/* ---- writing ------------------------------------------------------------------------ */
+
+static void on_written(void *arg, int status, json_t *body, const char *err)
+{
+	struct job *j = arg;
+	struct nodelifecycle *c = j->ctl;
+	char why[512];
+
+	if (status != 200 && status != 201)
+		LOG_UNHANDLED(NULL, "%s: %s", j->key, api_error(why, sizeof(why), status, body, err));
+	job_done(&c->jobs, j, false);
+}
+
+static void nlc_write(struct nodelifecycle *c, const char *what, const char *method, const char *path,
+		  const char *ct, json_t *body)
+{
+	struct job *j = job_new(&c->jobs, NULL, what, c);
+	rest_do_ct(c->m->rest, method, path, ct, body, on_written, j);
+}
+
+/* An event on the Node, as the node-controller's recorder writes it. */
+static void node_event(struct nodelifecycle *c, const json_t *node, const char *type,
+		       const char *reason, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static void node_event(struct nodelifecycle *c, const json_t *node, const char *type,
+		       const char *reason, const char *fmt, ...)
+{
+	char msg[512], now[TIME_BUF], name[300];
+	va_list ap;
+	json_t *ev;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	time_format_rfc3339(clock_now(), now);
+	snprintf(name, sizeof(name), "%s.%llx", node_name(node), (unsigned long long)clock_now());
+	ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},s:s,s:s,"
+		       "s:i,s:s,s:s}",
+		       "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace",
+		       "default", "involvedObject", "apiVersion", "v1", "kind", "Node", "name",
+		       node_name(node), "uid", jx_str(node, "metadata.uid") ?: "", "reason", reason,
+		       "message", msg, "type", type, "source", "component", "node-controller",
+		       "firstTimestamp", now, "lastTimestamp", now, "count", 1,
+		       "reportingComponent", "node-controller", "reportingInstance", "");
+	nlc_write(c, "event", "POST", "/api/v1/namespaces/default/events", NULL, ev);
+	json_decref(ev);
+}
+
+/* The node's taints minus those of `keys` with `effect`, plus `add`. */
+static json_t *taints_with(const json_t *node, const char *const *keys, const char *effect,
+			   json_t *add)
+{
+	json_t *out = json_array(), *t;
+	size_t i;
+
+	json_array_foreach(jx_get(node, "spec.taints"), i, t)
+	{
+		bool drop = false;
+		for (size_t k = 0; keys[k] && !drop; k++)
+			drop = !strcmp(jx_str(t, "key") ?: "", keys[k]) &&
+			       !strcmp(jx_str(t, "effect") ?: "", effect);
+		if (!drop)
+			json_array_append(out, t);
+	}
+	json_array_extend(out, add);
+	json_decref(add);
+	return out;
+}
+
+/* ---- NoSchedule: the exact set the node's state asks for ---------------------------- */
+
+static const char *const no_schedule_keys[] = {
+	TAINT_NOT_READY,
+	TAINT_UNREACHABLE,
+	"node.kubernetes.io/unschedulable",
+	"node.kubernetes.io/memory-pressure",
+	"node.kubernetes.io/disk-pressure",
+	"node.kubernetes.io/pid-pressure",
+	"node.kubernetes.io/network-unavailable",
+	NULL};
+
+static json_t *wanted_no_schedule(const json_t *node)
+{
+	static const struct {
+		const char *type, *status, *key;
+	} map[] = {
+		{"Ready", "False", TAINT_NOT_READY},
+		{"Ready", "Unknown", TAINT_UNREACHABLE},
+		{"MemoryPressure", "True", "node.kubernetes.io/memory-pressure"},
+		{"DiskPressure", "True", "node.kubernetes.io/disk-pressure"},
+		{"PIDPressure", "True", "node.kubernetes.io/pid-pressure"},
+		{"NetworkUnavailable", "True", "node.kubernetes.io/network-unavailable"},
+	};
+	json_t *out = json_array();
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		const json_t *cond = condition(node, map[i].type);
+		if (cond && !strcmp(jx_str(cond, "status") ?: "", map[i].status))
+			json_array_append_new(out, json_pack("{s:s,s:s}", "key", map[i].key,
+							     "effect", "NoSchedule"));
+	}
+	if (json_is_true(jx_get(node, "spec.unschedulable")))
+		json_array_append_new(out, json_pack("{s:s,s:s}", "key",
+						     "node.kubernetes.io/unschedulable", "effect",
+						     "NoSchedule"));
+	return out;
+}
+
+/* The taints the node should have for its NoSchedule state, or NULL when
+ * it has them already. */
+static json_t *no_schedule_taints(const json_t *node)
+{
+	json_t *want = wanted_no_schedule(node), *t;
+	bool same = true;
+	size_t i, have = 0;
+
+	json_array_foreach(want, i, t) same &= has_taint(node, jx_str(t, "key"), "NoSchedule");
+	json_array_foreach(jx_get(node, "spec.taints"), i, t)
+	{
+		for (size_t k = 0; no_schedule_keys[k]; k++)
+			if (!strcmp(jx_str(t, "key") ?: "", no_schedule_keys[k]) &&
+			    !strcmp(jx_str(t, "effect") ?: "", "NoSchedule"))
+				have++;
+	}
+	if (same && have == json_array_size(want)) {
+		json_decref(want);
+		return NULL;
+	}
+	return taints_with(node, no_schedule_keys, "NoSchedule", want);
+}
+
+/* ---- taint writes: GET, change, PUT with its resourceVersion, retry on
+ * conflict (upstream's AddOrUpdateTaintOnNode / RemoveTaintOffNode) ------------ */
+
+enum taint_op { OP_SYNC_NO_SCHEDULE, OP_SET_NO_EXECUTE, OP_CLEAR_NO_EXECUTE };
+
+#define TAINT_TRIES 5
+
+struct taint_write {
+	struct nodelifecycle *c;
+	struct taint_write *prev, *next;
+	char node[256];
+	enum taint_op op;
+	char key[64]; /* OP_SET_NO_EXECUTE: which taint */
+	int tries;
+};
+
+static const char *const no_execute_keys[] = {TAINT_NOT_READY, TAINT_UNREACHABLE, NULL};
+
+static json_t *apply_op(const struct taint_write *t, const json_t *node)
+{
+	char now[TIME_BUF];
+
+	switch (t->op) {
+	case OP_SYNC_NO_SCHEDULE:
+		return no_schedule_taints(node);
+	case OP_SET_NO_EXECUTE:
+		if (has_taint(node, t->key, "NoExecute"))
+			return NULL;
+		return taints_with(node, no_execute_keys, "NoExecute",
+				   json_pack("[{s:s,s:s,s:s}]", "key", t->key, "effect",
+					     "NoExecute", "timeAdded",
+					     time_format_rfc3339(clock_now(), now)));
+	case OP_CLEAR_NO_EXECUTE:
+		if (!has_taint(node, TAINT_NOT_READY, "NoExecute") &&
+		    !has_taint(node, TAINT_UNREACHABLE, "NoExecute"))
+			return NULL;
+		return taints_with(node, no_execute_keys, "NoExecute", json_array());
+	}
+	return NULL;
+}
+
+static void taint_get(struct taint_write *t);
+
+static void taint_end(struct taint_write *t)
+{
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		t->c->writes = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	free(t);
+}
+
+static void on_taint_put(void *arg, int status, json_t *body, const char *err)
+{
+	struct taint_write *t = arg;
+	char why[512];
+
+	if (status == 409 && ++t->tries < TAINT_TRIES) {
+		taint_get(t);
+		return;
+	}
+	if (status != 200)
+		LOG_UNHANDLED(NULL, "failed to update taints of node %s: %s", t->node,
+			      api_error(why, sizeof(why), status, body, err));
+	taint_end(t);
+}
+
+static void on_taint_get(void *arg, int status, json_t *body, const char *err)
+{
+	struct taint_write *t = arg;
+	char why[512], path[300];
+	json_t *taints, *copy;
+
+	if (status != 200) {
+		if (status != 404)
+			LOG_UNHANDLED(NULL, "failed to get node %s: %s", t->node,
+				      api_error(why, sizeof(why), status, body, err));
+		taint_end(t);
+		return;
+	}
+	if (!(taints = apply_op(t, body))) {
+		taint_end(t);
+		return;
+	}
+	copy = json_deep_copy(body);
+	if (json_array_size(taints))
+		jx_set(copy, "spec.taints", taints);
+	else {
+		json_decref(taints);
+		json_object_del(json_object_get(copy, "spec"), "taints");
+	}
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s", t->node);
+	rest_do(t->c->m->rest, "PUT", path, copy, on_taint_put, t);
+	json_decref(copy);
+}
+
+static void taint_get(struct taint_write *t)
+{
+	char path[300];
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s", t->node);
+	rest_do(t->c->m->rest, "GET", path, NULL, on_taint_get, t);
+}
+
+/* Start a taint change when the informer's copy says one is needed. */
+static void taint_write(struct nodelifecycle *c, const json_t *node, enum taint_op op,
+			const char *key)
+{
+	struct taint_write *t = calloc(1, sizeof(*t));
+	json_t *need;
+
+	if (!t)
+		abort();
+	t->c = c;
+	t->op = op;
+	snprintf(t->key, sizeof(t->key), "%s", key ? key : "");
+	if (!(need = apply_op(t, node))) {
+		free(t);
+		return;
+	}
+	json_decref(need);
+	snprintf(t->node, sizeof(t->node), "%s", node_name(node));
+	t->next = c->writes;
+	if (c->writes)
+		c->writes->prev = t;
+	c->writes = t;
+	taint_get(t);
+}
+
+static void sync_no_schedule(struct nodelifecycle *c, const json_t *node)
+{
+	taint_write(c, node, OP_SYNC_NO_SCHEDULE, NULL);
+}
+
+/* ---- NoExecute ------------------------------------------------------------------------- */
+
+static struct zone *zone_of(struct nodelifecycle *c, const char *key)
+{
+	struct zone *z = hmap_get(&c->zones, key);
+	if (!z) {
+		if (!(z = calloc(1, sizeof(*z))))
+			abort();
+		z->state = ZONE_INITIAL;
+		z->refilled = clock_now(); /* no rate until the zone has a state */
+		hmap_put(&c->zones, key, z);
+		LOG_INFO("\"Initializing eviction metric for zone\" zone=\"%s\"", key);
+	}
+	return z;
+}
+
+static void dequeue(struct zone *z, const char *name)
+{
+	for (size_t i = 0; i < z->queue.n; i++)
+		if (!strcmp(z->queue.v[i], name)) {
+			free(z->queue.v[i]);
+			memmove(&z->queue.v[i], &z->queue.v[i + 1],
+				(z->queue.n - i - 1) * sizeof(char *));
+			z->queue.n--;
+			z->queue.v[z->queue.n] = NULL;
+			return;
+		}
+}
+
+static bool queued(const struct zone *z, const char *name)
+{
+	return strv_has(&z->queue, name);
+}
+
+/* A NoExecute taint for the node's Ready state now, replacing the other. */
+static void taint_no_execute(struct nodelifecycle *c, const json_t *node, const char *key)
+{
+	taint_write(c, node, OP_SET_NO_EXECUTE, key);
+}
+
+static void untaint_no_execute(struct nodelifecycle *c, const json_t *node)
+{
+	taint_write(c, node, OP_CLEAR_NO_EXECUTE, NULL);
+}
+
+/* processTaintBaseEviction, with the Ready status this pass observed. */
+static void process_no_execute(struct nodelifecycle *c, const json_t *node, struct zone *z,
+			       const char *ready)
+{
+	const char *name = node_name(node);
+	const char *want = NULL, *other = NULL;
+
+	if (ready && !strcmp(ready, "False"))
+		want = TAINT_NOT_READY, other = TAINT_UNREACHABLE;
+	else if (ready && !strcmp(ready, "Unknown"))
+		want = TAINT_UNREACHABLE, other = TAINT_NOT_READY;
+	if (!want) {
+		if (ready && !strcmp(ready, "True")) {
+			dequeue(z, name);
+			if (has_taint(node, TAINT_NOT_READY, "NoExecute") ||
+			    has_taint(node, TAINT_UNREACHABLE, "NoExecute")) {
+				untaint_no_execute(c, node);
+				LOG_V(2, "\"Node is healthy again, removed all taints\" node=\"%s\"",
+				      name);
+			}
+		}
+		return;
+	}
+	if (has_taint(node, want, "NoExecute"))
+		return;
+	if (has_taint(node, other, "NoExecute")) {
+		/* The two are exclusive: swapped at once, no rate limit. */
+		taint_no_execute(c, node, want);
+		return;
+	}
+	if (!queued(z, name)) {
+		LOG_V(2, "\"Node is %s. Adding it to the Taint queue\" node=\"%s\"",
+		      !strcmp(want, TAINT_NOT_READY) ? "NotReady" : "unresponsive", name);
+		strv_push(&z->queue, name);
+	}
+}
+
+/* Every 100 ms: each zone's queue, as its token bucket allows. */
+static void on_evict_tick(void *arg)
+{
+	struct nodelifecycle *c = arg;
+	const char *key;
+	void *v;
+	int64_t now = clock_now();
+
+	timer_after(c->evict, EVICTION_TICK_NS);
+	for (size_t it = 0; hmap_next(&c->zones, &it, &key, &v);) {
+		struct zone *z = v;
+		z->tokens = fmin(1.0, z->tokens + z->qps * (double)(now - z->refilled) / 1e9);
+		z->refilled = now;
+		while (z->queue.n && z->tokens >= 1.0) {
+			char *name = strdup(z->queue.v[0]);
+			json_t *node = informer_get(c->nodes, name);
+			struct health *h = hmap_get(&c->health, name);
+			/* The pass's verdict: the informer may not have our status
+			 * write yet. */
+			const char *ready = node && h ? h->observed : NULL;
+
+			dequeue(z, name);
+			if (ready && (!strcmp(ready, "False") || !strcmp(ready, "Unknown"))) {
+				z->tokens -= 1.0;
+				taint_no_execute(c, node,
+						 !strcmp(ready, "False") ? TAINT_NOT_READY
+									 : TAINT_UNREACHABLE);
+			}
+			free(name);
+		}
+	}
+}
+
+/* ---- health ------------------------------------------------------------------------------ */
+
+static bool changed(char **seen, const char *now)
+{
+	bool diff = (*seen == NULL) != (now == NULL) || (now && strcmp(*seen, now));
+	if (diff) {
+		free(*seen);
+		*seen = now ? strdup(now) : NULL;
+	}
+	return diff;
+}
+
+static struct health *health_of(struct nodelifecycle *c, const json_t *node)
+{
+	struct health *h = hmap_get(&c->health, node_name(node));
+	const json_t *ready = condition(node, "Ready");
+	int64_t created = 0;
+
+	if (h)
+		return h;
+	if (!(h = calloc(1, sizeof(*h))))
+		abort();
+	/* A node that never posted Ready counts from its creation; any other is
+	 * given a fresh grace period from now, as after a restart. */
+	if (!ready && time_parse_rfc3339(jx_str(node, "metadata.creationTimestamp"), &created) == 0)
+		h->probe = h->transition = created;
+	else {
+		LOG_V(4, "\"Missing timestamp for Node. Assuming now as a timestamp\" node=\"%s\"",
+		      node_name(node));
+		h->probe = h->transition = clock_now();
+	}
+	if (ready) {
+		h->heartbeat = str_dup(jx_str(ready, "lastHeartbeatTime"));
+		h->transition_seen = str_dup(jx_str(ready, "lastTransitionTime"));
+	}
+	h->was_ready = ready && !strcmp(jx_str(ready, "status") ?: "", "True");
+	hmap_put(&c->health, node_name(node), h);
+	return h;
+}
+
+static void observe(struct nodelifecycle *c, const json_t *node, struct health *h)
+{
+	const json_t *ready = condition(node, "Ready");
+	char key[300];
+	json_t *lease;
+
+	if (ready && changed(&h->heartbeat, jx_str(ready, "lastHeartbeatTime")))
+		h->probe = clock_now();
+	if (ready && changed(&h->transition_seen, jx_str(ready, "lastTransitionTime")))
+		h->transition = clock_now();
+	snprintf(key, sizeof(key), "kube-node-lease/%s", node_name(node));
+	lease = informer_get(c->leases, key);
+	if (lease && jx_str(lease, "spec.renewTime") &&
+	    (!h->renew || strcmp(jx_str(lease, "spec.renewTime"), h->renew) > 0)) {
+		free(h->renew);
+		h->renew = strdup(jx_str(lease, "spec.renewTime"));
+		h->probe = clock_now();
+	}
+}
+
+/* The status write of a stale node: the four kubelet conditions to Unknown.
+ * NULL when nothing changes. */
+static json_t *stale_status(const json_t *node, bool *ready_changed)
+{
+	static const char *const types[] = {"Ready", "MemoryPressure", "DiskPressure",
+					    "PIDPressure"};
+	json_t *copy = json_deep_copy(node), *conds = jx_get(copy, "status.conditions");
+	char now[TIME_BUF];
+
+	time_format_rfc3339(clock_now(), now);
+	*ready_changed = false;
+	if (!json_is_array(conds)) {
+		conds = json_array();
+		jx_set(copy, "status.conditions", conds);
+	}
+	for (size_t i = 0; i < 4; i++) {
+		json_t *c = NULL, *x;
+		size_t k;
+		json_array_foreach(conds, k, x) if (!strcmp(jx_str(x, "type") ?: "", types[i])) c = x;
+		if (!c) {
+			json_array_append_new(
+				conds, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", types[i],
+						 "status", "Unknown", "reason", "NodeStatusNeverUpdated",
+						 "message", "Kubelet never posted node status.",
+						 "lastHeartbeatTime",
+						 jx_str(node, "metadata.creationTimestamp") ?: now,
+						 "lastTransitionTime", now));
+		} else if (strcmp(jx_str(c, "status") ?: "", "Unknown")) {
+			json_object_set_new(c, "status", json_string("Unknown"));
+			json_object_set_new(c, "reason", json_string("NodeStatusUnknown"));
+			json_object_set_new(c, "message",
+					    json_string("Kubelet stopped posting node status."));
+			json_object_set_new(c, "lastTransitionTime", json_string(now));
+		} else {
+			continue;
+		}
+		*ready_changed |= i == 0;
+	}
+	if (!*ready_changed) {
+		/* upstream writes only when Ready changed */
+		json_decref(copy);
+		return NULL;
+	}
+	return copy;
+}
+
+/* One node of monitorNodeHealth. Returns the Ready status it should be
+ * counted with (after a stale update). */
+static const char *monitor_node(struct nodelifecycle *c, const json_t *node)
+{
+	struct health *h = health_of(c, node);
+	const char *ready = ready_status(node);
+	int64_t grace = ready ? c->o.node_monitor_grace_period_ns
+			      : c->o.node_startup_grace_period_ns;
+	char path[300];
+	bool ready_changed;
+	json_t *status;
+
+	observe(c, node, h);
+	if (clock_now() <= h->probe + grace)
+		goto out;
+	if (!(status = stale_status(node, &ready_changed)))
+		goto out;
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", node_name(node));
+	nlc_write(c, "update node health", "PUT", path, NULL, status);
+	json_decref(status);
+	h->transition = clock_now();
+	ready = "Unknown";
+out:
+	if (h->was_ready && (!ready || strcmp(ready, "True"))) {
+		node_event(c, node, "Normal", "NodeNotReady", "Node %s status is now: NodeNotReady",
+			   node_name(node));
+	}
+	h->was_ready = ready && !strcmp(ready, "True");
+	snprintf(h->observed, sizeof(h->observed), "%s", ready ? ready : "");
+	return ready;
+}
+
+static void set_zone_state(struct nodelifecycle *c, const char *key, struct zone *z,
+			   enum zone_state s, int size, bool all_full)
+{
+	double qps = nlc_zone_qps(&c->o, s, size, all_full);
+
+	if (s != z->state) {
+		if (z->state != ZONE_INITIAL || s != ZONE_NORMAL)
+			LOG_INFO("\"Controller detected that zone is now in new state\" zone=\"%s\" "
+				 "newState=\"%s\"",
+				 key, nlc_zone_state_name(s));
+		z->state = s;
+	}
+	if (qps != z->qps) {
+		/* SwapLimiter: a new bucket, full (burst 1) — or one that never
+		 * accepts at rate 0. */
+		z->qps = qps;
+		z->tokens = qps > 0 ? 1.0 : 0.0;
+		z->refilled = clock_now();
+	}
+}
+
+static void on_monitor(void *arg)
+{
+	struct nodelifecycle *c = arg;
+	json_t **all;
+	const char **ready_now;
+	size_t n;
+	struct hmap counts = HMAP_INIT; /* zone -> int[2] {ready, not ready} */
+	bool all_full = true, any_zone = false;
+	const char *key;
+	void *v;
+
+	timer_after(c->monitor, c->o.node_monitor_period_ns);
+	if (!informer_synced(c->nodes) || !informer_synced(c->leases))
+		return;
+	n = informer_list(c->nodes, &all);
+	if (!(ready_now = calloc(n ? n : 1, sizeof(*ready_now))))
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		const char *ready = ready_now[i] = monitor_node(c, all[i]);
+		char zk[512];
+		int *cnt;
+
+		if (label(all[i], EXCLUDE_DISRUPTION))
+			continue;
+		zone_key(all[i], zk, sizeof(zk));
+		if (!(cnt = hmap_get(&counts, zk))) {
+			if (!(cnt = calloc(2, sizeof(int))))
+				abort();
+			hmap_put(&counts, zk, cnt);
+		}
+		cnt[ready && !strcmp(ready, "True") ? 0 : 1]++;
+	}
+	/* Zone states, then whether every zone is down. */
+	for (size_t it = 0; hmap_next(&counts, &it, &key, &v);) {
+		int *cnt = v;
+		any_zone = true;
+		all_full &= nlc_zone_state(cnt[0], cnt[1], c->o.unhealthy_zone_threshold) ==
+			    ZONE_FULL_DISRUPTION;
+	}
+	all_full &= any_zone;
+	if (all_full && !c->all_disrupted) {
+		LOG_INFO("\"Controller detected that all Nodes are not-Ready. Entering master "
+			 "disruption mode\"");
+		for (size_t i = 0; i < n; i++)
+			untaint_no_execute(c, all[i]);
+	} else if (!all_full && c->all_disrupted) {
+		LOG_INFO("\"Controller detected that some Nodes are Ready. Exiting master "
+			 "disruption mode\"");
+		/* A fresh grace for everyone, as upstream resets the timestamps. */
+		for (size_t it = 0; hmap_next(&c->health, &it, &key, &v);)
+			((struct health *)v)->probe = ((struct health *)v)->transition =
+				clock_now();
+	}
+	c->all_disrupted = all_full;
+	for (size_t it = 0; hmap_next(&counts, &it, &key, &v);) {
+		int *cnt = v;
+		set_zone_state(c, key, zone_of(c, key),
+			       nlc_zone_state(cnt[0], cnt[1], c->o.unhealthy_zone_threshold),
+			       cnt[0] + cnt[1], all_full);
+	}
+	if (!all_full)
+		for (size_t i = 0; i < n; i++) {
+			char zk[512];
+			zone_key(all[i], zk, sizeof(zk));
+			process_no_execute(c, all[i], zone_of(c, zk), ready_now[i]);
+		}
+	for (size_t it = 0; hmap_next(&counts, &it, &key, &v);)
+		free(v);
+	hmap_free(&counts);
+	free(ready_now);
+	free(all);
+}
+
+/* ---- the informers ---------------------------------------------------------------------- */
+
+static void on_node_add(void *arg, json_t *node)
+{
+	struct nodelifecycle *c = arg;
+	LOG_V(1, "\"Controller observed a new Node\" node=\"%s\"", node_name(node));
+	node_event(c, node, "Normal", "RegisteredNode", "Node %s event: Registered Node %s in "
+							"Controller",
+		   node_name(node), node_name(node));
+	/* Taints of an earlier life come off; the queue puts them back. */
+	untaint_no_execute(c, node);
+	sync_no_schedule(c, node);
+}
+
+static void on_node_update(void *arg, json_t *old, json_t *node)
+{
+	(void)old;
+	sync_no_schedule(arg, node);
+}
+
+static void on_node_delete(void *arg, json_t *node)
+{
+	struct nodelifecycle *c = arg;
+	struct health *h = hmap_del(&c->health, node_name(node));
+
+	LOG_V(1, "\"Controller observed a Node deletion\" node=\"%s\"", node_name(node));
+	node_event(c, node, "Normal", "RemovingNode", "Node %s event: Removing Node %s from "
+						      "Controller",
+		   node_name(node), node_name(node));
+	if (h) {
+		free(h->heartbeat);
+		free(h->transition_seen);
+		free(h->renew);
+		free(h);
+	}
+}
+
+struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const struct nlc_opts *o)
+{
+	struct nodelifecycle *c = calloc(1, sizeof(*c));
+	struct informer_handlers nh = {on_node_add, on_node_update, on_node_delete, c};
+	struct informer_handlers lh = {NULL, NULL, NULL, c};
+
+	if (!c)
+		abort();
+	c->m = m;
+	c->o = *o;
+	c->health = (struct hmap)HMAP_INIT;
+	c->zones = (struct hmap)HMAP_INIT;
+	c->nodes = informer_new(m->loop, m->rest, "/api/v1/nodes", NULL, &nh);
+	c->leases = informer_new(m->loop, m->rest, LEASES_PATH, NULL, &lh);
+	c->monitor = loop_timer(m->loop, on_monitor, c);
+	c->evict = loop_timer(m->loop, on_evict_tick, c);
+	informer_start(c->nodes);
+	informer_start(c->leases);
+	LOG_INFO("\"Sending events to api server\"");
+	timer_after(c->monitor, c->o.node_monitor_period_ns);
+	timer_after(c->evict, EVICTION_TICK_NS);
+	return c;
+}
+
+void nodelifecycle_stop(struct nodelifecycle *c)
+{
+	if (!c)
+		return;
+	informer_free(c->nodes);
+	informer_free(c->leases);
+	timer_free(c->monitor);
+	timer_free(c->evict);
+	c->nodes = c->leases = NULL;
+	c->monitor = c->evict = NULL;
+}
+
+void nodelifecycle_free(struct nodelifecycle *c)
+{
+	const char *key;
+	void *v;
+
+	if (!c)
+		return;
+	nodelifecycle_stop(c);
+	for (size_t it = 0; hmap_next(&c->health, &it, &key, &v);) {
+		struct health *h = v;
+		free(h->heartbeat);
+		free(h->transition_seen);
+		free(h->renew);
+		free(h);
+	}
+	hmap_free(&c->health);
+	for (size_t it = 0; hmap_next(&c->zones, &it, &key, &v);) {
+		struct zone *z = v;
+		strv_free(&z->queue);
+		free(z);
+	}
+	hmap_free(&c->zones);
+	job_list_free(&c->jobs);
+	while (c->writes)
+		taint_end(c->writes);
+	free(c);
+}

@@ -21,8 +21,9 @@
  *     the node is Ready again.
  *
  * Events RegisteredNode, RemovingNode and NodeNotReady on the Node, from
- * component node-controller. Marking the node's pods NotReady comes with
- * the pod-facing controllers.
+ * component node-controller. When a node stops being Ready its pods' Ready
+ * condition goes False, with a Warning NodeNotReady "Node is not ready" on
+ * each (MarkPodsNotReady); so does a pod bound to it later.
  *
  * Threads: the loop's. Everything goes through the API server.
  */
@@ -68,7 +69,7 @@ struct taint_write;
 struct nodelifecycle {
 	struct controller_manager *m;
 	struct nlc_opts o;
-	struct informer *nodes, *leases;
+	struct informer *nodes, *leases, *pods;
 	struct hmap health; /* node name -> struct health */
 	struct hmap zones;  /* zone key -> struct zone */
 	struct timer *monitor, *evict;
@@ -195,15 +196,17 @@ static void nlc_write(struct nodelifecycle *c, const char *what, const char *met
 	rest_do_ct(c->m->rest, method, path, ct, body, on_written, j);
 }
 
-/* An event on the Node, as the node-controller's recorder writes it. */
-static void node_event(struct nodelifecycle *c, const json_t *node, const char *type,
-		       const char *reason, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+/* An event about obj (a Node or a Pod), as the node-controller's recorder
+ * writes it: in the object's namespace, "default" for a Node. */
+static void event(struct nodelifecycle *c, const json_t *obj, const char *kind, const char *type,
+		  const char *reason, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-static void node_event(struct nodelifecycle *c, const json_t *node, const char *type,
-		       const char *reason, const char *fmt, ...)
+static void event(struct nodelifecycle *c, const json_t *obj, const char *kind, const char *type,
+		  const char *reason, const char *fmt, ...)
 {
-	char msg[512], now[TIME_BUF], name[300];
+	const char *ns = jx_str(obj, "metadata.namespace") ?: "default";
+	const char *oname = jx_str(obj, "metadata.name") ?: "";
+	char msg[512], now[TIME_BUF], name[300], path[300];
 	va_list ap;
 	json_t *ev;
 
@@ -211,17 +214,67 @@ static void node_event(struct nodelifecycle *c, const json_t *node, const char *
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	time_format_rfc3339(clock_now(), now);
-	snprintf(name, sizeof(name), "%s.%llx", node_name(node), (unsigned long long)clock_now());
+	snprintf(name, sizeof(name), "%s.%llx", oname, (unsigned long long)clock_now());
 	ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},s:s,s:s,"
 		       "s:i,s:s,s:s}",
 		       "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace",
-		       "default", "involvedObject", "apiVersion", "v1", "kind", "Node", "name",
-		       node_name(node), "uid", jx_str(node, "metadata.uid") ?: "", "reason", reason,
-		       "message", msg, "type", type, "source", "component", "node-controller",
-		       "firstTimestamp", now, "lastTimestamp", now, "count", 1,
-		       "reportingComponent", "node-controller", "reportingInstance", "");
-	nlc_write(c, "event", "POST", "/api/v1/namespaces/default/events", NULL, ev);
+		       ns, "involvedObject", "apiVersion", "v1", "kind", kind, "name", oname, "uid",
+		       jx_str(obj, "metadata.uid") ?: "", "reason", reason, "message", msg, "type",
+		       type, "source", "component", "node-controller", "firstTimestamp", now,
+		       "lastTimestamp", now, "count", 1, "reportingComponent", "node-controller",
+		       "reportingInstance", "");
+	if (strcmp(kind, "Node"))
+		json_object_set_new(json_object_get(ev, "involvedObject"), "namespace",
+				    json_string(ns));
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
+	nlc_write(c, "event", "POST", path, NULL, ev);
 	json_decref(ev);
+}
+
+#define node_event(c, node, ...) event(c, node, "Node", __VA_ARGS__)
+
+/* ---- pods on a node that is not Ready (MarkPodsNotReady) ---------------------------- */
+
+/* The pod's Ready condition to False, and upstream's Warning on the pod;
+ * nothing when it has no Ready condition or it is False already. */
+static void mark_pod_not_ready(struct nodelifecycle *c, const json_t *pod)
+{
+	json_t *copy, *cond, *x;
+	char now[TIME_BUF], path[600];
+	size_t i;
+
+	cond = NULL;
+	json_array_foreach(jx_get(pod, "status.conditions"), i, x) if (
+		!strcmp(jx_str(x, "type") ?: "", "Ready")) cond = x;
+	if (!cond || !strcmp(jx_str(cond, "status") ?: "", "False"))
+		return;
+	LOG_V(2, "\"Updating ready status of pod to false\" pod=\"%s/%s\"",
+	      jx_str(pod, "metadata.namespace") ?: "", jx_str(pod, "metadata.name") ?: "");
+	copy = json_deep_copy(pod);
+	json_array_foreach(jx_get(copy, "status.conditions"), i, x)
+	{
+		if (strcmp(jx_str(x, "type") ?: "", "Ready"))
+			continue;
+		json_object_set_new(x, "status", json_string("False"));
+		json_object_set_new(x, "lastTransitionTime",
+				    json_string(time_format_rfc3339(clock_now(), now)));
+	}
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/status",
+		 jx_str(pod, "metadata.namespace") ?: "", jx_str(pod, "metadata.name") ?: "");
+	nlc_write(c, "mark pod not ready", "PUT", path, NULL, copy);
+	json_decref(copy);
+	event(c, pod, "Pod", "Warning", "NodeNotReady", "Node is not ready");
+}
+
+static void mark_pods_not_ready(struct nodelifecycle *c, const char *node)
+{
+	json_t **pods;
+	size_t n = informer_list(c->pods, &pods);
+
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(jx_str(pods[i], "spec.nodeName") ?: "", node))
+			mark_pod_not_ready(c, pods[i]);
+	free(pods);
 }
 
 /* The node's taints minus those of `keys` with `effect`, plus `add`. */
@@ -689,6 +742,7 @@ out:
 	if (h->was_ready && (!ready || strcmp(ready, "True"))) {
 		node_event(c, node, "Normal", "NodeNotReady", "Node %s status is now: NodeNotReady",
 			   node_name(node));
+		mark_pods_not_ready(c, node_name(node));
 	}
 	h->was_ready = ready && !strcmp(ready, "True");
 	snprintf(h->observed, sizeof(h->observed), "%s", ready ? ready : "");
@@ -826,11 +880,29 @@ static void on_node_delete(void *arg, json_t *node)
 	}
 }
 
+/* A pod bound to a node this controller found not Ready is marked too. */
+static void on_pod(void *arg, json_t *pod)
+{
+	struct nodelifecycle *c = arg;
+	const char *node = jx_str(pod, "spec.nodeName");
+	struct health *h = node ? hmap_get(&c->health, node) : NULL;
+
+	if (h && h->observed[0] && strcmp(h->observed, "True"))
+		mark_pod_not_ready(c, pod);
+}
+
+static void on_pod_update(void *arg, json_t *old, json_t *pod)
+{
+	(void)old;
+	on_pod(arg, pod);
+}
+
 struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const struct nlc_opts *o)
 {
 	struct nodelifecycle *c = calloc(1, sizeof(*c));
 	struct informer_handlers nh = {on_node_add, on_node_update, on_node_delete, c};
 	struct informer_handlers lh = {NULL, NULL, NULL, c};
+	struct informer_handlers ph = {on_pod, on_pod_update, NULL, c};
 
 	if (!c)
 		abort();
@@ -840,10 +912,12 @@ struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const stru
 	c->zones = (struct hmap)HMAP_INIT;
 	c->nodes = informer_new(m->loop, m->rest, "/api/v1/nodes", NULL, &nh);
 	c->leases = informer_new(m->loop, m->rest, LEASES_PATH, NULL, &lh);
+	c->pods = informer_new(m->loop, m->rest, "/api/v1/pods", NULL, &ph);
 	c->monitor = loop_timer(m->loop, on_monitor, c);
 	c->evict = loop_timer(m->loop, on_evict_tick, c);
 	informer_start(c->nodes);
 	informer_start(c->leases);
+	informer_start(c->pods);
 	LOG_INFO("\"Sending events to api server\"");
 	timer_after(c->monitor, c->o.node_monitor_period_ns);
 	timer_after(c->evict, EVICTION_TICK_NS);
@@ -856,9 +930,10 @@ void nodelifecycle_stop(struct nodelifecycle *c)
 		return;
 	informer_free(c->nodes);
 	informer_free(c->leases);
+	informer_free(c->pods);
 	timer_free(c->monitor);
 	timer_free(c->evict);
-	c->nodes = c->leases = NULL;
+	c->nodes = c->leases = c->pods = NULL;
 	c->monitor = c->evict = NULL;
 }
 

@@ -114,6 +114,51 @@ static void renew(struct world *w, int i)
 	json_decref(l);
 }
 
+/* A pod bound to node i, Ready as its kubelet would report it. */
+static void create_pod(struct world *w, const char *name, int i)
+{
+	char node[16], path[128], now[TIME_BUF];
+	json_t *pod, *copy;
+	struct testenv_result r;
+
+	name_of(i, node, sizeof(node));
+	pod = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:[{s:s,s:s}]}}", "apiVersion", "v1", "kind",
+			"Pod", "metadata", "name", name, "namespace", "default", "spec", "nodeName",
+			node, "containers", "name", "c", "image", "nginx");
+	r = call(w, "POST", "/api/v1/namespaces/default/pods", pod);
+	assert_int_equal(r.status, 201);
+	json_decref(pod);
+	copy = json_deep_copy(r.body);
+	json_decref(r.body);
+	time_format_rfc3339(clock_now(), now);
+	jx_set_str(copy, "status.phase", "Running");
+	jx_set(copy, "status.conditions",
+	       json_pack("[{s:s,s:s,s:s}]", "type", "Ready", "status", "True",
+			 "lastTransitionTime", now));
+	snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s/status", name);
+	r = call(w, "PUT", path, copy);
+	assert_int_equal(r.status, 200);
+	json_decref(r.body);
+	json_decref(copy);
+}
+
+static const char *pod_ready(struct world *w, const char *name, char *buf, size_t n)
+{
+	char path[128];
+	struct testenv_result r;
+	json_t *c;
+	size_t k;
+
+	snprintf(path, sizeof(path), "/api/v1/namespaces/default/pods/%s", name);
+	r = call(w, "GET", path, NULL);
+	assert_int_equal(r.status, 200);
+	snprintf(buf, n, "%s", "");
+	json_array_foreach(jx_get(r.body, "status.conditions"), k, c) if (
+		!strcmp(jx_str(c, "type") ?: "", "Ready")) snprintf(buf, n, "%s", jx_str(c, "status"));
+	json_decref(r.body);
+	return buf;
+}
+
 static json_t *get_node(struct world *w, int i)
 {
 	char path[64], name[16];
@@ -247,6 +292,8 @@ static void test_unknown_after_grace_and_back(void **state)
 
 	create_node(w, 0, "z1");
 	create_node(w, 1, "z1");
+	create_pod(w, "on-n1", 1);
+	create_pod(w, "on-n0", 0);
 	seconds(w, 10);
 	/* Both report Ready: the controller has lifted the not-ready taint. */
 	for (int i = 0; i < 2; i++) {
@@ -279,6 +326,31 @@ static void test_unknown_after_grace_and_back(void **state)
 	node = get_node(w, 0);
 	assert_false(has_taint(node, "node.kubernetes.io/unreachable", "NoSchedule"));
 	json_decref(node);
+	/* MarkPodsNotReady: its pod is not Ready any more, the other node's is. */
+	{
+		char buf[16];
+		struct testenv_result r;
+		bool node_event = false, pod_event = false;
+		json_t *e;
+		size_t k;
+
+		assert_string_equal(pod_ready(w, "on-n1", buf, sizeof(buf)), "False");
+		assert_string_equal(pod_ready(w, "on-n0", buf, sizeof(buf)), "True");
+		r = call(w, "GET", "/api/v1/namespaces/default/events", NULL);
+		json_array_foreach(json_object_get(r.body, "items"), k, e)
+		{
+			const char *reason = jx_str(e, "reason") ?: "", *msg = jx_str(e, "message");
+			const char *kind = jx_str(e, "involvedObject.kind") ?: "";
+			node_event |= !strcmp(reason, "NodeNotReady") && !strcmp(kind, "Node") &&
+				      !strcmp(msg, "Node n1 status is now: NodeNotReady");
+			pod_event |= !strcmp(reason, "NodeNotReady") && !strcmp(kind, "Pod") &&
+				     !strcmp(msg, "Node is not ready") &&
+				     !strcmp(jx_str(e, "type") ?: "", "Warning");
+		}
+		json_decref(r.body);
+		assert_true(node_event);
+		assert_true(pod_event);
+	}
 
 	/* It renews again and posts Ready: the taints come off. */
 	{

@@ -154,9 +154,11 @@ static void default_tolerations(struct req *r, json_t *obj)
 	int64_t secs[2] = {r->s->o.not_ready_toleration_s, r->s->o.unreachable_toleration_s};
 	size_t i;
 
-	if (!spec || !is(r->verb, "create") || r->sub)
+	if (!json_is_object(spec) || !is(r->verb, "create") || r->sub)
 		return;
 	tols = json_object_get(spec, "tolerations");
+	if (!json_is_array(tols) && tols)
+		return; /* validation says why */
 	if (!tols) {
 		tols = json_array();
 		json_object_set_new(spec, "tolerations", tols);
@@ -187,12 +189,15 @@ static void taint_new_node(struct req *r, json_t *obj)
 	json_t *spec = json_object_get(obj, "spec"), *taints, *t;
 	size_t i;
 
-	if (!is(r->verb, "create"))
+	if (!is(r->verb, "create") || !json_is_object(obj))
 		return;
 	if (!spec) {
 		spec = json_object();
 		json_object_set_new(obj, "spec", spec);
 	}
+	/* Not an object: validation refuses it; leave it to say so. */
+	if (!json_is_object(spec))
+		return;
 	if (!json_is_array(taints = json_object_get(spec, "taints"))) {
 		taints = json_array();
 		json_object_set_new(spec, "taints", taints);

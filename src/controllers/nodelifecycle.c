@@ -54,7 +54,6 @@ struct health {
 	int64_t probe, transition; /* this controller's clock (wall ns) */
 	char observed[8];          /* Ready as the last pass saw it: True/False/Unknown */
 	char *heartbeat, *transition_seen, *renew; /* what was last seen */
-	bool was_ready;             /* Ready was True when last looked at */
 };
 
 struct zone {
@@ -357,7 +356,29 @@ static json_t *no_schedule_taints(const json_t *node)
 		json_decref(want);
 		return NULL;
 	}
-	return taints_with(node, no_schedule_keys, "NoSchedule", want);
+	/* SwapNodeControllerTaint: a taint already there stays as it is; a new
+	 * one is stamped timeAdded now. */
+	{
+		char now[TIME_BUF];
+		json_t *keep = json_array();
+		time_format_rfc3339(clock_now(), now);
+		json_array_foreach(want, i, t)
+		{
+			json_t *old, *found = NULL;
+			size_t k;
+			json_array_foreach(jx_get(node, "spec.taints"), k, old) if (
+				!strcmp(jx_str(old, "key") ?: "", jx_str(t, "key")) &&
+				!strcmp(jx_str(old, "effect") ?: "", "NoSchedule")) found = old;
+			if (found)
+				json_array_append(keep, found);
+			else {
+				json_object_set_new(t, "timeAdded", json_string(now));
+				json_array_append(keep, t);
+			}
+		}
+		json_decref(want);
+		return taints_with(node, no_schedule_keys, "NoSchedule", keep);
+	}
 }
 
 /* ---- taint writes: GET, change, PUT with its resourceVersion, retry on
@@ -497,14 +518,38 @@ static void sync_no_schedule(struct nodelifecycle *c, const json_t *node)
 
 /* ---- NoExecute ------------------------------------------------------------------------- */
 
+static void refill(struct zone *z, int64_t now)
+{
+	z->tokens = fmin(1.0, z->tokens + z->qps * (double)(now - z->refilled) / 1e9);
+	z->refilled = now;
+}
+
+/* SwapLimiter: nothing if the rate is the same; else a new bucket (burst
+ * 1), full only if the old one still had its token — a bucket that never
+ * accepts (rate 0) leaves the new one empty. */
+static void swap_limiter(struct zone *z, double qps)
+{
+	bool had;
+
+	if (qps == z->qps)
+		return;
+	refill(z, clock_now());
+	had = z->tokens >= 1.0;
+	z->qps = qps;
+	z->tokens = qps > 0 && had ? 1.0 : 0.0;
+}
+
 static struct zone *zone_of(struct nodelifecycle *c, const char *key)
 {
 	struct zone *z = hmap_get(&c->zones, key);
 	if (!z) {
 		if (!(z = calloc(1, sizeof(*z))))
 			abort();
+		/* addPodEvictorForNewZone: the primary rate, a full bucket. */
 		z->state = ZONE_INITIAL;
-		z->refilled = clock_now(); /* no rate until the zone has a state */
+		z->qps = c->o.node_eviction_rate;
+		z->tokens = 1.0;
+		z->refilled = clock_now();
 		hmap_put(&c->zones, key, z);
 		LOG_INFO("\"Initializing eviction metric for zone\" zone=\"%s\"", key);
 	}
@@ -588,23 +633,25 @@ static void on_evict_tick(void *arg)
 	timer_after(c->evict, EVICTION_TICK_NS);
 	for (size_t it = 0; hmap_next(&c->zones, &it, &key, &v);) {
 		struct zone *z = v;
-		z->tokens = fmin(1.0, z->tokens + z->qps * (double)(now - z->refilled) / 1e9);
-		z->refilled = now;
+		refill(z, now);
+		/* RateLimitedTimedQueue.Try: a token for each node taken, whatever
+		 * then happens to it. */
 		while (z->queue.n && z->tokens >= 1.0) {
-			char *name = strdup(z->queue.v[0]);
+			char *name = str_dup(z->queue.v[0]);
 			json_t *node = informer_get(c->nodes, name);
-			struct health *h = hmap_get(&c->health, name);
-			/* The pass's verdict: the informer may not have our status
-			 * write yet. */
-			const char *ready = node && h ? h->observed : NULL;
+			const char *ready = node ? ready_status(node) : NULL;
 
+			z->tokens -= 1.0;
 			dequeue(z, name);
-			if (ready && (!strcmp(ready, "False") || !strcmp(ready, "Unknown"))) {
-				z->tokens -= 1.0;
+			/* doNoExecuteTaintingPass reads the node as it is now. */
+			if (ready && (!strcmp(ready, "False") || !strcmp(ready, "Unknown")))
 				taint_no_execute(c, node,
 						 !strcmp(ready, "False") ? TAINT_NOT_READY
 									 : TAINT_UNREACHABLE);
-			}
+			else
+				LOG_V(4, "\"Node was in a taint queue, but it's ready now. Ignoring "
+					 "taint request\" node=\"%s\"",
+				      name);
 			free(name);
 		}
 	}
@@ -637,15 +684,14 @@ static struct health *health_of(struct nodelifecycle *c, const json_t *node)
 	if (!ready && time_parse_rfc3339(jx_str(node, "metadata.creationTimestamp"), &created) == 0)
 		h->probe = h->transition = created;
 	else {
-		LOG_V(4, "\"Missing timestamp for Node. Assuming now as a timestamp\" node=\"%s\"",
-		      node_name(node));
+		LOG_INFO("\"Missing timestamp for Node. Assuming now as a timestamp\" node=\"%s\"",
+			 node_name(node));
 		h->probe = h->transition = clock_now();
 	}
 	if (ready) {
 		h->heartbeat = str_dup(jx_str(ready, "lastHeartbeatTime"));
 		h->transition_seen = str_dup(jx_str(ready, "lastTransitionTime"));
 	}
-	h->was_ready = ready && !strcmp(jx_str(ready, "status") ?: "", "True");
 	hmap_put(&c->health, node_name(node), h);
 	return h;
 }
@@ -681,6 +727,8 @@ static json_t *stale_status(const json_t *node, bool *ready_changed)
 
 	time_format_rfc3339(clock_now(), now);
 	*ready_changed = false;
+	if (!json_is_object(json_object_get(copy, "status")))
+		json_object_set_new(copy, "status", json_object());
 	if (!json_is_array(conds)) {
 		conds = json_array();
 		jx_set(copy, "status.conditions", conds);
@@ -718,10 +766,11 @@ static json_t *stale_status(const json_t *node, bool *ready_changed)
 
 /* One node of monitorNodeHealth. Returns the Ready status it should be
  * counted with (after a stale update). */
-static const char *monitor_node(struct nodelifecycle *c, const json_t *node)
+static const char *monitor_node(struct nodelifecycle *c, const json_t *node,
+				const char **observed_out)
 {
 	struct health *h = health_of(c, node);
-	const char *ready = ready_status(node);
+	const char *ready = ready_status(node), *observed = ready;
 	int64_t grace = ready ? c->o.node_monitor_grace_period_ns
 			      : c->o.node_startup_grace_period_ns;
 	char path[300];
@@ -739,82 +788,44 @@ static const char *monitor_node(struct nodelifecycle *c, const json_t *node)
 	h->transition = clock_now();
 	ready = "Unknown";
 out:
-	if (h->was_ready && (!ready || strcmp(ready, "True"))) {
+	/* Only this controller's own True → Unknown: a kubelet that posts
+	 * NotReady itself says so with its own event. */
+	if (observed && !strcmp(observed, "True") && strcmp(ready, "True")) {
 		node_event(c, node, "Normal", "NodeNotReady", "Node %s status is now: NodeNotReady",
 			   node_name(node));
 		mark_pods_not_ready(c, node_name(node));
 	}
-	h->was_ready = ready && !strcmp(ready, "True");
 	snprintf(h->observed, sizeof(h->observed), "%s", ready ? ready : "");
+	*observed_out = observed;
 	return ready;
 }
 
-static void set_zone_state(struct nodelifecycle *c, const char *key, struct zone *z,
-			   enum zone_state s, int size, bool all_full)
+/* handleDisruption: zone states, master disruption mode, limiters. */
+static void handle_disruption(struct nodelifecycle *c, json_t **all, size_t n,
+			      struct hmap *counts)
 {
-	double qps = nlc_zone_qps(&c->o, s, size, all_full);
-
-	if (s != z->state) {
-		if (z->state != ZONE_INITIAL || s != ZONE_NORMAL)
-			LOG_INFO("\"Controller detected that zone is now in new state\" zone=\"%s\" "
-				 "newState=\"%s\"",
-				 key, nlc_zone_state_name(s));
-		z->state = s;
-	}
-	if (qps != z->qps) {
-		/* SwapLimiter: a new bucket, full (burst 1) — or one that never
-		 * accepts at rate 0. */
-		z->qps = qps;
-		z->tokens = qps > 0 ? 1.0 : 0.0;
-		z->refilled = clock_now();
-	}
-}
-
-static void on_monitor(void *arg)
-{
-	struct nodelifecycle *c = arg;
-	json_t **all;
-	const char **ready_now;
-	size_t n;
-	struct hmap counts = HMAP_INIT; /* zone -> int[2] {ready, not ready} */
-	bool all_full = true, any_zone = false;
+	bool all_full = true, any = false;
 	const char *key;
 	void *v;
 
-	timer_after(c->monitor, c->o.node_monitor_period_ns);
-	if (!informer_synced(c->nodes) || !informer_synced(c->leases))
-		return;
-	n = informer_list(c->nodes, &all);
-	if (!(ready_now = calloc(n ? n : 1, sizeof(*ready_now))))
-		abort();
-	for (size_t i = 0; i < n; i++) {
-		const char *ready = ready_now[i] = monitor_node(c, all[i]);
-		char zk[512];
-		int *cnt;
-
-		if (label(all[i], EXCLUDE_DISRUPTION))
-			continue;
-		zone_key(all[i], zk, sizeof(zk));
-		if (!(cnt = hmap_get(&counts, zk))) {
-			if (!(cnt = calloc(2, sizeof(int))))
-				abort();
-			hmap_put(&counts, zk, cnt);
-		}
-		cnt[ready && !strcmp(ready, "True") ? 0 : 1]++;
-	}
-	/* Zone states, then whether every zone is down. */
-	for (size_t it = 0; hmap_next(&counts, &it, &key, &v);) {
+	for (size_t it = 0; hmap_next(counts, &it, &key, &v);) {
 		int *cnt = v;
-		any_zone = true;
+		any = true;
 		all_full &= nlc_zone_state(cnt[0], cnt[1], c->o.unhealthy_zone_threshold) ==
 			    ZONE_FULL_DISRUPTION;
 	}
-	all_full &= any_zone;
+	all_full &= any;
 	if (all_full && !c->all_disrupted) {
 		LOG_INFO("\"Controller detected that all Nodes are not-Ready. Entering master "
 			 "disruption mode\"");
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
+			char zk[512];
+			zone_key(all[i], zk, sizeof(zk));
+			dequeue(zone_of(c, zk), node_name(all[i]));
 			untaint_no_execute(c, all[i]);
+		}
+		for (size_t it = 0; hmap_next(&c->zones, &it, &key, &v);)
+			swap_limiter(v, 0);
 	} else if (!all_full && c->all_disrupted) {
 		LOG_INFO("\"Controller detected that some Nodes are Ready. Exiting master "
 			 "disruption mode\"");
@@ -823,23 +834,64 @@ static void on_monitor(void *arg)
 			((struct health *)v)->probe = ((struct health *)v)->transition =
 				clock_now();
 	}
-	c->all_disrupted = all_full;
-	for (size_t it = 0; hmap_next(&counts, &it, &key, &v);) {
+	for (size_t it = 0; hmap_next(counts, &it, &key, &v);) {
 		int *cnt = v;
-		set_zone_state(c, key, zone_of(c, key),
-			       nlc_zone_state(cnt[0], cnt[1], c->o.unhealthy_zone_threshold),
-			       cnt[0] + cnt[1], all_full);
-	}
-	if (!all_full)
-		for (size_t i = 0; i < n; i++) {
-			char zk[512];
-			zone_key(all[i], zk, sizeof(zk));
-			process_no_execute(c, all[i], zone_of(c, zk), ready_now[i]);
+		struct zone *z = zone_of(c, key);
+		enum zone_state s = nlc_zone_state(cnt[0], cnt[1], c->o.unhealthy_zone_threshold);
+		bool leaving = !all_full && c->all_disrupted;
+
+		if (all_full) {
+			z->state = s;
+			continue;
 		}
+		if (s == z->state && !leaving)
+			continue;
+		if (!leaving)
+			LOG_INFO("\"Controller detected that zone is now in new state\" zone=\"%s\" "
+				 "newState=\"%s\"",
+				 key, nlc_zone_state_name(s));
+		z->state = s;
+		swap_limiter(z, nlc_zone_qps(&c->o, s, cnt[0] + cnt[1], false));
+	}
+	c->all_disrupted = all_full;
+}
+
+static void on_monitor(void *arg)
+{
+	struct nodelifecycle *c = arg;
+	json_t **all;
+	size_t n;
+	struct hmap counts = HMAP_INIT; /* zone -> int[2] {ready, not ready} */
+	const char *key;
+	void *v;
+
+	timer_after(c->monitor, c->o.node_monitor_period_ns);
+	if (!informer_synced(c->nodes) || !informer_synced(c->leases) ||
+	    !informer_synced(c->pods))
+		return;
+	n = informer_list(c->nodes, &all);
+	for (size_t i = 0; i < n; i++) {
+		const char *observed, *ready = monitor_node(c, all[i], &observed);
+		char zk[512];
+		int *cnt;
+
+		zone_key(all[i], zk, sizeof(zk));
+		/* processTaintBaseEviction sees the Ready status from before this
+		 * pass's own update: a node marked Unknown now is queued next pass. */
+		process_no_execute(c, all[i], zone_of(c, zk), observed);
+		if (label(all[i], EXCLUDE_DISRUPTION))
+			continue;
+		if (!(cnt = hmap_get(&counts, zk))) {
+			if (!(cnt = calloc(2, sizeof(int))))
+				abort();
+			hmap_put(&counts, zk, cnt);
+		}
+		cnt[ready && !strcmp(ready, "True") ? 0 : 1]++;
+	}
+	handle_disruption(c, all, n, &counts);
 	for (size_t it = 0; hmap_next(&counts, &it, &key, &v);)
 		free(v);
 	hmap_free(&counts);
-	free(ready_now);
 	free(all);
 }
 
@@ -891,10 +943,11 @@ static void on_pod(void *arg, json_t *pod)
 		mark_pod_not_ready(c, pod);
 }
 
+/* podUpdated: only a pod that has just been bound (nodeName changed). */
 static void on_pod_update(void *arg, json_t *old, json_t *pod)
 {
-	(void)old;
-	on_pod(arg, pod);
+	if (strcmp(jx_str(old, "spec.nodeName") ?: "", jx_str(pod, "spec.nodeName") ?: ""))
+		on_pod(arg, pod);
 }
 
 struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const struct nlc_opts *o)

@@ -321,8 +321,13 @@ static void test_unknown_after_grace_and_back(void **state)
 	assert_true(has_taint(node, "node.kubernetes.io/unreachable", "NoSchedule"));
 	assert_true(has_taint(node, "node.kubernetes.io/unreachable", "NoExecute"));
 	json_decref(node);
-	/* A Normal zone's first eviction goes at once (burst 1). */
-	assert_true(w->no_execute_at[1] - w->unknown_at[1] <= 2 * NS_PER_SEC);
+	/* processTaintBaseEviction sees the Ready status from before the pass's
+	 * own update, so the node is queued at the next pass; a Normal zone's
+	 * full bucket then taints it within the 100 ms tick. */
+	fprintf(stderr, "NoExecute %.1f s after Unknown\n",
+		(double)(w->no_execute_at[1] - w->unknown_at[1]) / 1e9);
+	assert_true(w->no_execute_at[1] - w->unknown_at[1] >= 4 * NS_PER_SEC);
+	assert_true(w->no_execute_at[1] - w->unknown_at[1] <= 7 * NS_PER_SEC);
 	node = get_node(w, 0);
 	assert_false(has_taint(node, "node.kubernetes.io/unreachable", "NoSchedule"));
 	json_decref(node);
@@ -437,6 +442,27 @@ static void test_full_disruption(void **state)
 	}
 }
 
+/* Admission never trips over a malformed spec (cube still stores these:
+ * typed validation of Node is issue 14's; upstream answers 400). */
+static void test_malformed_node_spec(void **state)
+{
+	struct world *w = *state;
+	static const char *const bodies[] = {
+		"{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"bad1\"},\"spec\":5}",
+		"{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"bad2\"},"
+		"\"spec\":{\"taints\":7}}",
+	};
+
+	for (size_t i = 0; i < 2; i++) {
+		json_t *body = json_loads(bodies[i], 0, NULL);
+		struct testenv_result r = call(w, "POST", "/api/v1/nodes", body);
+		fprintf(stderr, "malformed node spec %zu: HTTP %d\n", i, r.status);
+		assert_true(r.status > 0); /* answered, alive (ASan: no use after free) */
+		json_decref(r.body);
+		json_decref(body);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -446,6 +472,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_small_zone_partial_disruption, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_full_disruption, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_node_spec, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

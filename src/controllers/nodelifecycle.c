@@ -51,9 +51,9 @@
 #define EXCLUDE_DISRUPTION "node.kubernetes.io/exclude-disruption"
 
 struct health {
-	int64_t probe, transition; /* this controller's clock (wall ns) */
+	int64_t probe;             /* this controller's clock (wall ns) */
 	char observed[8];          /* Ready as the last pass saw it: True/False/Unknown */
-	char *heartbeat, *transition_seen, *renew; /* what was last seen */
+	char *heartbeat, *renew;   /* what was last seen */
 };
 
 struct zone {
@@ -682,15 +682,14 @@ static struct health *health_of(struct nodelifecycle *c, const json_t *node)
 	/* A node that never posted Ready counts from its creation; any other is
 	 * given a fresh grace period from now, as after a restart. */
 	if (!ready && time_parse_rfc3339(jx_str(node, "metadata.creationTimestamp"), &created) == 0)
-		h->probe = h->transition = created;
+		h->probe = created;
 	else {
 		LOG_INFO("\"Missing timestamp for Node. Assuming now as a timestamp\" node=\"%s\"",
 			 node_name(node));
-		h->probe = h->transition = clock_now();
+		h->probe = clock_now();
 	}
 	if (ready) {
 		h->heartbeat = str_dup(jx_str(ready, "lastHeartbeatTime"));
-		h->transition_seen = str_dup(jx_str(ready, "lastTransitionTime"));
 	}
 	hmap_put(&c->health, node_name(node), h);
 	return h;
@@ -704,8 +703,6 @@ static void observe(struct nodelifecycle *c, const json_t *node, struct health *
 
 	if (ready && changed(&h->heartbeat, jx_str(ready, "lastHeartbeatTime")))
 		h->probe = clock_now();
-	if (ready && changed(&h->transition_seen, jx_str(ready, "lastTransitionTime")))
-		h->transition = clock_now();
 	snprintf(key, sizeof(key), "kube-node-lease/%s", node_name(node));
 	lease = informer_get(c->leases, key);
 	if (lease && jx_str(lease, "spec.renewTime") &&
@@ -785,7 +782,6 @@ static const char *monitor_node(struct nodelifecycle *c, const json_t *node,
 	snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", node_name(node));
 	nlc_write(c, "update node health", "PUT", path, NULL, status);
 	json_decref(status);
-	h->transition = clock_now();
 	ready = "Unknown";
 out:
 	/* Only this controller's own True → Unknown: a kubelet that posts
@@ -831,8 +827,7 @@ static void handle_disruption(struct nodelifecycle *c, json_t **all, size_t n,
 			 "disruption mode\"");
 		/* A fresh grace for everyone, as upstream resets the timestamps. */
 		for (size_t it = 0; hmap_next(&c->health, &it, &key, &v);)
-			((struct health *)v)->probe = ((struct health *)v)->transition =
-				clock_now();
+			((struct health *)v)->probe = clock_now();
 	}
 	for (size_t it = 0; hmap_next(counts, &it, &key, &v);) {
 		int *cnt = v;
@@ -926,7 +921,6 @@ static void on_node_delete(void *arg, json_t *node)
 		   node_name(node), node_name(node));
 	if (h) {
 		free(h->heartbeat);
-		free(h->transition_seen);
 		free(h->renew);
 		free(h);
 	}
@@ -1001,7 +995,6 @@ void nodelifecycle_free(struct nodelifecycle *c)
 	for (size_t it = 0; hmap_next(&c->health, &it, &key, &v);) {
 		struct health *h = v;
 		free(h->heartbeat);
-		free(h->transition_seen);
 		free(h->renew);
 		free(h);
 	}

@@ -106,3 +106,17 @@ char *jx_dump(const json_t *v)
 		abort();
 	return s;
 }
+
+json_t *jx_condition(const json_t *status, const char *type)
+{
+	json_t *c;
+	size_t i;
+
+	json_array_foreach(json_object_get(status, "conditions"), i, c)
+	{
+		const char *t = json_string_value(json_object_get(c, "type"));
+		if (t && !strcmp(t, type))
+			return c;
+	}
+	return NULL;
+}

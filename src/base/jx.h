@@ -35,6 +35,11 @@ bool jx_bool(const json_t *root, const char *path, bool dflt);
 int jx_set(json_t *root, const char *path, json_t *value);
 int jx_set_str(json_t *root, const char *path, const char *s);
 
+/* The element of status.conditions (status: an object's "status") whose
+ * "type" is `type`, or NULL. Borrowed: the condition lookup every
+ * controller and the kubelet need. */
+json_t *jx_condition(const json_t *status, const char *type);
+
 /* Compact JSON with key order kept; malloc'd. */
 char *jx_dump(const json_t *v);
 

@@ -75,6 +75,19 @@ void strv_push_unique(struct strv *sv, const char *s)
 		strv_push(sv, s);
 }
 
+bool strv_remove(struct strv *sv, const char *s)
+{
+	for (size_t i = 0; i < sv->n; i++) {
+		if (strcmp(sv->v[i], s))
+			continue;
+		free(sv->v[i]);
+		memmove(&sv->v[i], &sv->v[i + 1], (sv->n - i - 1) * sizeof(char *));
+		sv->v[--sv->n] = NULL;
+		return true;
+	}
+	return false;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);

@@ -23,6 +23,8 @@ void strv_pushf(struct strv *sv, const char *fmt, ...) __attribute__((format(pri
 /* Push unless an equal string is already there. */
 void strv_push_unique(struct strv *sv, const char *s);
 bool strv_has(const struct strv *sv, const char *s);
+/* Remove the first element equal to s, keeping the order; false if absent. */
+bool strv_remove(struct strv *sv, const char *s);
 void strv_sort(struct strv *sv);
 /* "a, b, c" (malloc'd). */
 char *strv_join(const struct strv *sv, const char *sep);

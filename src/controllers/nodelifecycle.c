@@ -131,11 +131,7 @@ static const char *node_name(const json_t *node)
 
 static json_t *condition(const json_t *node, const char *type)
 {
-	json_t *c;
-	size_t i;
-	json_array_foreach(jx_get(node, "status.conditions"), i, c) if (
-		!strcmp(jx_str(c, "type") ?: "", type)) return c;
-	return NULL;
+	return jx_condition(json_object_get(node, "status"), type);
 }
 
 /* "True", "False", "Unknown", or NULL: no Ready condition. */
@@ -238,24 +234,19 @@ static void event(struct nodelifecycle *c, const json_t *obj, const char *kind, 
  * nothing when it has no Ready condition or it is False already. */
 static void mark_pod_not_ready(struct nodelifecycle *c, const json_t *pod)
 {
-	json_t *copy, *cond, *x;
+	const json_t *cond = condition(pod, "Ready");
+	json_t *copy;
 	char now[TIME_BUF], path[600];
-	size_t i;
 
-	cond = NULL;
-	json_array_foreach(jx_get(pod, "status.conditions"), i, x) if (
-		!strcmp(jx_str(x, "type") ?: "", "Ready")) cond = x;
 	if (!cond || !strcmp(jx_str(cond, "status") ?: "", "False"))
 		return;
 	LOG_V(2, "\"Updating ready status of pod to false\" pod=\"%s/%s\"",
 	      jx_str(pod, "metadata.namespace") ?: "", jx_str(pod, "metadata.name") ?: "");
 	copy = json_deep_copy(pod);
-	json_array_foreach(jx_get(copy, "status.conditions"), i, x)
 	{
-		if (strcmp(jx_str(x, "type") ?: "", "Ready"))
-			continue;
-		json_object_set_new(x, "status", json_string("False"));
-		json_object_set_new(x, "lastTransitionTime",
+		json_t *ready = condition(copy, "Ready");
+		json_object_set_new(ready, "status", json_string("False"));
+		json_object_set_new(ready, "lastTransitionTime",
 				    json_string(time_format_rfc3339(clock_now(), now)));
 	}
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/status",
@@ -558,15 +549,7 @@ static struct zone *zone_of(struct nodelifecycle *c, const char *key)
 
 static void dequeue(struct zone *z, const char *name)
 {
-	for (size_t i = 0; i < z->queue.n; i++)
-		if (!strcmp(z->queue.v[i], name)) {
-			free(z->queue.v[i]);
-			memmove(&z->queue.v[i], &z->queue.v[i + 1],
-				(z->queue.n - i - 1) * sizeof(char *));
-			z->queue.n--;
-			z->queue.v[z->queue.n] = NULL;
-			return;
-		}
+	strv_remove(&z->queue, name);
 }
 
 static bool queued(const struct zone *z, const char *name)
@@ -731,9 +714,7 @@ static json_t *stale_status(const json_t *node, bool *ready_changed)
 		jx_set(copy, "status.conditions", conds);
 	}
 	for (size_t i = 0; i < 4; i++) {
-		json_t *c = NULL, *x;
-		size_t k;
-		json_array_foreach(conds, k, x) if (!strcmp(jx_str(x, "type") ?: "", types[i])) c = x;
+		json_t *c = jx_condition(json_object_get(copy, "status"), types[i]);
 		if (!c) {
 			json_array_append_new(
 				conds, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", types[i],

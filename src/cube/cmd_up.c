@@ -88,11 +88,8 @@ struct progress {
 
 static bool node_ready(const json_t *node)
 {
-	json_t *c;
-	size_t i;
-	json_array_foreach(jx_get(node, "status.conditions"), i, c) if (!strcmp(
-		jx_str(c, "type") ?: "", "Ready")) return !strcmp(jx_str(c, "status") ?: "", "True");
-	return false;
+	const json_t *c = jx_condition(json_object_get(node, "status"), "Ready");
+	return c && !strcmp(jx_str(c, "status") ?: "", "True");
 }
 
 static void on_nodes(void *arg, int status, json_t *body, const char *err)

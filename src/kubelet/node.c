@@ -124,25 +124,12 @@ static json_t *labels(struct kubelet *k)
 	return l;
 }
 
-static const json_t *find_condition(const json_t *status, const char *type)
-{
-	json_t *c;
-	size_t i;
-	json_array_foreach(json_object_get(status, "conditions"), i, c)
-	{
-		const char *t = jx_str(c, "type");
-		if (t && !strcmp(t, type))
-			return c;
-	}
-	return NULL;
-}
-
 /* One condition as setters.go writes it: the transition time moves only
  * when the status flips. */
 static json_t *condition(const json_t *old_status, const char *type, const char *status,
 			 const char *reason, const char *message, const char *now)
 {
-	const json_t *old = find_condition(old_status, type);
+	const json_t *old = jx_condition(old_status, type);
 	const char *ot = old ? jx_str(old, "status") : NULL;
 	const char *since = ot && !strcmp(ot, status) && jx_str(old, "lastTransitionTime")
 				    ? jx_str(old, "lastTransitionTime")
@@ -207,7 +194,7 @@ static json_t *comparable(const json_t *status)
 			json_object_set(out, keys[i], v);
 	}
 	for (size_t i = 0; types[i]; i++) {
-		const json_t *c = find_condition(status, types[i]);
+		const json_t *c = jx_condition(status, types[i]);
 		json_t *copy = c ? json_deep_copy(c) : json_null();
 		json_object_del(copy, "lastHeartbeatTime");
 		json_array_append_new(conds, copy);

@@ -175,18 +175,13 @@ static json_t *container_status(const struct pod_state *st, const json_t *c, boo
 static json_t *pod_condition(const json_t *pod, const char *type, bool ok, const char *reason,
 			     const char *now)
 {
-	json_t *c;
-	size_t i;
+	json_t *c = jx_condition(json_object_get(pod, "status"), type);
 	const char *since = now;
 
 	/* The transition time moves only when the status does. */
-	json_array_foreach(jx_get(pod, "status.conditions"), i, c)
-	{
-		const char *t = jx_str(c, "type"), *s = jx_str(c, "status");
-		if (t && !strcmp(t, type) && s && !strcmp(s, ok ? "True" : "False") &&
-		    jx_str(c, "lastTransitionTime"))
-			since = jx_str(c, "lastTransitionTime");
-	}
+	if (c && !strcmp(jx_str(c, "status") ?: "", ok ? "True" : "False") &&
+	    jx_str(c, "lastTransitionTime"))
+		since = jx_str(c, "lastTransitionTime");
 	c = json_pack("{s:s,s:s,s:n,s:s}", "type", type, "status", ok ? "True" : "False",
 		      "lastProbeTime", "lastTransitionTime", since);
 	if (reason)
@@ -223,16 +218,9 @@ static json_t *runtime_status(struct pods *p, const struct pod_state *st, const 
 static bool reported_running(const struct pod_state *st, const json_t *pod)
 {
 	const char *phase = jx_str(pod, "status.phase"), *ip = jx_str(pod, "status.podIP");
-	json_t *c;
-	size_t i;
-	bool ready = false;
+	const json_t *c = jx_condition(json_object_get(pod, "status"), "Ready");
+	bool ready = c && !strcmp(jx_str(c, "status") ?: "", "True");
 
-	json_array_foreach(jx_get(pod, "status.conditions"), i, c)
-	{
-		const char *t = jx_str(c, "type"), *s = jx_str(c, "status");
-		if (t && !strcmp(t, "Ready"))
-			ready = s && !strcmp(s, "True");
-	}
 	return phase && !strcmp(phase, "Running") && ready && ip && !strcmp(ip, st->ip) &&
 	       json_array_size(jx_get(pod, "status.containerStatuses")) ==
 		       json_array_size(jx_get(pod, "spec.containers"));

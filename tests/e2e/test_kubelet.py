@@ -519,10 +519,9 @@ def test_rotating_kubelet_expires_without_approver_and_exits_1(stingy, kubelets,
     kubelet exits with status 1 and upstream 1.32's line."""
     k = kubelets("kl-rot", "--rotate-certificates", "--exit-after", "20s", server=stingy)
     k.start()
-    log = lambda: k.log()  # noqa: E731
     wait_until(lambda: (k.pki / "kubelet-client-current.pem").exists(), 30,
                lambda: "the bootstrap certificate\n" + k.tail())
-    assert '"Client rotation is on, will bootstrap in background"' in log()
+    assert '"Client rotation is on, will bootstrap in background"' in k.log()
     boot = [c for c in stingy.request("GET", CSRS).json()["items"]
             if c["spec"]["username"].startswith("system:bootstrap:")]
     assert boot and all(c["metadata"]["name"].startswith("csr-") for c in boot), boot
@@ -542,7 +541,7 @@ def test_rotating_kubelet_expires_without_approver_and_exits_1(stingy, kubelets,
     assert 9 <= (gone - not_after).total_seconds() <= 32, (gone, not_after)
     assert re.search(r'(?m)^E\d{4} .*"No valid client certificate is found and the server is '
                      r'responsive, exiting\." lastCertificateAvailabilityTime="[^"]+" '
-                     r'shutdownThreshold="20s"$', log()), k.tail()
+                     r'shutdownThreshold="20s"$', k.log()), k.tail()
     found = run("grep", "-i", r"certificate\|tls\|x509", k.log_path).stdout
     assert "Current certificate is expired" in found
 

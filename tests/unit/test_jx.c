@@ -105,6 +105,33 @@ static void test_strv(void **state)
 	assert_int_equal(sv.n, 0);
 }
 
+static void test_condition_and_remove(void **state)
+{
+	json_t *node = json_loads("{\"status\":{\"conditions\":[{\"type\":\"MemoryPressure\","
+				  "\"status\":\"False\"},{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+				  0, NULL);
+	struct strv sv = STRV_INIT;
+
+	(void)state;
+	assert_string_equal(jx_str(jx_condition(json_object_get(node, "status"), "Ready"),
+				   "status"),
+			    "True");
+	assert_null(jx_condition(json_object_get(node, "status"), "DiskPressure"));
+	assert_null(jx_condition(NULL, "Ready"));
+	json_decref(node);
+
+	strv_push(&sv, "a");
+	strv_push(&sv, "b");
+	strv_push(&sv, "c");
+	assert_true(strv_remove(&sv, "b"));
+	assert_false(strv_remove(&sv, "b"));
+	assert_int_equal(sv.n, 2);
+	assert_string_equal(sv.v[0], "a");
+	assert_string_equal(sv.v[1], "c");
+	assert_null(sv.v[2]);
+	strv_free(&sv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -112,6 +139,7 @@ int main(void)
 		cmocka_unit_test(test_parse_error_names_position),
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_strv),
+		cmocka_unit_test(test_condition_and_remove),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,8 @@ struct informer {
 	struct loop *loop;
 	struct rest_client *c;
 	char *path, *query;
-	struct informer_handlers h;
+	struct informer_handlers *h; /* every registered set, in order */
+	size_t nh;
 	struct hmap store; /* key → json_t* */
 	char rv[32];
 	bool synced, stopped;
@@ -35,6 +36,28 @@ const char *informer_key(const json_t *obj, char *buf, size_t n)
 }
 
 static void list(struct informer *inf);
+
+/* Tell every handler set, in registration order. */
+static void tell_add(struct informer *inf, json_t *obj)
+{
+	for (size_t i = 0; i < inf->nh; i++)
+		if (inf->h[i].on_add)
+			inf->h[i].on_add(inf->h[i].arg, obj);
+}
+
+static void tell_update(struct informer *inf, json_t *old, json_t *obj)
+{
+	for (size_t i = 0; i < inf->nh; i++)
+		if (inf->h[i].on_update)
+			inf->h[i].on_update(inf->h[i].arg, old, obj);
+}
+
+static void tell_delete(struct informer *inf, json_t *obj)
+{
+	for (size_t i = 0; i < inf->nh; i++)
+		if (inf->h[i].on_delete)
+			inf->h[i].on_delete(inf->h[i].arg, obj);
+}
 static void watch(struct informer *inf);
 
 /* After a failure: try again after a growing pause, never at once. */
@@ -65,16 +88,16 @@ static void apply(struct informer *inf, const char *type, json_t *obj)
 	old = hmap_get(&inf->store, key);
 	if (!strcmp(type, "DELETED")) {
 		hmap_del(&inf->store, key);
-		if (old && inf->h.on_delete)
-			inf->h.on_delete(inf->h.arg, obj);
+		if (old)
+			tell_delete(inf, obj);
 		json_decref(old);
 		return;
 	}
 	hmap_put(&inf->store, key, json_incref(obj));
-	if (old && inf->h.on_update)
-		inf->h.on_update(inf->h.arg, old, obj);
-	else if (!old && inf->h.on_add)
-		inf->h.on_add(inf->h.arg, obj);
+	if (old)
+		tell_update(inf, old, obj);
+	else
+		tell_add(inf, obj);
 	json_decref(old);
 }
 
@@ -136,10 +159,8 @@ static void replace(struct informer *inf, json_t *items)
 						   obj);
 	/* Deletions first: what the last list had and this one lacks. */
 	for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);) {
-		if (!hmap_get(&fresh, k)) {
-			if (inf->h.on_delete)
-				inf->h.on_delete(inf->h.arg, v);
-		}
+		if (!hmap_get(&fresh, k))
+			tell_delete(inf, v);
 	}
 	for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);)
 		if (!hmap_get(&fresh, k))
@@ -200,9 +221,18 @@ struct informer *informer_new(struct loop *loop, struct rest_client *c, const ch
 	inf->loop = loop;
 	inf->c = c;
 	if (h)
-		inf->h = *h;
+		informer_add_handlers(inf, h);
 	inf->retry = loop_timer(loop, on_retry, inf);
 	return inf;
+}
+
+void informer_add_handlers(struct informer *inf, const struct informer_handlers *h)
+{
+	struct informer_handlers *grown = realloc(inf->h, (inf->nh + 1) * sizeof(*grown));
+	if (!grown)
+		abort();
+	inf->h = grown;
+	inf->h[inf->nh++] = *h;
 }
 
 void informer_start(struct informer *inf)
@@ -248,6 +278,7 @@ void informer_free(struct informer *inf)
 		json_decref(v);
 	hmap_free(&inf->store);
 	rest_cancel(inf->listing);
+	free(inf->h);
 	free(inf->path);
 	free(inf->query);
 	free(inf);

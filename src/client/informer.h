@@ -10,6 +10,10 @@
  * Transport errors back off 1 s → 30 s. Handlers run after the store is
  * updated, on the loop, and must not block.
  *
+ * Several consumers can share one informer (client-go's shared informer
+ * factory): each adds its handlers before the start, and each set is told
+ * of every change in the order they were added.
+ *
  * Keys are "namespace/name", or "name" for cluster-scoped objects. Objects in
  * the store are shared and immutable: copy before changing one.
  *
@@ -37,6 +41,8 @@ struct informer;
 /* path: the collection, e.g. "/api/v1/pods"; query: "fieldSelector=..." or NULL. */
 struct informer *informer_new(struct loop *loop, struct rest_client *c, const char *path,
 			      const char *query, const struct informer_handlers *h);
+/* One more set of handlers (copied); add them before informer_start. */
+void informer_add_handlers(struct informer *inf, const struct informer_handlers *h);
 void informer_start(struct informer *inf);
 /* The first list has arrived. */
 bool informer_synced(const struct informer *inf);

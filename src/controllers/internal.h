@@ -10,10 +10,13 @@
 
 #include "controllers/controllers.h"
 
+#include "client/events.h"
 #include "client/informer.h"
 #include "client/rest.h"
 #include "client/workqueue.h"
 #include "pki/pki.h"
+
+#include "base/hmap.h"
 
 #include <jansson.h>
 #include <openssl/x509.h>
@@ -35,6 +38,7 @@ struct nodelifecycle;
 struct controller_manager {
 	struct loop *loop;
 	struct rest_client *rest;
+	struct hmap informers; /* collection path -> struct informer*, shared */
 	struct informer *csrs;
 	struct timer *sync_wait; /* "Caches are synced" once the first list is in */
 	bool synced_logged;
@@ -47,6 +51,13 @@ struct controller_manager {
 	struct csrcleaner *cleaner;
 	struct nodelifecycle *nodelifecycle;
 };
+
+/* The manager's informer on a collection ("/api/v1/pods"), shared by every
+ * controller that asks, with h added to its handlers (h may be NULL). Ask
+ * in the constructor: the manager starts them all once every controller is
+ * built, and frees them before the controllers. */
+struct informer *cm_informer(struct controller_manager *m, const char *path,
+			     const struct informer_handlers *h);
 
 /* ---- the controllers (one file each) ------------------------------------- */
 

@@ -157,6 +157,30 @@ static void on_sync_wait(void *arg)
 			LOG_INFO("\"Caches are synced\" controller=\"certificate-%s\"", queue_names[i]);
 }
 
+/* ---- shared informers ---------------------------------------------------------- */
+
+struct informer *cm_informer(struct controller_manager *m, const char *path,
+			     const struct informer_handlers *h)
+{
+	struct informer *inf = hmap_get(&m->informers, path);
+	if (!inf) {
+		inf = informer_new(m->loop, m->rest, path, NULL, h);
+		hmap_put(&m->informers, path, inf);
+	} else if (h) {
+		informer_add_handlers(inf, h);
+	}
+	return inf;
+}
+
+static void informers_free(struct controller_manager *m)
+{
+	const char *k;
+	void *v;
+	for (size_t it = 0; hmap_next(&m->informers, &it, &k, &v);)
+		informer_free(v);
+	hmap_free(&m->informers);
+}
+
 /* ---- lifecycle ---------------------------------------------------------------- */
 
 void controller_manager_opts_default(struct controller_manager_opts *o)
@@ -227,7 +251,7 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 	if (!(m->rest = make_client(loop, o)))
 		goto fail;
 	h.arg = m;
-	m->csrs = informer_new(loop, m->rest, CSR_PATH, NULL, &h);
+	m->csrs = cm_informer(m, CSR_PATH, &h);
 	m->sync_wait = loop_timer(loop, on_sync_wait, m);
 
 	for (int i = 0; i < CTL_N; i++) {
@@ -265,7 +289,12 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 		}
 		LOG_INFO("\"Started controller\" controller=\"%s\"", name);
 	}
-	informer_start(m->csrs);
+	{
+		const char *k;
+		void *v;
+		for (size_t it = 0; hmap_next(&m->informers, &it, &k, &v);)
+			informer_start(v);
+	}
 	timer_after(m->sync_wait, 0);
 	return m;
 fail:
@@ -282,9 +311,10 @@ void controller_manager_free(struct controller_manager *m)
 {
 	if (!m)
 		return;
-	/* The informer first (it stops its watch on the client), then the client
-	 * (no callback runs after this), then the controllers and their jobs. */
-	informer_free(m->csrs);
+	/* The informers first (they stop their watches on the client), then
+	 * what else the controllers have on the client, then the client (no
+	 * callback runs after this), then the controllers and their jobs. */
+	informers_free(m);
 	m->csrs = NULL;
 	nodelifecycle_stop(m->nodelifecycle);
 	rest_client_free(m->rest);

@@ -38,7 +38,6 @@
 #include "base/timeutil.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +72,8 @@ struct nodelifecycle {
 	struct hmap zones;  /* zone key -> struct zone */
 	struct timer *monitor, *evict;
 	bool all_disrupted;
-	struct job_list jobs;        /* status and event writes in flight */
+	struct event_recorder *events;
+	struct job_list jobs;        /* status writes in flight */
 	struct taint_write *writes;  /* taint changes in flight */
 };
 
@@ -191,42 +191,18 @@ static void nlc_write(struct nodelifecycle *c, const char *what, const char *met
 	rest_do_ct(c->m->rest, method, path, ct, body, on_written, j);
 }
 
-/* An event about obj (a Node or a Pod), as the node-controller's recorder
- * writes it: in the object's namespace, "default" for a Node. */
-static void event(struct nodelifecycle *c, const json_t *obj, const char *kind, const char *type,
-		  const char *reason, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-
-static void event(struct nodelifecycle *c, const json_t *obj, const char *kind, const char *type,
-		  const char *reason, const char *fmt, ...)
-{
-	const char *ns = jx_str(obj, "metadata.namespace") ?: "default";
-	const char *oname = jx_str(obj, "metadata.name") ?: "";
-	char msg[512], now[TIME_BUF], name[300], path[300];
-	va_list ap;
-	json_t *ev;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	time_format_rfc3339(clock_now(), now);
-	snprintf(name, sizeof(name), "%s.%llx", oname, (unsigned long long)clock_now());
-	ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},s:s,s:s,"
-		       "s:i,s:s,s:s}",
-		       "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace",
-		       ns, "involvedObject", "apiVersion", "v1", "kind", kind, "name", oname, "uid",
-		       jx_str(obj, "metadata.uid") ?: "", "reason", reason, "message", msg, "type",
-		       type, "source", "component", "node-controller", "firstTimestamp", now,
-		       "lastTimestamp", now, "count", 1, "reportingComponent", "node-controller",
-		       "reportingInstance", "");
-	if (strcmp(kind, "Node"))
-		json_object_set_new(json_object_get(ev, "involvedObject"), "namespace",
-				    json_string(ns));
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
-	nlc_write(c, "event", "POST", path, NULL, ev);
-	json_decref(ev);
-}
-
-#define node_event(c, node, ...) event(c, node, "Node", __VA_ARGS__)
+/* Events from component node-controller: on the Node (namespace "default")
+ * or on a pod. */
+#define node_event(c, node, ...)                                                                   \
+	do {                                                                                       \
+		struct event_ref ref_ = event_ref_of(node, "v1", "Node");                          \
+		event_record((c)->events, &ref_, __VA_ARGS__);                                     \
+	} while (0)
+#define pod_event(c, pod, ...)                                                                     \
+	do {                                                                                       \
+		struct event_ref ref_ = event_ref_of(pod, "v1", "Pod");                            \
+		event_record((c)->events, &ref_, __VA_ARGS__);                                     \
+	} while (0)
 
 /* ---- pods on a node that is not Ready (MarkPodsNotReady) ---------------------------- */
 
@@ -253,7 +229,7 @@ static void mark_pod_not_ready(struct nodelifecycle *c, const json_t *pod)
 		 jx_str(pod, "metadata.namespace") ?: "", jx_str(pod, "metadata.name") ?: "");
 	nlc_write(c, "mark pod not ready", "PUT", path, NULL, copy);
 	json_decref(copy);
-	event(c, pod, "Pod", "Warning", "NodeNotReady", "Node is not ready");
+	pod_event(c, pod, "Warning", "NodeNotReady", "Node is not ready");
 }
 
 static void mark_pods_not_ready(struct nodelifecycle *c, const char *node)
@@ -938,14 +914,12 @@ struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const stru
 	c->o = *o;
 	c->health = (struct hmap)HMAP_INIT;
 	c->zones = (struct hmap)HMAP_INIT;
-	c->nodes = informer_new(m->loop, m->rest, "/api/v1/nodes", NULL, &nh);
-	c->leases = informer_new(m->loop, m->rest, LEASES_PATH, NULL, &lh);
-	c->pods = informer_new(m->loop, m->rest, "/api/v1/pods", NULL, &ph);
+	c->nodes = cm_informer(m, "/api/v1/nodes", &nh);
+	c->leases = cm_informer(m, LEASES_PATH, &lh);
+	c->pods = cm_informer(m, "/api/v1/pods", &ph);
+	c->events = event_recorder_new(m->rest, "node-controller", NULL, 3);
 	c->monitor = loop_timer(m->loop, on_monitor, c);
 	c->evict = loop_timer(m->loop, on_evict_tick, c);
-	informer_start(c->nodes);
-	informer_start(c->leases);
-	informer_start(c->pods);
 	LOG_INFO("\"Sending events to api server\"");
 	timer_after(c->monitor, c->o.node_monitor_period_ns);
 	timer_after(c->evict, EVICTION_TICK_NS);
@@ -956,12 +930,11 @@ void nodelifecycle_stop(struct nodelifecycle *c)
 {
 	if (!c)
 		return;
-	informer_free(c->nodes);
-	informer_free(c->leases);
-	informer_free(c->pods);
+	event_recorder_free(c->events);
 	timer_free(c->monitor);
 	timer_free(c->evict);
-	c->nodes = c->leases = c->pods = NULL;
+	c->events = NULL;
+	c->nodes = c->leases = c->pods = NULL; /* the manager's */
 	c->monitor = c->evict = NULL;
 }
 

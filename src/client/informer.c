@@ -17,6 +17,11 @@ struct informer {
 	struct informer_handlers *h; /* every registered set, in order */
 	size_t nh;
 	struct hmap store; /* key → json_t* */
+	struct {
+		const char *(*key_of)(const json_t *obj);
+		struct hmap buckets; /* value → struct hmap* (key → json_t*, borrowed) */
+	} index[INFORMER_MAX_INDEXES];
+	int nindex;
 	char rv[32];
 	bool synced, stopped;
 	struct rest_call *listing; /* the list in flight */
@@ -36,6 +41,67 @@ const char *informer_key(const json_t *obj, char *buf, size_t n)
 }
 
 static void list(struct informer *inf);
+
+/* ---- indexes ------------------------------------------------------------------ */
+
+static void index_put(struct informer *inf, const char *key, json_t *obj)
+{
+	for (int i = 0; i < inf->nindex; i++) {
+		const char *v = inf->index[i].key_of(obj);
+		struct hmap *b;
+		if (!v || !*v)
+			continue;
+		if (!(b = hmap_get(&inf->index[i].buckets, v))) {
+			if (!(b = calloc(1, sizeof(*b))))
+				abort();
+			hmap_put(&inf->index[i].buckets, v, b);
+		}
+		hmap_put(b, key, obj);
+	}
+}
+
+static void index_del(struct informer *inf, const char *key, json_t *obj)
+{
+	for (int i = 0; i < inf->nindex; i++) {
+		const char *v = inf->index[i].key_of(obj);
+		struct hmap *b = v && *v ? hmap_get(&inf->index[i].buckets, v) : NULL;
+		if (!b)
+			continue;
+		hmap_del(b, key);
+		if (!hmap_len(b)) {
+			char *name = strdup(v); /* v may point into obj, the bucket's key not */
+			if (!name)
+				abort();
+			hmap_free(hmap_del(&inf->index[i].buckets, name));
+			free(b);
+			free(name);
+		}
+	}
+}
+
+int informer_add_index(struct informer *inf, const char *(*key_of)(const json_t *obj))
+{
+	if (inf->nindex == INFORMER_MAX_INDEXES)
+		abort();
+	inf->index[inf->nindex].key_of = key_of;
+	inf->index[inf->nindex].buckets = (struct hmap)HMAP_INIT;
+	return inf->nindex++;
+}
+
+size_t informer_indexed(const struct informer *inf, int index, const char *value, json_t ***out)
+{
+	const struct hmap *b = hmap_get(&inf->index[index].buckets, value ? value : "");
+	size_t n = 0;
+	const char *k;
+	void *v;
+
+	*out = malloc(((b ? hmap_len(b) : 0) + 1) * sizeof(**out));
+	if (!*out)
+		abort();
+	for (size_t it = 0; b && hmap_next(b, &it, &k, &v);)
+		(*out)[n++] = v;
+	return n;
+}
 
 /* Tell every handler set, in registration order. */
 static void tell_add(struct informer *inf, json_t *obj)
@@ -86,6 +152,8 @@ static void apply(struct informer *inf, const char *type, json_t *obj)
 
 	informer_key(obj, key, sizeof(key));
 	old = hmap_get(&inf->store, key);
+	if (old)
+		index_del(inf, key, old);
 	if (!strcmp(type, "DELETED")) {
 		hmap_del(&inf->store, key);
 		if (old)
@@ -94,6 +162,7 @@ static void apply(struct informer *inf, const char *type, json_t *obj)
 		return;
 	}
 	hmap_put(&inf->store, key, json_incref(obj));
+	index_put(inf, key, obj);
 	if (old)
 		tell_update(inf, old, obj);
 	else
@@ -163,8 +232,10 @@ static void replace(struct informer *inf, json_t *items)
 			tell_delete(inf, v);
 	}
 	for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);)
-		if (!hmap_get(&fresh, k))
+		if (!hmap_get(&fresh, k)) {
+			index_del(inf, k, v);
 			json_decref(v);
+		}
 	{
 		struct hmap keep = HMAP_INIT;
 		for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);)
@@ -277,6 +348,13 @@ void informer_free(struct informer *inf)
 	for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);)
 		json_decref(v);
 	hmap_free(&inf->store);
+	for (int i = 0; i < inf->nindex; i++) {
+		for (size_t it = 0; hmap_next(&inf->index[i].buckets, &it, &k, &v);) {
+			hmap_free(v);
+			free(v);
+		}
+		hmap_free(&inf->index[i].buckets);
+	}
 	rest_cancel(inf->listing);
 	free(inf->h);
 	free(inf->path);

@@ -41,6 +41,17 @@ struct informer;
 /* path: the collection, e.g. "/api/v1/pods"; query: "fieldSelector=..." or NULL. */
 struct informer *informer_new(struct loop *loop, struct rest_client *c, const char *path,
 			      const char *query, const struct informer_handlers *h);
+/*
+ * An index: key_of(obj) names the bucket an object belongs to ("spec.nodeName"
+ * of a pod), NULL or "" for none; informer_indexed lists a bucket without a
+ * scan (client-go's indexers). Add indexes before informer_start; at most
+ * INFORMER_MAX_INDEXES. Returns the index's number.
+ */
+#define INFORMER_MAX_INDEXES 4
+int informer_add_index(struct informer *inf, const char *(*key_of)(const json_t *obj));
+/* The objects whose index value is `value` (borrowed); *out malloc'd. */
+size_t informer_indexed(const struct informer *inf, int index, const char *value, json_t ***out);
+
 /* One more set of handlers (copied); add them before informer_start. */
 void informer_add_handlers(struct informer *inf, const struct informer_handlers *h);
 void informer_start(struct informer *inf);

@@ -34,11 +34,14 @@ struct csrapproving;
 struct csrsigning;
 struct csrcleaner;
 struct nodelifecycle;
+struct tainteviction;
 
 struct controller_manager {
 	struct loop *loop;
 	struct rest_client *rest;
 	struct hmap informers; /* collection path -> struct informer*, shared */
+	int pods_by_node;      /* index on the pod informer, -1: none yet */
+	struct metrics *metrics; /* the controllers' series (kube-controller-manager's /metrics) */
 	struct informer *csrs;
 	struct timer *sync_wait; /* "Caches are synced" once the first list is in */
 	bool synced_logged;
@@ -50,6 +53,7 @@ struct controller_manager {
 	struct csrsigning *signing;
 	struct csrcleaner *cleaner;
 	struct nodelifecycle *nodelifecycle;
+	struct tainteviction *tainteviction;
 };
 
 /* The manager's informer on a collection ("/api/v1/pods"), shared by every
@@ -58,6 +62,8 @@ struct controller_manager {
  * built, and frees them before the controllers. */
 struct informer *cm_informer(struct controller_manager *m, const char *path,
 			     const struct informer_handlers *h);
+/* The shared pod informer's index by spec.nodeName (made on first use). */
+int cm_pods_by_node(struct controller_manager *m);
 
 /* ---- the controllers (one file each) ------------------------------------- */
 
@@ -80,6 +86,11 @@ struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const stru
 /* Stop the informers and timers (before the rest client goes); free after. */
 void nodelifecycle_stop(struct nodelifecycle *c);
 void nodelifecycle_free(struct nodelifecycle *c);
+
+struct tainteviction *tainteviction_new(struct controller_manager *m);
+/* Stop the timers and writes (before the rest client goes); free after. */
+void tainteviction_stop(struct tainteviction *c);
+void tainteviction_free(struct tainteviction *c);
 
 /* ---- CSR helpers (manager.c) --------------------------------------------- */
 

@@ -44,5 +44,6 @@ int cmd_server(int argc, char **argv);
 int cmd_up(int argc, char **argv);
 int cmd_controller_manager(int argc, char **argv);
 int cmd_kubelet(int argc, char **argv);
+int cmd_scheduler(int argc, char **argv);
 
 #endif

@@ -2,6 +2,7 @@
 
 #include "apiserver/apiserver.h"
 #include "controllers/controllers.h"
+#include "scheduler/scheduler.h"
 #include "kubelet/kubelet.h"
 #include "pki/cluster.h"
 #include "pki/kubeconfig.h"
@@ -37,7 +38,7 @@ struct component {
 struct cluster {
 	struct cluster_opts o;
 	char server[64];
-	struct component api, cm, kubelets;
+	struct component api, cm, sched, kubelets;
 	int port;
 };
 
@@ -168,6 +169,31 @@ static void cm_stop(struct component *c)
 	controller_manager_free(c->state);
 }
 
+static int sched_start(struct component *c)
+{
+	struct cluster *cl = c->cl;
+	struct scheduler_opts o;
+	char *kc = path_in(cl, "scheduler.conf");
+
+	scheduler_opts_default(&o);
+	o.kubeconfig = kc;
+	o.server = cl->server;
+	if (cl->o.pod_initial_backoff_ns > 0)
+		o.pod_initial_backoff_ns = cl->o.pod_initial_backoff_ns;
+	if (cl->o.pod_max_backoff_ns > 0)
+		o.pod_max_backoff_ns = cl->o.pod_max_backoff_ns;
+	if (o.pod_max_backoff_ns < o.pod_initial_backoff_ns)
+		o.pod_max_backoff_ns = o.pod_initial_backoff_ns;
+	c->state = scheduler_new(c->loop, &o);
+	free(kc);
+	return c->state ? 0 : ERR_UNAVAILABLE;
+}
+
+static void sched_stop(struct component *c)
+{
+	scheduler_free(c->state);
+}
+
 static int kubelets_start(struct component *c)
 {
 	struct cluster *cl = c->cl;
@@ -286,6 +312,8 @@ struct cluster *cluster_start(const struct cluster_opts *o)
 	cl->api = (struct component){.name = "apiserver", .start = api_start, .stop = api_stop};
 	cl->cm = (struct component){.name = "controller-manager", .start = cm_start,
 				    .stop = cm_stop};
+	cl->sched = (struct component){.name = "scheduler", .start = sched_start,
+				       .stop = sched_stop};
 	cl->kubelets = (struct component){.name = "kubelet", .start = kubelets_start,
 					  .stop = kubelets_stop};
 	/* The kubeconfigs name the server; keep the one they name if we do not
@@ -308,7 +336,7 @@ struct cluster *cluster_start(const struct cluster_opts *o)
 		goto fail;
 	snprintf(cl->server, sizeof(cl->server), "https://127.0.0.1:%d", cl->port);
 	repoint_all(cl);
-	if (component_run(&cl->cm, cl) < 0)
+	if (component_run(&cl->cm, cl) < 0 || component_run(&cl->sched, cl) < 0)
 		goto fail;
 	if (o->nodes > 0 && component_run(&cl->kubelets, cl) < 0)
 		goto fail;
@@ -328,6 +356,7 @@ void cluster_stop(struct cluster *c)
 	if (!c)
 		return;
 	component_halt(&c->kubelets);
+	component_halt(&c->sched);
 	component_halt(&c->cm);
 	component_halt(&c->api);
 	free(c);

@@ -1,5 +1,6 @@
 /*
- * cluster — the components of one cluster run as threads of this process,
+ * cluster — the components of one cluster (API server, controller manager,
+ * scheduler, kubelets) run as threads of this process,
  * each on its own loop (DESIGN.md §3): what `cube server` and `cube up` are
  * made of. Components still talk only through the API server.
  *
@@ -18,6 +19,7 @@ struct cluster_opts {
 	int64_t cert_ttl_ns;      /* --cluster-signing-duration of the signer */
 	bool approve_kubelet_serving;
 	int64_t node_monitor_period_ns, node_monitor_grace_period_ns; /* 0: upstream's */
+	int64_t pod_initial_backoff_ns, pod_max_backoff_ns;           /* the scheduler's, 0: 1s/10s */
 	/* kubelets (none for `cube server`) */
 	int nodes;
 	const char *node_prefix;

@@ -28,9 +28,11 @@ static const char main_usage[] =
 	"\n"
 	"Commands:\n"
 	"  up                  a whole cluster in this process: control plane + N hollow kubelets\n"
-	"  server              the control plane (API server + controller manager) in one process\n"
+	"  server              the control plane (API server, controller manager, scheduler) in one\n"
+	"                      process\n"
 	"  apiserver           the API server (HTTPS, mutual TLS, SQLite store)\n"
-	"  controller-manager  CSR approving, signing and cleaning controllers\n"
+	"  controller-manager  CSR, node lifecycle and taint eviction controllers\n"
+	"  scheduler           binds pods to nodes (filters, scores, preemption, backoff queue)\n"
 	"  kubelet             the node agent: bootstrap, certificate rotation, heartbeats, pods\n"
 	"  pki init            create a cluster's PKI (CA, serving and client certs, kubeconfigs)\n"
 	"  certs               check-expiration, inspect, verify, sign-csr, new-csr\n"
@@ -57,7 +59,8 @@ static const struct cli_command commands[] = {
 	{"up", "a whole cluster in one process", cmd_up, NULL},
 	{"server", "the control plane in one process", cmd_server, NULL},
 	{"apiserver", "the Kubernetes API server", cmd_apiserver, NULL},
-	{"controller-manager", "the CSR controllers", cmd_controller_manager, NULL},
+	{"controller-manager", "the controllers", cmd_controller_manager, NULL},
+	{"scheduler", "the scheduler", cmd_scheduler, NULL},
 	{"kubelet", "the node agent", cmd_kubelet, NULL},
 	{"pki", "cluster PKI: init", cmd_pki, NULL},
 	{"certs", "certificate tools", cmd_certs, NULL},

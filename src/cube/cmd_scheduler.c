@@ -1,0 +1,95 @@
+/* cube scheduler — kube-scheduler as its own process, with its flag names. */
+#include "cube/cli.h"
+
+#include "scheduler/scheduler.h"
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/timeutil.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char usage[] =
+	"Usage: cube scheduler --kubeconfig FILE [--config FILE] [flags]\n"
+	"\n"
+	"kube-scheduler: watches for pods that have no node and whose spec.schedulerName is\n"
+	"one of its profiles' (default-scheduler), finds the nodes that fit them\n"
+	"(NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,\n"
+	"NodeResourcesFit), scores them (TaintToleration, NodeAffinity, LeastAllocated,\n"
+	"BalancedAllocation), binds each pod to the best one, and otherwise reports why\n"
+	"in a FailedScheduling event and the pod's PodScheduled condition, preempting\n"
+	"lower-priority pods when that would help. Unschedulable pods wait in the queue\n"
+	"with backoff (1s doubling to 10s) until a cluster change may help them.\n"
+	"\n"
+	"Flags (upstream's names):\n"
+	"      --kubeconfig FILE      kubeconfig with the API server's location and the\n"
+	"                             scheduler's credentials ('cube pki init' writes\n"
+	"                             DIR/scheduler.conf)\n"
+	"      --config FILE          a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1):\n"
+	"                             podInitialBackoffSeconds, podMaxBackoffSeconds,\n"
+	"                             percentageOfNodesToScore, profiles (schedulerName,\n"
+	"                             percentageOfNodesToScore, plugins.{multiPoint,filter,\n"
+	"                             score,postFilter}.{enabled,disabled} with weights)\n"
+	"      --pod-max-in-unschedulable-pods-duration D\n"
+	"                             how long an unschedulable pod waits before it is tried\n"
+	"                             again anyway (default 5m0s)\n"
+	"  -v, --v N                  log verbosity (2: bindings and why pods do not fit;\n"
+	"                             3: every attempt)\n"
+	"  -h, --help                 this help\n"
+	"\n"
+	"SIGTERM or SIGINT stops the scheduler.\n";
+
+int cmd_scheduler(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"kubeconfig", required_argument, NULL, 'k'},
+		{"config", required_argument, NULL, 'c'},
+		{"pod-max-in-unschedulable-pods-duration", required_argument, NULL, 'u'},
+		{"v", required_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct scheduler_opts o;
+	struct scheduler *s;
+	struct loop *loop;
+	int c;
+
+	scheduler_opts_default(&o);
+	while ((c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'k': o.kubeconfig = optarg; break;
+		case 'c': o.config = optarg; break;
+		case 'u':
+			err_clear();
+			if (duration_parse(optarg, &o.pod_max_in_unschedulable_ns) < 0 ||
+			    o.pod_max_in_unschedulable_ns <= 0)
+				return cli_usage_error("scheduler",
+						       "invalid argument \"%s\" for "
+						       "\"--pod-max-in-unschedulable-pods-duration\" "
+						       "flag: %s",
+						       optarg, *err_msg() ? err_msg() : "must be > 0");
+			break;
+		case 'v': log_set_verbosity(atoi(optarg)); break;
+		case 'h': return cli_help(usage);
+		default: return cli_bad_flag("scheduler", argv);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error("scheduler", "unexpected argument %s", argv[optind]);
+	if (!o.kubeconfig || !*o.kubeconfig)
+		return cli_usage_error("scheduler", "--kubeconfig is required");
+	loop = loop_new();
+	if (!(s = scheduler_new(loop, &o))) {
+		int rc = cli_fail("%s", err_msg());
+		loop_free(loop);
+		return rc;
+	}
+	LOG_INFO("\"Starting Kubernetes Scheduler\" version=\"v1.32.0\"");
+	cli_run_until_signal(loop);
+	scheduler_free(s);
+	loop_free(loop);
+	return 0;
+}

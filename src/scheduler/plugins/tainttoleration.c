@@ -1,0 +1,62 @@
+/* TaintToleration: a node's NoSchedule and NoExecute taints must all be
+ * tolerated (the first one that is not is the reason); scoring prefers
+ * nodes with fewer untolerated PreferNoSchedule taints. */
+#include "scheduler/internal.h"
+
+#include "api/taints.h"
+
+#include "base/jx.h"
+
+#include <string.h>
+
+static void filter(const struct cycle *cy, const struct node_info *ni, struct status *st)
+{
+	const json_t *t = taints_first_untolerated(jx_get(ni->node, "spec.taints"), cy->tolerations);
+	if (t)
+		status_add(st, CODE_UNRESOLVABLE, "node(s) had untolerated taint {%s: %s}",
+			   jx_str(t, "key") ?: "", jx_str(t, "value") ?: "");
+}
+
+static int64_t score(const struct cycle *cy, const struct node_info *ni)
+{
+	static const char *const prefer[] = {"PreferNoSchedule", NULL};
+	const json_t *t, *tol;
+	json_t *usable = json_array();
+	int64_t n = 0;
+	size_t i;
+
+	/* Only tolerations with effect PreferNoSchedule or none count. */
+	json_array_foreach(cy->tolerations, i, tol)
+	{
+		const char *e = jx_str(tol, "effect") ?: "";
+		if (!*e || !strcmp(e, "PreferNoSchedule"))
+			json_array_append(usable, (json_t *)tol);
+	}
+	json_array_foreach(jx_get(ni->node, "spec.taints"), i, t) if (
+		taint_effect_in(t, prefer) && !tolerations_find(usable, t)) n++;
+	json_decref(usable);
+	return n;
+}
+
+static void normalize(int64_t *scores, size_t n)
+{
+	normalize_default(scores, n, true);
+}
+
+static bool hint(const json_t *pod, unsigned ev, const json_t *obj)
+{
+	if (ev == EV_POD_TOLERATIONS)
+		return true;
+	return !taints_first_untolerated(jx_get(obj, "spec.taints"),
+					 jx_get(pod, "spec.tolerations"));
+}
+
+const struct plugin plugin_taint_toleration = {
+	.name = "TaintToleration",
+	.default_weight = 3,
+	.filter = filter,
+	.score = score,
+	.normalize = normalize,
+	.events = EV_NODE_ADD | EV_NODE_TAINT | EV_POD_TOLERATIONS,
+	.hint = hint,
+};

@@ -674,6 +674,7 @@ static void schedule_one(struct sched *s, struct qpod *qp)
 	struct cycle cy;
 	int64_t started = clock_mono();
 	unsigned rejectors = 0;
+	bool nominated_fits = false;
 
 	if (jx_get(qp->pod, "metadata.deletionTimestamp")) {
 		char msg[600];
@@ -703,10 +704,12 @@ static void schedule_one(struct sched *s, struct qpod *qp)
 	if (nom && *nom) {
 		const struct node_info *ni = scache_node(c, nom);
 		struct status st;
-		if (ni && ni->node && run_filters(prof, &cy, ni, &st))
+		if (ni && ni->node && run_filters(prof, &cy, ni, &st)) {
 			feasible[found++] = ni;
+			nominated_fits = true;
+		}
 	}
-	for (size_t j = 0; !found && j < n && found < want; j++) {
+	for (size_t j = 0; !nominated_fits && j < n && found < want; j++) {
 		size_t i = (s->next_start + j) % n;
 		processed++;
 		if (run_filters(prof, &cy, c->list[i], &sts[i]))

@@ -68,6 +68,7 @@ struct nodelifecycle {
 	struct controller_manager *m;
 	struct nlc_opts o;
 	struct informer *nodes, *leases, *pods;
+	int by_node; /* the pod informer's index by spec.nodeName */
 	struct hmap health; /* node name -> struct health */
 	struct hmap zones;  /* zone key -> struct zone */
 	struct timer *monitor, *evict;
@@ -235,11 +236,10 @@ static void mark_pod_not_ready(struct nodelifecycle *c, const json_t *pod)
 static void mark_pods_not_ready(struct nodelifecycle *c, const char *node)
 {
 	json_t **pods;
-	size_t n = informer_list(c->pods, &pods);
+	size_t n = informer_indexed(c->pods, c->by_node, node, &pods);
 
 	for (size_t i = 0; i < n; i++)
-		if (!strcmp(jx_str(pods[i], "spec.nodeName") ?: "", node))
-			mark_pod_not_ready(c, pods[i]);
+		mark_pod_not_ready(c, pods[i]);
 	free(pods);
 }
 
@@ -917,6 +917,7 @@ struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const stru
 	c->nodes = cm_informer(m, "/api/v1/nodes", &nh);
 	c->leases = cm_informer(m, LEASES_PATH, &lh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
+	c->by_node = cm_pods_by_node(m);
 	c->events = event_recorder_new(m->rest, "node-controller", NULL, 3);
 	c->monitor = loop_timer(m->loop, on_monitor, c);
 	c->evict = loop_timer(m->loop, on_evict_tick, c);

@@ -122,6 +122,10 @@ static int api_start(struct component *c)
 	o.client_ca_file = ca;
 	o.data_dir = data;
 	o.bootstrap_token_file = token;
+	if (cl->o.toleration_set[0])
+		o.not_ready_toleration_s = cl->o.toleration_s[0];
+	if (cl->o.toleration_set[1])
+		o.unreachable_toleration_s = cl->o.toleration_s[1];
 	c->state = apiserver_new(c->loop, &o);
 	if (c->state)
 		cl->port = apiserver_port(c->state);

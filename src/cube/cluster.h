@@ -20,6 +20,9 @@ struct cluster_opts {
 	bool approve_kubelet_serving;
 	int64_t node_monitor_period_ns, node_monitor_grace_period_ns; /* 0: upstream's */
 	int64_t pod_initial_backoff_ns, pod_max_backoff_ns;           /* the scheduler's, 0: 1s/10s */
+	/* --default-not-ready-toleration-seconds, --default-unreachable-... */
+	int64_t toleration_s[2];
+	bool toleration_set[2];
 	/* kubelets (none for `cube server`) */
 	int nodes;
 	const char *node_prefix;

@@ -1,5 +1,5 @@
-/* cube controller-manager — the CSR controllers and the node lifecycle
- * controller as their own process, with kube-controller-manager's flag
+/* cube controller-manager — the CSR controllers, the node lifecycle and
+ * taint eviction controllers as their own process, with kube-controller-manager's flag
  * names. */
 #include "cube/cli.h"
 
@@ -22,7 +22,9 @@ static const char usage[] =
 	"sign approved CSRs with the cluster CA, clean up old CSRs — and its node\n"
 	"lifecycle controller: nodes whose kubelet stops posting status go Unknown after\n"
 	"the grace period and get node.kubernetes.io/unreachable (or not-ready) NoSchedule\n"
-	"and, rate-limited per zone, NoExecute taints. They talk only to the API server\n"
+	"and, rate-limited per zone, NoExecute taints; and its taint eviction controller:\n"
+	"pods on a node with NoExecute taints they do not tolerate are deleted when their\n"
+	"tolerationSeconds run out. They talk only to the API server\n"
 	"named in the kubeconfig.\n"
 	"\n"
 	"Flags (upstream's names):\n"
@@ -45,7 +47,8 @@ static const char usage[] =
 	"                                      All controllers: csrapproving, csrsigning,\n"
 	"                                      csrcleaner, nodelifecycle (also by their names\n"
 	"                                      certificatesigningrequest-{approving,signing,\n"
-	"                                      cleaner}-controller, node-lifecycle-controller)\n"
+	"                                      cleaner}-controller, node-lifecycle-controller),\n"
+	"                                      taint-eviction-controller\n"
 	"      --node-monitor-period D         how often node health is checked (default 5s)\n"
 	"      --node-monitor-grace-period D   how long a node may stop posting status before it\n"
 	"                                      is marked unhealthy (default 50s)\n"

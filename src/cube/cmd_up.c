@@ -55,14 +55,18 @@ static const char up_usage[] =
 	"      --approve-kubelet-serving       ...and the controller manager approves them\n"
 	"      --node-monitor-period DUR       the node lifecycle controller's check (default 5s)\n"
 	"      --node-monitor-grace-period DUR  how long a silent node stays Ready (default 50s)\n"
+	"      --default-not-ready-toleration-seconds N    the API server's default\n"
+	"      --default-unreachable-toleration-seconds N  NoExecute tolerations (default 300)\n"
+	"      --pod-initial-backoff DUR       the scheduler's podInitialBackoffSeconds (default 1s)\n"
+	"      --pod-max-backoff DUR           its podMaxBackoffSeconds (default 10s)\n"
 	"  -v, --v N                           log verbosity\n";
 
 static const char server_usage[] =
 	"Usage: cube server [flags]\n"
 	"\n"
-	"The control plane in one process: the API server and the controller manager\n"
-	"(CSR approving, signing, cleaning; node lifecycle), each on its own thread, talking through\n"
-	"the API as separate processes would. Creates the PKI in --data-dir if missing.\n"
+	"The control plane in one process: the API server, the controller manager (CSR\n"
+	"approving, signing, cleaning; node lifecycle; taint eviction) and the scheduler, each on\n"
+	"its own thread, talking through the API as separate processes would. Creates the PKI in --data-dir if missing.\n"
 	"\n"
 	"Flags:\n"
 	"      --data-dir DIR                  PKI, kubeconfigs and state.db (default ./cube-data)\n"
@@ -72,6 +76,10 @@ static const char server_usage[] =
 	"      --approve-kubelet-serving       approve valid kubelet serving CSRs\n"
 	"      --node-monitor-period DUR       the node lifecycle controller's check (default 5s)\n"
 	"      --node-monitor-grace-period DUR  how long a silent node stays Ready (default 50s)\n"
+	"      --default-not-ready-toleration-seconds N    the API server's default\n"
+	"      --default-unreachable-toleration-seconds N  NoExecute tolerations (default 300)\n"
+	"      --pod-initial-backoff DUR       the scheduler's podInitialBackoffSeconds (default 1s)\n"
+	"      --pod-max-backoff DUR           its podMaxBackoffSeconds (default 10s)\n"
 	"  -v, --v N                           log verbosity\n";
 
 /* ---- progress: an admin client watching nodes become Ready ----------------- */
@@ -158,6 +166,24 @@ static int dur_flag(const char *cmd, const char *flag, const char *v, int64_t *o
 	return 0;
 }
 
+/* --default-{not-ready,unreachable}-toleration-seconds: 0 or more. */
+static int seconds_flag(const char *cmd, const struct option *opts, int c, const char *v,
+			struct cluster_opts *o)
+{
+	char *end;
+	long long n = strtoll(v, &end, 10);
+	const char *name = "default-not-ready-toleration-seconds";
+
+	for (size_t i = 0; opts[i].name; i++)
+		if (opts[i].val == c)
+			name = opts[i].name;
+	if (!*v || *end || n < 0)
+		return cli_usage_error(cmd, "invalid argument \"%s\" for \"--%s\" flag", v, name);
+	o->toleration_s[c - 1] = n;
+	o->toleration_set[c - 1] = true;
+	return 0;
+}
+
 int cmd_up(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -174,6 +200,10 @@ int cmd_up(int argc, char **argv)
 		{"approve-kubelet-serving", no_argument, NULL, 'A'},
 		{"node-monitor-period", required_argument, NULL, 'M'},
 		{"node-monitor-grace-period", required_argument, NULL, 'G'},
+		{"default-not-ready-toleration-seconds", required_argument, NULL, 1},
+		{"default-unreachable-toleration-seconds", required_argument, NULL, 2},
+		{"pod-initial-backoff", required_argument, NULL, 3},
+		{"pod-max-backoff", required_argument, NULL, 4},
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -205,6 +235,10 @@ int cmd_up(int argc, char **argv)
 				       &o.node_monitor_period_ns); break;
 		case 'G': r = dur_flag("up", "--node-monitor-grace-period", optarg,
 				       &o.node_monitor_grace_period_ns); break;
+		case 1: case 2: r = seconds_flag("up", opts, c, optarg, &o); break;
+		case 3: r = dur_flag("up", "--pod-initial-backoff", optarg,
+				     &o.pod_initial_backoff_ns); break;
+		case 4: r = dur_flag("up", "--pod-max-backoff", optarg, &o.pod_max_backoff_ns); break;
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(up_usage);
 		default: return cli_bad_flag("up", argv);
@@ -232,6 +266,10 @@ int cmd_server(int argc, char **argv)
 		{"approve-kubelet-serving", no_argument, NULL, 'A'},
 		{"node-monitor-period", required_argument, NULL, 'M'},
 		{"node-monitor-grace-period", required_argument, NULL, 'G'},
+		{"default-not-ready-toleration-seconds", required_argument, NULL, 1},
+		{"default-unreachable-toleration-seconds", required_argument, NULL, 2},
+		{"pod-initial-backoff", required_argument, NULL, 3},
+		{"pod-max-backoff", required_argument, NULL, 4},
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -252,6 +290,10 @@ int cmd_server(int argc, char **argv)
 				       &o.node_monitor_period_ns); break;
 		case 'G': r = dur_flag("server", "--node-monitor-grace-period", optarg,
 				       &o.node_monitor_grace_period_ns); break;
+		case 1: case 2: r = seconds_flag("server", opts, c, optarg, &o); break;
+		case 3: r = dur_flag("server", "--pod-initial-backoff", optarg,
+				     &o.pod_initial_backoff_ns); break;
+		case 4: r = dur_flag("server", "--pod-max-backoff", optarg, &o.pod_max_backoff_ns); break;
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(server_usage);
 		default: return cli_bad_flag("server", argv);

@@ -1,0 +1,174 @@
+"""End-to-end: the scheduler and taint eviction around a node that dies.
+
+Separate processes, as a kubeadm cluster runs them: `cube apiserver`
+(DefaultTolerationSeconds compressed to 4 s), `cube controller-manager`
+(node monitor period 1 s, grace 15 s), `cube scheduler`, and two `cube
+kubelet`s. Everything is observed with the real kubectl, the seeds' way:
+`kubectl get pods -o wide`, `kubectl describe node | grep -A5 Taints`,
+`kubectl describe pod`, `kubectl get events`.
+
+One kubelet is killed (its Lease stops, as when its client certificate
+expires): its node goes Unknown with the unreachable taints, a pod pinned to
+it cannot be scheduled (upstream's FailedScheduling text), its pod is marked
+for deletion after the 4 s toleration and stays Terminating while the
+kubelet is away; when the kubelet comes back the node is Ready, the pending
+pod is bound there, and the Terminating pod goes.
+"""
+
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import stop_process
+from test_kubelet import KUBECTL, ControllerManager, Kubelet
+
+
+class Scheduler:
+    def __init__(self, cube, server):
+        conf = server.dir / "scheduler.conf"
+        conf.write_text(re.sub(r"(?m)^(\s*server:\s*).*$", rf"\g<1>{server.url}",
+                               conf.read_text()))
+        self.log_path = server.dir / "scheduler.log"
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([str(cube), "scheduler", "--kubeconfig", str(conf),
+                                      "-v", "2"], env=server.env, stdout=log, stderr=log,
+                                     stdin=subprocess.DEVNULL)
+        log.close()
+
+    def stop(self):
+        return stop_process(self.proc, "cube scheduler")
+
+
+@pytest.fixture
+def world(cube, make_apiserver, tmp, run):
+    server = make_apiserver(tmp / "apiserver", "--default-unreachable-toleration-seconds", "4")
+    cm = ControllerManager(cube, server)
+    sched = Scheduler(cube, server)
+    kubelets = [Kubelet(cube, server, tmp / n, n, "--bootstrap-kubeconfig",
+                        server.bootstrap_conf, "--rotate-certificates", "--port", "0")
+                for n in ("kl-a", "kl-b")]
+    for k in kubelets:
+        k.start()
+
+    def kubectl(*args, check=True):
+        return run(KUBECTL, "--kubeconfig", server.admin_conf, *args, check=check,
+                   timeout=30)
+    yield server, kubectl, kubelets
+    for k in kubelets:
+        k.stop()
+    rc = sched.stop()
+    assert rc == 0, sched.log_path.read_text()[-3000:]
+    cm.stop()
+    server.stop()
+
+
+def node_column(kubectl, node, col):
+    for line in kubectl("get", "nodes", "--no-headers", check=False).stdout.splitlines():
+        cols = line.split()
+        if cols and cols[0] == node:
+            return cols[col]
+    return None
+
+
+def pod_json(kubectl, name):
+    import json
+    r = kubectl("get", "pod", name, "-o", "json", check=False)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def node_json(kubectl, name):
+    import json
+    return json.loads(kubectl("get", "node", name, "-o", "json").stdout)
+
+
+def stamp(text):
+    """RFC 3339 (seconds or microseconds) to POSIX seconds."""
+    from datetime import datetime
+    return datetime.fromisoformat(text.strip().replace("Z", "+00:00")).timestamp()
+
+
+def events(kubectl, name, reason):
+    out = kubectl("get", "events", "--field-selector",
+                  f"involvedObject.name={name},reason={reason}",
+                  "-o", "custom-columns=MSG:.message", "--no-headers").stdout
+    return [l for l in out.splitlines() if l.strip()]
+
+
+def test_dead_node_tainted_avoided_and_evicted(world, wait_until):
+    server, kubectl, (a, b) = world
+    for k in (a, b):
+        wait_until(lambda k=k: node_column(kubectl, k.name, 1) == "Ready", 40,
+                   f"{k.name} Ready")
+
+    # Scheduling: a pod lands on a node, with upstream's Scheduled event.
+    kubectl("run", "free", "--image=nginx")
+    wait_until(lambda: (pod_json(kubectl, "free") or {}).get("spec", {}).get("nodeName"),
+               15, "free to be bound")
+    node = pod_json(kubectl, "free")["spec"]["nodeName"]
+    assert events(kubectl, "free", "Scheduled") == \
+        [f"Successfully assigned default/free to {node}"]
+
+    pin = '{"spec":{"nodeSelector":{"kubernetes.io/hostname":"kl-b"}}}'
+    kubectl("run", "pinned", "--image=nginx", f"--overrides={pin}")
+    wait_until(lambda: (pod_json(kubectl, "pinned") or {}).get("status", {})
+               .get("phase") == "Running", 20, "pinned Running on kl-b")
+    assert pod_json(kubectl, "pinned")["spec"]["nodeName"] == "kl-b"
+
+    # kl-b dies: no more Lease renewals, no status.
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait(10)
+    wait_until(lambda: node_column(kubectl, "kl-b", 1) == "NotReady", 30, "kl-b NotReady")
+    # Unknown comes a grace period after the last renewal the controller saw,
+    # within one monitor period (both times are the API's, lastTransitionTime
+    # in whole seconds).
+    renewed = stamp(kubectl("get", "lease", "-n", "kube-node-lease", "kl-b", "-o",
+                            "jsonpath={.spec.renewTime}").stdout)
+    ready = [c for c in node_json(kubectl, "kl-b")["status"]["conditions"]
+             if c["type"] == "Ready"][0]
+    took = stamp(ready["lastTransitionTime"]) - renewed
+    print(f"kl-b Unknown {took:.1f}s after its last Lease renewal (grace 15s, period 1s)")
+    assert ready["reason"] == "NodeStatusUnknown"
+    assert 14 <= took <= 17, took
+    wait_until(lambda: "node.kubernetes.io/unreachable:NoExecute" in
+               kubectl("describe", "node", "kl-b").stdout, 10, "the NoExecute taint")
+    taints = kubectl("describe", "node", "kl-b").stdout
+    block = taints[taints.index("Taints:"):].split("Unschedulable:")[0]
+    assert "node.kubernetes.io/unreachable:NoExecute" in block, block
+    assert "node.kubernetes.io/unreachable:NoSchedule" in block, block
+    assert "NodeStatusUnknown" in taints and "Kubelet stopped posting node status." in taints
+
+    # New pods do not land there: upstream's message for the pinned one.
+    kubectl("run", "pinned-2", "--image=nginx", f"--overrides={pin}")
+    want = ("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+            "1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }. preemption: "
+            "0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+    wait_until(lambda: want in events(kubectl, "pinned-2", "FailedScheduling"), 15,
+               "the FailedScheduling event")
+    assert "FailedScheduling" in kubectl("describe", "pod", "pinned-2").stdout
+    cond = [c for c in pod_json(kubectl, "pinned-2")["status"]["conditions"]
+            if c["type"] == "PodScheduled"][0]
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", want)
+
+    # The pinned pod tolerates unreachable for 4 s (DefaultTolerationSeconds):
+    # then it is marked for deletion, and stays Terminating with its kubelet away.
+    wait_until(lambda: (pod_json(kubectl, "pinned") or {}).get("metadata", {})
+               .get("deletionTimestamp"), 20, "pinned to be deleted")
+    assert events(kubectl, "pinned", "TaintManagerEviction") == \
+        ["Marking for deletion Pod default/pinned"]
+    p = pod_json(kubectl, "pinned")
+    dt = [c for c in p["status"]["conditions"] if c["type"] == "DisruptionTarget"][0]
+    assert dt["reason"] == "DeletionByTaintManager"
+    assert re.search(r"(?m)^pinned\s.*Terminating", kubectl("get", "pods", "-o", "wide").stdout)
+
+    # The kubelet comes back: Ready, taints gone, the pending pod bound there
+    # within seconds, the Terminating pod confirmed gone.
+    b.start()
+    wait_until(lambda: node_column(kubectl, "kl-b", 1) == "Ready", 40, "kl-b Ready again")
+    wait_until(lambda: (pod_json(kubectl, "pinned-2") or {}).get("spec", {})
+               .get("nodeName") == "kl-b", 20, "pinned-2 bound to kl-b")
+    wait_until(lambda: pod_json(kubectl, "pinned") is None, 30, "pinned gone")
+    wait_until(lambda: re.search(r"(?m)^Taints:\s+<none>",
+                                 kubectl("describe", "node", "kl-b").stdout), 10,
+               "kl-b's taints to come off")

@@ -35,12 +35,18 @@ struct csrsigning;
 struct csrcleaner;
 struct nodelifecycle;
 struct tainteviction;
+struct replicaset;
 
 struct controller_manager {
 	struct loop *loop;
 	struct rest_client *rest;
 	struct hmap informers; /* collection path -> struct informer*, shared */
-	int pods_by_node;      /* index on the pod informer, -1: none yet */
+	struct {
+		char path[128];
+		const char *(*key_of)(const json_t *);
+		int index;
+	} indexes[8]; /* every index asked for, to share them */
+	int nindexes;
 	struct metrics *metrics; /* the controllers' series (kube-controller-manager's /metrics) */
 	struct informer *csrs;
 	struct timer *sync_wait; /* "Caches are synced" once the first list is in */
@@ -54,6 +60,7 @@ struct controller_manager {
 	struct csrcleaner *cleaner;
 	struct nodelifecycle *nodelifecycle;
 	struct tainteviction *tainteviction;
+	struct replicaset *replicaset;
 };
 
 /* The manager's informer on a collection ("/api/v1/pods"), shared by every
@@ -64,6 +71,29 @@ struct informer *cm_informer(struct controller_manager *m, const char *path,
 			     const struct informer_handlers *h);
 /* The shared pod informer's index by spec.nodeName (made on first use). */
 int cm_pods_by_node(struct controller_manager *m);
+/* An index on the shared informer of path, made on first use of key_of. */
+int cm_index(struct controller_manager *m, const char *path, const char *(*key_of)(const json_t *));
+
+/* ---- what the workload controllers share (util.c) ------------------------ */
+
+/* The ownerReference with controller: true, or NULL. */
+const json_t *controller_ref(const json_t *obj);
+/* Index functions: metadata.namespace; the controller ownerReference's uid. */
+const char *index_namespace(const json_t *obj);
+const char *index_controller_uid(const json_t *obj);
+/* Not Succeeded or Failed, and not being deleted (FilterActivePods). */
+bool pod_active(const json_t *pod);
+/* Ready condition True; and for minReadySeconds as of now (IsPodAvailable). */
+bool pod_ready(const json_t *pod);
+bool pod_available(const json_t *pod, int64_t min_ready_s, int64_t now_ns);
+/* {apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true} */
+json_t *owner_ref_to(const json_t *owner, const char *api_version, const char *kind);
+/* GetPodFromTemplate: labels, annotations, finalizers and spec of the
+ * template, generateName "<owner>-", the controller ownerReference. */
+json_t *pod_from_template(const json_t *tmpl, const json_t *owner, const char *api_version,
+			  const char *kind);
+/* "ns/name" of an object, into buf. */
+const char *obj_key(const json_t *obj, char *buf, size_t n);
 
 /* ---- the controllers (one file each) ------------------------------------- */
 
@@ -91,6 +121,10 @@ struct tainteviction *tainteviction_new(struct controller_manager *m);
 /* Stop the timers and writes (before the rest client goes); free after. */
 void tainteviction_stop(struct tainteviction *c);
 void tainteviction_free(struct tainteviction *c);
+
+struct replicaset *replicaset_new(struct controller_manager *m);
+void replicaset_stop(struct replicaset *c);
+void replicaset_free(struct replicaset *c);
 
 /* ---- CSR helpers (manager.c) --------------------------------------------- */
 

@@ -24,7 +24,8 @@
 
 /* ---- controller names ------------------------------------------------------ */
 
-enum { CTL_SIGNING, CTL_APPROVING, CTL_CLEANER, CTL_NODELIFECYCLE, CTL_TAINTEVICTION, CTL_N };
+enum { CTL_SIGNING, CTL_APPROVING, CTL_CLEANER, CTL_NODELIFECYCLE, CTL_TAINTEVICTION,
+       CTL_REPLICASET, CTL_N };
 
 /* In upstream's registration order; alias first, as users type it. */
 static const struct {
@@ -36,6 +37,7 @@ static const struct {
 	[CTL_NODELIFECYCLE] = {"nodelifecycle", "node-lifecycle-controller"},
 	/* No alias upstream: the name is the only way to say it. */
 	[CTL_TAINTEVICTION] = {"taint-eviction-controller", "taint-eviction-controller"},
+	[CTL_REPLICASET] = {"replicaset", "replicaset-controller"},
 };
 
 static int canonical(const char *s, size_t n)
@@ -182,9 +184,20 @@ static const char *pod_node(const json_t *pod)
 
 int cm_pods_by_node(struct controller_manager *m)
 {
-	if (m->pods_by_node < 0)
-		m->pods_by_node = informer_add_index(cm_informer(m, "/api/v1/pods", NULL), pod_node);
-	return m->pods_by_node;
+	return cm_index(m, "/api/v1/pods", pod_node);
+}
+
+int cm_index(struct controller_manager *m, const char *path, const char *(*key_of)(const json_t *))
+{
+	for (int i = 0; i < m->nindexes; i++)
+		if (m->indexes[i].key_of == key_of && !strcmp(m->indexes[i].path, path))
+			return m->indexes[i].index;
+	if (m->nindexes == (int)(sizeof(m->indexes) / sizeof(m->indexes[0])))
+		abort();
+	snprintf(m->indexes[m->nindexes].path, sizeof(m->indexes[0].path), "%s", path);
+	m->indexes[m->nindexes].key_of = key_of;
+	m->indexes[m->nindexes].index = informer_add_index(cm_informer(m, path, NULL), key_of);
+	return m->indexes[m->nindexes++].index;
 }
 
 static void informers_free(struct controller_manager *m)
@@ -250,7 +263,6 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 	if (!(m = calloc(1, sizeof(*m))))
 		abort();
 	m->loop = loop;
-	m->pods_by_node = -1;
 	m->metrics = metrics_new();
 	m->signing_duration_ns = o->cluster_signing_duration_ns > 0
 					 ? o->cluster_signing_duration_ns
@@ -303,6 +315,8 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 			m->nodelifecycle = nodelifecycle_new(m, &no);
 		} else if (i == CTL_TAINTEVICTION) {
 			m->tainteviction = tainteviction_new(m);
+		} else if (i == CTL_REPLICASET) {
+			m->replicaset = replicaset_new(m);
 		} else {
 			m->cleaner = csrcleaner_new(m);
 		}
@@ -337,11 +351,13 @@ void controller_manager_free(struct controller_manager *m)
 	m->csrs = NULL;
 	nodelifecycle_stop(m->nodelifecycle);
 	tainteviction_stop(m->tainteviction);
+	replicaset_stop(m->replicaset);
 	rest_client_free(m->rest);
 	m->rest = NULL;
 	timer_free(m->sync_wait);
 	nodelifecycle_free(m->nodelifecycle);
 	tainteviction_free(m->tainteviction);
+	replicaset_free(m->replicaset);
 	metrics_free(m->metrics);
 	csrcleaner_free(m->cleaner);
 	csrapproving_free(m->approving);

@@ -36,6 +36,7 @@ struct csrcleaner;
 struct nodelifecycle;
 struct tainteviction;
 struct replicaset;
+struct deployment;
 
 struct controller_manager {
 	struct loop *loop;
@@ -61,6 +62,7 @@ struct controller_manager {
 	struct nodelifecycle *nodelifecycle;
 	struct tainteviction *tainteviction;
 	struct replicaset *replicaset;
+	struct deployment *deployment;
 };
 
 /* The manager's informer on a collection ("/api/v1/pods"), shared by every
@@ -125,6 +127,10 @@ void tainteviction_free(struct tainteviction *c);
 struct replicaset *replicaset_new(struct controller_manager *m);
 void replicaset_stop(struct replicaset *c);
 void replicaset_free(struct replicaset *c);
+
+struct deployment *deployment_new(struct controller_manager *m);
+void deployment_stop(struct deployment *c);
+void deployment_free(struct deployment *c);
 
 /* ---- CSR helpers (manager.c) --------------------------------------------- */
 

@@ -25,7 +25,7 @@
 /* ---- controller names ------------------------------------------------------ */
 
 enum { CTL_SIGNING, CTL_APPROVING, CTL_CLEANER, CTL_NODELIFECYCLE, CTL_TAINTEVICTION,
-       CTL_REPLICASET, CTL_N };
+       CTL_REPLICASET, CTL_DEPLOYMENT, CTL_N };
 
 /* In upstream's registration order; alias first, as users type it. */
 static const struct {
@@ -38,6 +38,7 @@ static const struct {
 	/* No alias upstream: the name is the only way to say it. */
 	[CTL_TAINTEVICTION] = {"taint-eviction-controller", "taint-eviction-controller"},
 	[CTL_REPLICASET] = {"replicaset", "replicaset-controller"},
+	[CTL_DEPLOYMENT] = {"deployment", "deployment-controller"},
 };
 
 static int canonical(const char *s, size_t n)
@@ -317,6 +318,8 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 			m->tainteviction = tainteviction_new(m);
 		} else if (i == CTL_REPLICASET) {
 			m->replicaset = replicaset_new(m);
+		} else if (i == CTL_DEPLOYMENT) {
+			m->deployment = deployment_new(m);
 		} else {
 			m->cleaner = csrcleaner_new(m);
 		}
@@ -352,12 +355,14 @@ void controller_manager_free(struct controller_manager *m)
 	nodelifecycle_stop(m->nodelifecycle);
 	tainteviction_stop(m->tainteviction);
 	replicaset_stop(m->replicaset);
+	deployment_stop(m->deployment);
 	rest_client_free(m->rest);
 	m->rest = NULL;
 	timer_free(m->sync_wait);
 	nodelifecycle_free(m->nodelifecycle);
 	tainteviction_free(m->tainteviction);
 	replicaset_free(m->replicaset);
+	deployment_free(m->deployment);
 	metrics_free(m->metrics);
 	csrcleaner_free(m->cleaner);
 	csrapproving_free(m->approving);

@@ -172,3 +172,45 @@ def test_dead_node_tainted_avoided_and_evicted(world, wait_until):
     wait_until(lambda: re.search(r"(?m)^Taints:\s+<none>",
                                  kubectl("describe", "node", "kl-b").stdout), 10,
                "kl-b's taints to come off")
+
+
+def test_dead_node_pods_replaced_then_over_repair_resolves(world, wait_until):
+    """The seeds' failure chain on a Deployment: a node's kubelet stops,
+    its pods are evicted after the toleration and replaced on the healthy
+    node while the old ones stay Terminating (more pods than replicas: the
+    "over-repair"); the kubelet comes back and the count returns to replicas."""
+    import json
+    server, kubectl, (a, b) = world
+    for k in (a, b):
+        wait_until(lambda k=k: node_column(kubectl, k.name, 1) == "Ready", 40,
+                   f"{k.name} Ready")
+    kubectl("create", "deployment", "web", "--image=nginx", "--replicas=4")
+    kubectl("rollout", "status", "deployment/web", "--timeout=60s")
+
+    def pods():
+        out = kubectl("get", "pods", "-l", "app=web", "-o", "json").stdout
+        return json.loads(out)["items"]
+    on_b = [p["metadata"]["name"] for p in pods() if p["spec"].get("nodeName") == "kl-b"]
+    assert on_b, "the scheduler spread the pods over both nodes"
+
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait(10)
+    wait_until(lambda: node_column(kubectl, "kl-b", 1) == "NotReady", 30, "kl-b NotReady")
+
+    def replaced():
+        live = [p for p in pods() if not p["metadata"].get("deletionTimestamp")]
+        running = [p for p in live if p["spec"].get("nodeName") == "kl-a" and
+                   p.get("status", {}).get("phase") == "Running"]
+        return len(running) == 4
+    wait_until(replaced, 40, "4 pods running on kl-a")
+    listing = kubectl("get", "pods", "-A").stdout
+    terminating = [l for l in listing.splitlines() if "Terminating" in l]
+    assert len(terminating) == len(on_b), listing
+    assert len(pods()) == 4 + len(on_b)  # more pods than replicas
+    ready = kubectl("get", "deployment", "web", "--no-headers").stdout.split()[1]
+    assert ready == "4/4", ready
+
+    b.start()
+    wait_until(lambda: node_column(kubectl, "kl-b", 1) == "Ready", 40, "kl-b Ready again")
+    wait_until(lambda: len(pods()) == 4, 30, "the Terminating pods to go")
+    assert not [p for p in pods() if p["metadata"]["name"] in on_b]

@@ -219,6 +219,13 @@ static const struct col secret_cols[] = {
 	{C_AGE},
 };
 
+static const struct col controllerrevision_cols[] = {
+	{C_NAME},
+	{C_STR("Controller", "Controller of the object")},
+	{C_INT("Revision", "Revision indicates the revision of the state represented by Data.")},
+	{C_AGE},
+};
+
 static const struct col default_cols[] = {{C_NAME}, {C_AGE}};
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -1028,6 +1035,37 @@ static json_t *configmap_cells(const json_t *cm, int64_t now)
 	return cells;
 }
 
+/* Controller: "<kind>.<group>/<name>" of the controlling owner, lower-case kind. */
+static json_t *controllerrevision_cells(const json_t *cr, int64_t now)
+{
+	json_t *cells = json_array(), *ref;
+	char ctl[512] = "<none>";
+	size_t i;
+
+	json_array_foreach(jx_get(cr, "metadata.ownerReferences"), i, ref)
+	{
+		const char *api = jx_str(ref, "apiVersion") ?: "", *slash = strchr(api, '/');
+		char kind[128];
+		size_t k;
+		if (!json_is_true(json_object_get(ref, "controller")))
+			continue;
+		snprintf(kind, sizeof(kind), "%s", jx_str(ref, "kind") ?: "");
+		for (k = 0; kind[k]; k++)
+			kind[k] = (char)tolower((unsigned char)kind[k]);
+		if (slash)
+			snprintf(ctl, sizeof(ctl), "%s.%.*s/%s", kind, (int)(slash - api), api,
+				 jx_str(ref, "name") ?: "");
+		else
+			snprintf(ctl, sizeof(ctl), "%s/%s", kind, jx_str(ref, "name") ?: "");
+		break;
+	}
+	json_array_append_new(cells, name(cr));
+	json_array_append_new(cells, json_string(ctl));
+	json_array_append_new(cells, json_integer(jx_int(cr, "revision", 0)));
+	json_array_append_new(cells, age(cr, now));
+	return cells;
+}
+
 static json_t *secret_cells(const json_t *s, int64_t now)
 {
 	json_t *cells = json_array();
@@ -1073,6 +1111,7 @@ static const struct printer printers[] = {
 	P("EndpointSlice", endpointslice_cols, endpointslice_cells),
 	P("ConfigMap", configmap_cols, configmap_cells),
 	P("Secret", secret_cols, secret_cells),
+	P("ControllerRevision", controllerrevision_cols, controllerrevision_cells),
 };
 
 static const struct printer default_printer = P("", default_cols, default_cells);

@@ -420,6 +420,8 @@ const struct resource resources[] = {
 	{"apps", "v1", "StatefulSet", "statefulsets", "statefulset", {"sts"}, {"all"}, true,
 	 VERBS_ALL, {STATUS_SUB("apps", "v1", "StatefulSet"), SCALE_SUB}, no_fields,
 	 statefulset_defaults, workload_validate},
+	{"apps", "v1", "ControllerRevision", "controllerrevisions", "controllerrevision", {NULL},
+	 {NULL}, true, VERBS_ALL, {{NULL}}, no_fields, NULL, NULL},
 	{"apps", "v1", "DaemonSet", "daemonsets", "daemonset", {"ds"}, {"all"}, true,
 	 VERBS_ALL, {STATUS_SUB("apps", "v1", "DaemonSet")}, no_fields, daemonset_defaults,
 	 workload_validate},

@@ -540,7 +540,9 @@ static void write_status(void *ctl, struct ksync *s)
 		json_object_set_new(st, "unavailableReplicas", json_integer(total - avail));
 	if (json_is_integer(jx_get(old, "collisionCount")))
 		json_object_set(st, "collisionCount", jx_get(old, "collisionCount"));
-	conds = json_deep_copy(json_object_get(old, "conditions") ?: json_array());
+	conds = json_is_array(json_object_get(old, "conditions"))
+			? json_deep_copy(json_object_get(old, "conditions"))
+			: json_array();
 	if (avail >= want - unavail)
 		set_condition(conds, condition_new("Available", "True", "MinimumReplicasAvailable",
 						   "Deployment has minimum availability.",

@@ -37,6 +37,8 @@ struct nodelifecycle;
 struct tainteviction;
 struct replicaset;
 struct deployment;
+struct statefulset;
+struct endpoints;
 
 struct controller_manager {
 	struct loop *loop;
@@ -63,6 +65,8 @@ struct controller_manager {
 	struct tainteviction *tainteviction;
 	struct replicaset *replicaset;
 	struct deployment *deployment;
+	struct statefulset *statefulset;
+	struct endpoints *endpoints, *endpointslice;
 };
 
 /* The manager's informer on a collection ("/api/v1/pods"), shared by every
@@ -71,6 +75,8 @@ struct controller_manager {
  * built, and frees them before the controllers. */
 struct informer *cm_informer(struct controller_manager *m, const char *path,
 			     const struct informer_handlers *h);
+/* Every shared informer has listed once (WaitForCacheSync). */
+bool cm_informers_synced(const struct controller_manager *m);
 /* The shared pod informer's index by spec.nodeName (made on first use). */
 int cm_pods_by_node(struct controller_manager *m);
 /* An index on the shared informer of path, made on first use of key_of. */
@@ -131,6 +137,16 @@ void replicaset_free(struct replicaset *c);
 struct deployment *deployment_new(struct controller_manager *m);
 void deployment_stop(struct deployment *c);
 void deployment_free(struct deployment *c);
+
+struct statefulset *statefulset_new(struct controller_manager *m);
+void statefulset_stop(struct statefulset *c);
+void statefulset_free(struct statefulset *c);
+
+/* endpoints-controller and endpointslice-controller (one file). */
+struct endpoints *endpoints_new(struct controller_manager *m);
+struct endpoints *endpointslice_new(struct controller_manager *m);
+void endpoints_stop(struct endpoints *c);
+void endpoints_free(struct endpoints *c);
 
 /* ---- CSR helpers (manager.c) --------------------------------------------- */
 

@@ -2,6 +2,7 @@
 
 #include "controllers/internal.h"
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/strv.h"
 
@@ -78,12 +79,22 @@ static void settle(struct ksync *s)
 		end(s);
 }
 
+#define SYNC_WAIT_NS (100 * NS_PER_MS)
+
 static void process(void *arg, const char *key)
 {
 	struct keyed *k = arg;
-	struct ksync *s = calloc(1, sizeof(*s));
+	struct ksync *s;
 
-	if (!s)
+	/* WaitForCacheSync: no decision on a cache that has not listed yet (a
+	 * ReplicaSet synced before its pods are known would create them all
+	 * again). */
+	if (!cm_informers_synced(k->m)) {
+		workqueue_add_after(k->q, key, SYNC_WAIT_NS);
+		workqueue_done(k->q, key);
+		return;
+	}
+	if (!(s = calloc(1, sizeof(*s))))
 		abort();
 	s->k = k;
 	s->key = str_dup(key);

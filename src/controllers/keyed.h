@@ -13,6 +13,9 @@
  * HandleError line ("<fmt> with the key and the message") and the key is
  * retried.
  *
+ * No key is synced before every informer of the manager has listed once
+ * (upstream's WaitForCacheSync): until then keys wait 100 ms at a time.
+ *
  * Ownership: the controller owns its keyed; keyed_stop cancels every call
  * in flight (call it before the rest client goes), keyed_free frees.
  * Threads: the loop's.

@@ -25,7 +25,8 @@
 /* ---- controller names ------------------------------------------------------ */
 
 enum { CTL_SIGNING, CTL_APPROVING, CTL_CLEANER, CTL_NODELIFECYCLE, CTL_TAINTEVICTION,
-       CTL_REPLICASET, CTL_DEPLOYMENT, CTL_N };
+       CTL_REPLICASET, CTL_DEPLOYMENT, CTL_STATEFULSET,
+       CTL_ENDPOINTSLICE, CTL_ENDPOINTS, CTL_N };
 
 /* In upstream's registration order; alias first, as users type it. */
 static const struct {
@@ -39,6 +40,9 @@ static const struct {
 	[CTL_TAINTEVICTION] = {"taint-eviction-controller", "taint-eviction-controller"},
 	[CTL_REPLICASET] = {"replicaset", "replicaset-controller"},
 	[CTL_DEPLOYMENT] = {"deployment", "deployment-controller"},
+	[CTL_STATEFULSET] = {"statefulset", "statefulset-controller"},
+	[CTL_ENDPOINTSLICE] = {"endpointslice", "endpointslice-controller"},
+	[CTL_ENDPOINTS] = {"endpoint", "endpoints-controller"},
 };
 
 static int canonical(const char *s, size_t n)
@@ -201,6 +205,16 @@ int cm_index(struct controller_manager *m, const char *path, const char *(*key_o
 	return m->indexes[m->nindexes++].index;
 }
 
+bool cm_informers_synced(const struct controller_manager *m)
+{
+	const char *k;
+	void *v;
+	for (size_t it = 0; hmap_next(&m->informers, &it, &k, &v);)
+		if (!informer_synced(v))
+			return false;
+	return true;
+}
+
 static void informers_free(struct controller_manager *m)
 {
 	const char *k;
@@ -320,6 +334,12 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 			m->replicaset = replicaset_new(m);
 		} else if (i == CTL_DEPLOYMENT) {
 			m->deployment = deployment_new(m);
+		} else if (i == CTL_STATEFULSET) {
+			m->statefulset = statefulset_new(m);
+		} else if (i == CTL_ENDPOINTSLICE) {
+			m->endpointslice = endpointslice_new(m);
+		} else if (i == CTL_ENDPOINTS) {
+			m->endpoints = endpoints_new(m);
 		} else {
 			m->cleaner = csrcleaner_new(m);
 		}
@@ -356,6 +376,9 @@ void controller_manager_free(struct controller_manager *m)
 	tainteviction_stop(m->tainteviction);
 	replicaset_stop(m->replicaset);
 	deployment_stop(m->deployment);
+	statefulset_stop(m->statefulset);
+	endpoints_stop(m->endpoints);
+	endpoints_stop(m->endpointslice);
 	rest_client_free(m->rest);
 	m->rest = NULL;
 	timer_free(m->sync_wait);
@@ -363,6 +386,9 @@ void controller_manager_free(struct controller_manager *m)
 	tainteviction_free(m->tainteviction);
 	replicaset_free(m->replicaset);
 	deployment_free(m->deployment);
+	statefulset_free(m->statefulset);
+	endpoints_free(m->endpoints);
+	endpoints_free(m->endpointslice);
 	metrics_free(m->metrics);
 	csrcleaner_free(m->cleaner);
 	csrapproving_free(m->approving);

@@ -499,7 +499,9 @@ static void write_status(void *ctl, struct ksync *s)
 	st = json_pack("{s:i,s:i,s:i,s:i,s:I}", "replicas", (int)r->npods, "fullyLabeledReplicas",
 		       full, "readyReplicas", ready, "availableReplicas", avail,
 		       "observedGeneration", (json_int_t)jx_int(rs, "metadata.generation", 0));
-	conds = json_deep_copy(json_object_get(old, "conditions") ?: json_array());
+	conds = json_is_array(json_object_get(old, "conditions"))
+			? json_deep_copy(json_object_get(old, "conditions"))
+			: json_array();
 	fail = jx_condition(old, "ReplicaFailure");
 	if (r->manage_failed && !fail) {
 		char stamp[TIME_BUF];

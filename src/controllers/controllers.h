@@ -67,6 +67,7 @@ struct controller_manager_opts {
 	 * 1 h. Tests shorten it. */
 	int64_t cleaner_period_ns;
 	int workers; /* per queue-driven controller, default 5 (upstream's) */
+	int64_t terminated_pod_gc_threshold; /* --terminated-pod-gc-threshold, 12500 */
 	struct nlc_opts nlc;
 };
 

@@ -39,6 +39,7 @@ struct replicaset;
 struct deployment;
 struct statefulset;
 struct endpoints;
+struct podgc;
 
 struct controller_manager {
 	struct loop *loop;
@@ -67,6 +68,7 @@ struct controller_manager {
 	struct deployment *deployment;
 	struct statefulset *statefulset;
 	struct endpoints *endpoints, *endpointslice;
+	struct podgc *podgc;
 };
 
 /* The manager's informer on a collection ("/api/v1/pods"), shared by every
@@ -147,6 +149,11 @@ struct endpoints *endpoints_new(struct controller_manager *m);
 struct endpoints *endpointslice_new(struct controller_manager *m);
 void endpoints_stop(struct endpoints *c);
 void endpoints_free(struct endpoints *c);
+
+/* threshold: --terminated-pod-gc-threshold. Free after the rest client. */
+struct podgc *podgc_new(struct controller_manager *m, int64_t threshold);
+void podgc_stop(struct podgc *c);
+void podgc_free(struct podgc *c);
 
 /* ---- CSR helpers (manager.c) --------------------------------------------- */
 

@@ -26,7 +26,7 @@
 
 enum { CTL_SIGNING, CTL_APPROVING, CTL_CLEANER, CTL_NODELIFECYCLE, CTL_TAINTEVICTION,
        CTL_REPLICASET, CTL_DEPLOYMENT, CTL_STATEFULSET,
-       CTL_ENDPOINTSLICE, CTL_ENDPOINTS, CTL_N };
+       CTL_ENDPOINTSLICE, CTL_ENDPOINTS, CTL_PODGC, CTL_N };
 
 /* In upstream's registration order; alias first, as users type it. */
 static const struct {
@@ -43,6 +43,7 @@ static const struct {
 	[CTL_STATEFULSET] = {"statefulset", "statefulset-controller"},
 	[CTL_ENDPOINTSLICE] = {"endpointslice", "endpointslice-controller"},
 	[CTL_ENDPOINTS] = {"endpoint", "endpoints-controller"},
+	[CTL_PODGC] = {"podgc", "pod-garbage-collector-controller"},
 };
 
 static int canonical(const char *s, size_t n)
@@ -233,6 +234,7 @@ void controller_manager_opts_default(struct controller_manager_opts *o)
 	o->controllers = "*";
 	o->cleaner_period_ns = CONTROLLER_MANAGER_CLEANER_PERIOD;
 	o->workers = 5;
+	o->terminated_pod_gc_threshold = 12500;
 	nlc_opts_default(&o->nlc);
 }
 
@@ -340,6 +342,8 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 			m->endpointslice = endpointslice_new(m);
 		} else if (i == CTL_ENDPOINTS) {
 			m->endpoints = endpoints_new(m);
+		} else if (i == CTL_PODGC) {
+			m->podgc = podgc_new(m, o->terminated_pod_gc_threshold);
 		} else {
 			m->cleaner = csrcleaner_new(m);
 		}
@@ -379,6 +383,7 @@ void controller_manager_free(struct controller_manager *m)
 	statefulset_stop(m->statefulset);
 	endpoints_stop(m->endpoints);
 	endpoints_stop(m->endpointslice);
+	podgc_stop(m->podgc);
 	rest_client_free(m->rest);
 	m->rest = NULL;
 	timer_free(m->sync_wait);
@@ -389,6 +394,7 @@ void controller_manager_free(struct controller_manager *m)
 	statefulset_free(m->statefulset);
 	endpoints_free(m->endpoints);
 	endpoints_free(m->endpointslice);
+	podgc_free(m->podgc);
 	metrics_free(m->metrics);
 	csrcleaner_free(m->cleaner);
 	csrapproving_free(m->approving);

@@ -51,8 +51,9 @@ static const char usage[] =
 	"                                      cleaner}-controller, node-lifecycle-controller),\n"
 	"                                      taint-eviction-controller, replicaset,\n"
 	"                                      deployment, statefulset, endpointslice,\n"
-	"                                      endpoint (or <name>-controller; endpoints-\n"
-	"                                      controller for endpoint)\n"
+	"                                      endpoint, podgc (or <name>-controller;\n"
+	"                                      endpoints-controller for endpoint,\n"
+	"                                      pod-garbage-collector-controller for podgc)\n"
 	"      --node-monitor-period D         how often node health is checked (default 5s)\n"
 	"      --node-monitor-grace-period D   how long a node may stop posting status before it\n"
 	"                                      is marked unhealthy (default 50s)\n"
@@ -65,6 +66,9 @@ static const char usage[] =
 	"      --unhealthy-zone-threshold F    share of not-Ready nodes (at least 3) that makes a\n"
 	"                                      zone partially disrupted (default 0.55)\n"
 	"      --large-cluster-size-threshold N  (default 50)\n"
+	"      --terminated-pod-gc-threshold N  terminated pods kept before the pod garbage\n"
+	"                                      collector deletes the oldest; <= 0 disables it\n"
+	"                                      (default 12500)\n"
 	"  -v, --v N                           log verbosity (2: CA reloads and why a CSR is left\n"
 	"                                      pending; 4: every CSR event)\n"
 	"  -h, --help                          this help\n"
@@ -94,6 +98,7 @@ int cmd_controller_manager(int argc, char **argv)
 		{"secondary-node-eviction-rate", required_argument, NULL, 5},
 		{"unhealthy-zone-threshold", required_argument, NULL, 6},
 		{"large-cluster-size-threshold", required_argument, NULL, 7},
+		{"terminated-pod-gc-threshold", required_argument, NULL, 8},
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -153,6 +158,17 @@ int cmd_controller_manager(int argc, char **argv)
 				o.nlc.unhealthy_zone_threshold = v;
 			else
 				o.nlc.large_cluster_size_threshold = (int)v;
+			break;
+		}
+		case 8: {
+			char *end;
+			long long v = strtoll(optarg, &end, 10);
+			if (end == optarg || *end)
+				return cli_usage_error("controller-manager",
+						       "invalid argument \"%s\" for "
+						       "\"--terminated-pod-gc-threshold\" flag",
+						       optarg);
+			o.terminated_pod_gc_threshold = v;
 			break;
 		}
 		case 'v': log_set_verbosity(atoi(optarg)); break;

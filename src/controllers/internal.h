@@ -40,6 +40,7 @@ struct deployment;
 struct statefulset;
 struct endpoints;
 struct podgc;
+struct daemonset;
 
 struct controller_manager {
 	struct loop *loop;
@@ -69,6 +70,7 @@ struct controller_manager {
 	struct statefulset *statefulset;
 	struct endpoints *endpoints, *endpointslice;
 	struct podgc *podgc;
+	struct daemonset *daemonset;
 };
 
 /* The manager's informer on a collection ("/api/v1/pods"), shared by every
@@ -154,6 +156,10 @@ void endpoints_free(struct endpoints *c);
 struct podgc *podgc_new(struct controller_manager *m, int64_t threshold);
 void podgc_stop(struct podgc *c);
 void podgc_free(struct podgc *c);
+
+struct daemonset *daemonset_new(struct controller_manager *m);
+void daemonset_stop(struct daemonset *c);
+void daemonset_free(struct daemonset *c);
 
 /* ---- CSR helpers (manager.c) --------------------------------------------- */
 

@@ -26,7 +26,7 @@
 
 enum { CTL_SIGNING, CTL_APPROVING, CTL_CLEANER, CTL_NODELIFECYCLE, CTL_TAINTEVICTION,
        CTL_REPLICASET, CTL_DEPLOYMENT, CTL_STATEFULSET,
-       CTL_ENDPOINTSLICE, CTL_ENDPOINTS, CTL_PODGC, CTL_N };
+       CTL_DAEMONSET, CTL_ENDPOINTSLICE, CTL_ENDPOINTS, CTL_PODGC, CTL_N };
 
 /* In upstream's registration order; alias first, as users type it. */
 static const struct {
@@ -41,6 +41,7 @@ static const struct {
 	[CTL_REPLICASET] = {"replicaset", "replicaset-controller"},
 	[CTL_DEPLOYMENT] = {"deployment", "deployment-controller"},
 	[CTL_STATEFULSET] = {"statefulset", "statefulset-controller"},
+	[CTL_DAEMONSET] = {"daemonset", "daemonset-controller"},
 	[CTL_ENDPOINTSLICE] = {"endpointslice", "endpointslice-controller"},
 	[CTL_ENDPOINTS] = {"endpoint", "endpoints-controller"},
 	[CTL_PODGC] = {"podgc", "pod-garbage-collector-controller"},
@@ -338,6 +339,8 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 			m->deployment = deployment_new(m);
 		} else if (i == CTL_STATEFULSET) {
 			m->statefulset = statefulset_new(m);
+		} else if (i == CTL_DAEMONSET) {
+			m->daemonset = daemonset_new(m);
 		} else if (i == CTL_ENDPOINTSLICE) {
 			m->endpointslice = endpointslice_new(m);
 		} else if (i == CTL_ENDPOINTS) {
@@ -384,6 +387,7 @@ void controller_manager_free(struct controller_manager *m)
 	endpoints_stop(m->endpoints);
 	endpoints_stop(m->endpointslice);
 	podgc_stop(m->podgc);
+	daemonset_stop(m->daemonset);
 	rest_client_free(m->rest);
 	m->rest = NULL;
 	timer_free(m->sync_wait);
@@ -395,6 +399,7 @@ void controller_manager_free(struct controller_manager *m)
 	endpoints_free(m->endpoints);
 	endpoints_free(m->endpointslice);
 	podgc_free(m->podgc);
+	daemonset_free(m->daemonset);
 	metrics_free(m->metrics);
 	csrcleaner_free(m->cleaner);
 	csrapproving_free(m->approving);

@@ -52,9 +52,9 @@ def world(cube, make_apiserver, tmp, run):
     for k in kubelets:
         k.start()
 
-    def kubectl(*args, check=True):
+    def kubectl(*args, check=True, input=None):
         return run(KUBECTL, "--kubeconfig", server.admin_conf, *args, check=check,
-                   timeout=30)
+                   input=input, timeout=30)
     yield server, kubectl, kubelets
     for k in kubelets:
         k.stop()
@@ -186,6 +186,14 @@ def test_dead_node_pods_replaced_then_over_repair_resolves(world, wait_until):
                    f"{k.name} Ready")
     kubectl("create", "deployment", "web", "--image=nginx", "--replicas=4")
     kubectl("rollout", "status", "deployment/web", "--timeout=60s")
+    # A DaemonSet: its pods tolerate unreachable:NoExecute for ever, as
+    # upstream's daemon pods do, so the dead node keeps its one.
+    kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                 "template": {"metadata": {"labels": {"app": "agent"}},
+                              "spec": {"containers": [{"name": "a", "image": "busybox"}]}}}}))
+    kubectl("rollout", "status", "daemonset/agent", "--timeout=60s")
 
     def pods():
         out = kubectl("get", "pods", "-l", "app=web", "-o", "json").stdout
@@ -206,6 +214,9 @@ def test_dead_node_pods_replaced_then_over_repair_resolves(world, wait_until):
     listing = kubectl("get", "pods", "-A").stdout
     terminating = [l for l in listing.splitlines() if "Terminating" in l]
     assert len(terminating) == len(on_b), listing
+    agent_b = json.loads(kubectl("get", "pods", "-l", "app=agent", "-o", "json").stdout)["items"]
+    agent_b = [p for p in agent_b if p["spec"].get("nodeName") == "kl-b"]
+    assert len(agent_b) == 1 and not agent_b[0]["metadata"].get("deletionTimestamp"), agent_b
     assert len(pods()) == 4 + len(on_b)  # more pods than replicas
     ready = kubectl("get", "deployment", "web", "--no-headers").stdout.split()[1]
     assert ready == "4/4", ready

@@ -406,7 +406,7 @@ static void sync_ds(void *ctl, struct ksync *s)
 		json_object_set_new(copy, "status", st);
 		snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/daemonsets/%s/status",
 			 s_(jx_str(ds, "metadata.namespace")), s_(jx_str(ds, "metadata.name")));
-		ksync_call(s, "PUT", path, NULL, copy, on_written, NULL);
+		ksync_update_status(s, path, copy);
 		json_decref(copy);
 	}
 }

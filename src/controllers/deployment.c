@@ -602,7 +602,7 @@ static void write_status(void *ctl, struct ksync *s)
 	json_object_set_new(copy, "status", st);
 	snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s/status",
 		 s_(jx_str(d, "metadata.namespace")), s_(jx_str(d, "metadata.name")));
-	ksync_call(s, "PUT", path, NULL, copy, on_written, NULL);
+	ksync_update_status(s, path, copy);
 	json_decref(copy);
 }
 

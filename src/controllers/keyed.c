@@ -145,6 +145,64 @@ void ksync_call(struct ksync *s, const char *method, const char *path, const cha
 	c->call = rest_do_ct(s->k->m->rest, method, path, ct, body, on_answer, c);
 }
 
+struct status_update {
+	char *path;
+	json_t *status;
+	bool retried;
+};
+
+static void status_update_free(struct status_update *u)
+{
+	free(u->path);
+	json_decref(u->status);
+	free(u);
+}
+
+static void on_status_put(struct ksync *s, void *arg, int status, json_t *body, const char *err);
+
+static void on_status_get(struct ksync *s, void *arg, int status, json_t *body, const char *err)
+{
+	struct status_update *u = arg;
+	char why[512];
+	json_t *next;
+
+	if (status != 200) {
+		if (status != 404)
+			ksync_fail(s, "%s", api_error(why, sizeof(why), status, body, err));
+		status_update_free(u);
+		return;
+	}
+	next = json_deep_copy(body);
+	json_object_set(next, "status", u->status);
+	ksync_call(s, "PUT", u->path, NULL, next, on_status_put, u);
+	json_decref(next);
+}
+
+static void on_status_put(struct ksync *s, void *arg, int status, json_t *body, const char *err)
+{
+	struct status_update *u = arg;
+	char why[512];
+
+	if (status == 409 && !u->retried) {
+		u->retried = true;
+		ksync_call(s, "GET", u->path, NULL, NULL, on_status_get, u);
+		return;
+	}
+	if (status != 200 && status != 404)
+		ksync_fail(s, "%s", api_error(why, sizeof(why), status, body, err));
+	status_update_free(u);
+}
+
+void ksync_update_status(struct ksync *s, const char *path, const json_t *obj)
+{
+	struct status_update *u = calloc(1, sizeof(*u));
+	if (!u)
+		abort();
+	u->path = str_dup(path);
+	u->status = json_incref(json_object_get(obj, "status"));
+	ksync_call(s, "PUT", path, NULL, obj, on_status_put, u);
+}
+
 const char *ksync_key(const struct ksync *s)
 {
 	return s->key;

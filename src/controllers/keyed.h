@@ -50,6 +50,10 @@ void *ksync_data(const struct ksync *s);
 void ksync_call(struct ksync *s, const char *method, const char *path, const char *content_type,
 		const json_t *body, ksync_cb cb, void *arg);
 void ksync_then(struct ksync *s, ksync_fn next);
+/* PUT obj (which carries the new status) to path (".../<name>/status"); on
+ * a conflict GET the latest object once and put the status on it again, as
+ * upstream's status updates retry. A failure fails the sync. */
+void ksync_update_status(struct ksync *s, const char *path, const json_t *obj);
 void ksync_fail(struct ksync *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The key again after delay (an expected change, e.g. minReadySeconds). */
 void ksync_requeue_after(struct ksync *s, int64_t delay_ns);

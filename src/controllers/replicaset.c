@@ -460,14 +460,6 @@ static void scale_down(struct replicaset *c, struct ksync *s, struct run *r, int
 }
 
 /* calculateStatus, and the update when anything changed. */
-static void on_status(struct ksync *s, void *arg, int status, json_t *body, const char *err)
-{
-	char why[512];
-	(void)arg;
-	if (status != 200)
-		ksync_fail(s, "%s", api_error(why, sizeof(why), status, body, err));
-}
-
 static void write_status(void *ctl, struct ksync *s)
 {
 	struct replicaset *c = ctl;
@@ -536,7 +528,7 @@ static void write_status(void *ctl, struct ksync *s)
 	json_object_set_new(copy, "status", st);
 	snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets/%s/status",
 		 s_(jx_str(rs, "metadata.namespace")), s_(jx_str(rs, "metadata.name")));
-	ksync_call(s, "PUT", path, NULL, copy, on_status, NULL);
+	ksync_update_status(s, path, copy);
 	json_decref(copy);
 	(void)c;
 }

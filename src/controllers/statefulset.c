@@ -311,7 +311,7 @@ static void write_status(struct ksync *s, struct run *r, json_t **by_ord, int st
 	json_object_set_new(copy, "status", st);
 	snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/statefulsets/%s/status",
 		 s_(jx_str(set, "metadata.namespace")), s_(jx_str(set, "metadata.name")));
-	ksync_call(s, "PUT", path, NULL, copy, on_written, NULL);
+	ksync_update_status(s, path, copy);
 	json_decref(copy);
 }
 

@@ -17,6 +17,7 @@ pod is bound there, and the Terminating pod goes.
 
 import re
 import signal
+import time
 import subprocess
 
 import pytest
@@ -225,3 +226,48 @@ def test_dead_node_pods_replaced_then_over_repair_resolves(world, wait_until):
     wait_until(lambda: node_column(kubectl, "kl-b", 1) == "Ready", 40, "kl-b Ready again")
     wait_until(lambda: len(pods()) == 4, 30, "the Terminating pods to go")
     assert not [p for p in pods() if p["metadata"]["name"] in on_b]
+
+
+def test_every_node_down_no_eviction_pending_until_one_returns(world, wait_until):
+    """The seeds' "scheduling queue blocked": every kubelet stops. Every zone
+    is fully disrupted, so the node lifecycle controller enters master
+    disruption mode: no NoExecute taints, nothing evicted. New pods stay
+    Pending with upstream's FailedScheduling text, and are bound within
+    seconds of one node coming back."""
+    import json
+    server, kubectl, (a, b) = world
+    for k in (a, b):
+        wait_until(lambda k=k: node_column(kubectl, k.name, 1) == "Ready", 40,
+                   f"{k.name} Ready")
+    kubectl("run", "before", "--image=nginx")
+    wait_until(lambda: (pod_json(kubectl, "before") or {}).get("status", {})
+               .get("phase") == "Running", 20, "before Running")
+    for k in (a, b):
+        k.proc.send_signal(signal.SIGKILL)
+        k.proc.wait(10)
+    for k in (a, b):
+        wait_until(lambda k=k: node_column(kubectl, k.name, 1) == "NotReady", 30,
+                   f"{k.name} NotReady")
+    kubectl("run", "after", "--image=nginx")
+    want = ("0/2 nodes are available: 2 node(s) had untolerated taint "
+            "{node.kubernetes.io/unreachable: }. preemption: 0/2 nodes are available: "
+            "2 Preemption is not helpful for scheduling.")
+    wait_until(lambda: want in events(kubectl, "after", "FailedScheduling"), 20,
+               "the FailedScheduling event")
+    # Well past the 4 s toleration: in FullDisruption nothing is tainted
+    # NoExecute and nothing evicted.
+    time.sleep(8)
+    for k in (a, b):
+        node = node_json(kubectl, k.name)
+        assert not [t for t in node["spec"].get("taints", []) if t["effect"] == "NoExecute"], node
+    assert not pod_json(kubectl, "before")["metadata"].get("deletionTimestamp")
+    assert "Entering master disruption mode" in \
+        (server.dir / "controller-manager.log").read_text()
+
+    a.start()
+    wait_until(lambda: node_column(kubectl, "kl-a", 1) == "Ready", 40, "kl-a Ready again")
+    back = time.monotonic()
+    wait_until(lambda: (pod_json(kubectl, "after") or {}).get("spec", {}).get("nodeName"),
+               20, "after to be bound")
+    print(f"after bound {time.monotonic() - back:.1f}s after kl-a was Ready again")
+    assert pod_json(kubectl, "after")["spec"]["nodeName"] == "kl-a"

@@ -42,7 +42,7 @@ echo "== $PODS pods onto $NODES nodes (apiserver pid $API_PID, port $port)"
 WATCH_PID=$!
 sleep 1
 date +%s.%N > "$dir/t0"
-"$CUBE" scheduler --kubeconfig "$dir/scheduler.conf" 2>"$dir/scheduler.log" &
+"$CUBE" scheduler --kubeconfig "$dir/scheduler.conf" -v "${SCHED_V:-0}" 2>"$dir/scheduler.log" &
 SCHED_PID=$!
 wait "$WATCH_PID"
 ticks=$(awk '{print $14 + $15}' "/proc/$SCHED_PID/stat")

@@ -115,7 +115,7 @@ def watch(a):
     r = conn.getresponse()
     per_second = {}
     while len(bound) < a.pods:
-        line = r.fp.readline()
+        line = r.readline()
         if not line:
             sys.exit("watch ended")
         ev = json.loads(line)

@@ -356,7 +356,7 @@ void event_record(struct event_recorder *r, const struct event_ref *ref, const c
 		  const char *reason, const char *fmt, ...)
 {
 	const char *ns = ref->ns && *ref->ns ? ref->ns : "default";
-	char msg[1024], now[TIME_BUF], object[1024], agg[1400], key[2600];
+	char msg[1100], now[TIME_BUF], object[1024], agg[1400], key[2600];
 	struct logged *l;
 	json_t *event;
 	va_list ap;
@@ -373,7 +373,7 @@ void event_record(struct event_recorder *r, const struct event_ref *ref, const c
 		return;
 	snprintf(agg, sizeof(agg), "%s\x1f%s\x1f%s", object, type, reason);
 	if (aggregate(r, agg, msg)) {
-		char combined[1100];
+		char combined[1200];
 		snprintf(combined, sizeof(combined), AGGREGATE_PREFIX "%s", msg);
 		snprintf(msg, sizeof(msg), "%s", combined);
 		snprintf(key, sizeof(key), "%s", agg); /* one event for all of them */

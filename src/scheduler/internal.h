@@ -130,6 +130,9 @@ extern const struct plugin plugin_node_unschedulable, plugin_node_name, plugin_t
 	plugin_node_affinity, plugin_node_ports, plugin_node_resources_fit,
 	plugin_balanced_allocation;
 
+/* The pod's tolerations that count for PreferNoSchedule (a new array). */
+json_t *taint_toleration_prefer(const json_t *tolerations);
+
 /* DefaultNormalizeScore(100, reverse) */
 void normalize_default(int64_t *scores, size_t n, bool reverse);
 
@@ -144,6 +147,9 @@ struct cycle {
 	const struct cache *cache;
 	/* NodeAffinity's parsed view of the pod, NodePorts' host ports... */
 	const json_t *host_ports; /* array of {protocol, hostIP, hostPort} */
+	/* TaintToleration's scoring view: the tolerations with effect
+	 * PreferNoSchedule or none (computed once per pod, not per node). */
+	const json_t *prefer_tolerations;
 };
 
 /* DefaultPreemption's PostFilter: the message, and the node the pod is

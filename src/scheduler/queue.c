@@ -238,6 +238,9 @@ void queue_update(struct queue *q, const char *key, json_t *pod, unsigned ev)
 	json_decref(p->pod);
 	p->pod = json_incref(pod);
 	if (p->where == Q_FLIGHT) {
+		/* Deleted and made again under the same name while in flight: the
+		 * new pod is queued when the attempt ends. */
+		p->deleted = false;
 		p->flight_events |= ev;
 		return;
 	}

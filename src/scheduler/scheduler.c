@@ -170,17 +170,18 @@ static void drop(const struct plugin **v, int *w, int *n, const char *name)
 
 static void add(const struct plugin **v, int *w, int *n, const struct plugin *p, int weight)
 {
+	/* A configured entry replaces the default one; weight 0 means 1. */
 	for (int i = 0; i < *n; i++)
 		if (v[i] == p) {
-			if (w && weight > 0)
-				w[i] = weight;
+			if (w)
+				w[i] = weight > 0 ? weight : 1;
 			return;
 		}
 	if (*n == 16)
 		return;
 	v[*n] = p;
 	if (w)
-		w[*n] = weight > 0 ? weight : (p->default_weight ? p->default_weight : 1);
+		w[*n] = weight > 0 ? weight : 1;
 	(*n)++;
 }
 
@@ -408,6 +409,7 @@ static void cycle_init(struct sched *s, struct cycle *cy, const json_t *pod, jso
 	cy->pod = pod;
 	cy->cache = &s->cache;
 	cy->tolerations = jx_get(pod, "spec.tolerations");
+	cy->prefer_tolerations = taint_toleration_prefer(cy->tolerations);
 	pod_requests(pod, &cy->req);
 	json_array_foreach(jx_get(pod, "spec.containers"), i, c)
 		json_array_foreach(json_object_get(c, "ports"), j, p) if (jx_int(p, "hostPort", 0) > 0)
@@ -482,7 +484,7 @@ static void observe(struct sched *s, const struct profile *prof, const char *res
 
 /* updatePod: PodScheduled=False and the nomination, only when they change. */
 static void update_status(struct sched *s, const json_t *pod, const char *reason, const char *msg,
-			  const char *nominated)
+			  const char *nominated, bool clear_nominated)
 {
 	const json_t *cond = jx_condition(json_object_get(pod, "status"), "PodScheduled");
 	const char *had_nom = s_(jx_str(pod, "status.nominatedNodeName"));
@@ -492,7 +494,8 @@ static void update_status(struct sched *s, const json_t *pod, const char *reason
 	if (cond && !strcmp(s_(jx_str(cond, "status")), "False") &&
 	    !strcmp(s_(jx_str(cond, "reason")), reason) &&
 	    !strcmp(s_(jx_str(cond, "message")), msg) &&
-	    (!nominated || !*nominated || !strcmp(had_nom, nominated)))
+	    (!nominated || !*nominated || !strcmp(had_nom, nominated)) &&
+	    !(clear_nominated && *had_nom))
 		return;
 	time_format_rfc3339(clock_now(), now);
 	patch = json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:n,s:s}]}}", "status", "conditions", "type",
@@ -503,6 +506,8 @@ static void update_status(struct sched *s, const json_t *pod, const char *reason
 				  : now);
 	if (nominated && *nominated)
 		jx_set_str(patch, "status.nominatedNodeName", nominated);
+	else if (clear_nominated && *had_nom)
+		jx_set(patch, "status.nominatedNodeName", json_null());
 	pod_key(pod, key, sizeof(key));
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/status",
 		 s_(jx_str(pod, "metadata.namespace")), s_(jx_str(pod, "metadata.name")));
@@ -512,7 +517,8 @@ static void update_status(struct sched *s, const json_t *pod, const char *reason
 
 /* handleSchedulingFailure */
 static void failed(struct sched *s, struct qpod *qp, const struct profile *prof, bool error,
-		   const char *msg, unsigned rejectors, const char *nominated, int64_t started)
+		   const char *msg, unsigned rejectors, const char *nominated, bool clear_nominated,
+		   int64_t started)
 {
 	char note[NOTE_LIMIT + 1], q[4096];
 	json_t *now = informer_get(s->pods, qp->key);
@@ -530,9 +536,9 @@ static void failed(struct sched *s, struct qpod *qp, const struct profile *prof,
 		      q);
 	observe(s, prof, error ? "error" : "unschedulable", started);
 	if (now && jx_str(now, "spec.nodeName") && *jx_str(now, "spec.nodeName")) {
-		LOG_V(2, "\"Pod has been assigned to node. Abort adding it back to queue.\" "
+		LOG_INFO("\"Pod has been assigned to node. Abort adding it back to queue.\" "
 			 "pod=\"%s\" node=\"%s\"",
-		      qp->key, jx_str(now, "spec.nodeName"));
+			 qp->key, jx_str(now, "spec.nodeName"));
 		queue_done(&s->queue, qp);
 	} else {
 		queue_failed(&s->queue, qp, rejectors);
@@ -542,7 +548,8 @@ static void failed(struct sched *s, struct qpod *qp, const struct profile *prof,
 	else
 		snprintf(note, sizeof(note), "%s", msg);
 	pod_event(s, pod, "Warning", "FailedScheduling", note);
-	update_status(s, pod, error ? "SchedulerError" : "Unschedulable", msg, nominated);
+	update_status(s, pod, error ? "SchedulerError" : "Unschedulable", msg, nominated,
+		      clear_nominated);
 	json_decref(pod);
 }
 
@@ -576,16 +583,14 @@ static void on_bound(void *arg, int status, json_t *body, const char *err)
 		pod_event(s, b->pod, "Normal", "Scheduled", msg);
 		queue_done(&s->queue, b->qp);
 	} else {
-		char q[1024];
 		snprintf(msg, sizeof(msg), "%s",
 			 status ? s_(jx_str(body, "message")) : s_(err));
 		if (!*msg)
 			snprintf(msg, sizeof(msg), "binding failed with HTTP %d", status);
-		log_quote(q, sizeof(q), msg);
-		LOG_V(1, "\"Failed to bind pod\" pod=\"%s\" err=\"%s\"", b->qp->key, q);
+		LOG_V(1, "\"Failed to bind pod\" pod=\"%s\"", b->qp->key);
 		scache_forget(&s->cache, b->qp->key);
 		queue_move(&s->queue, EV_POD_DELETE, b->pod, NULL, NULL, "AssignedPodDelete");
-		failed(s, b->qp, b->prof, true, msg, 0, NULL, b->started);
+		failed(s, b->qp, b->prof, true, msg, 0, NULL, true, b->started);
 	}
 	bind_end(b);
 	timer_after(s->kick, 0);
@@ -676,6 +681,11 @@ static void schedule_one(struct sched *s, struct qpod *qp)
 	unsigned rejectors = 0;
 	bool nominated_fits = false;
 
+	if (scache_is_assumed(c, qp->key)) {
+		queue_done(&s->queue, qp); /* bound already: skipPodSchedule */
+		json_decref(ports);
+		return;
+	}
 	if (jx_get(qp->pod, "metadata.deletionTimestamp")) {
 		char msg[600];
 		snprintf(msg, sizeof(msg), "skip schedule deleting pod: %s", qp->key);
@@ -686,7 +696,8 @@ static void schedule_one(struct sched *s, struct qpod *qp)
 	}
 	LOG_V(3, "\"Attempting to schedule pod\" pod=\"%s\"", qp->key);
 	if (!n) {
-		failed(s, qp, prof, false, "no nodes available to schedule pods", 0, NULL, started);
+		failed(s, qp, prof, false, "no nodes available to schedule pods", 0, NULL, false,
+		       started);
 		json_decref(ports);
 		return;
 	}
@@ -725,7 +736,9 @@ static void schedule_one(struct sched *s, struct qpod *qp)
 			preemption_post_filter(s, &cy, sts, n, post, sizeof(post), nominated,
 					       sizeof(nominated));
 		fit_error(msg, sizeof(msg), n, sts, n, post);
-		failed(s, qp, prof, false, msg, rejectors, nominated, started);
+		/* No candidate: a nomination from an earlier attempt is cleared. */
+		failed(s, qp, prof, false, msg, rejectors, nominated, prof->preemption && !*nominated,
+		       started);
 	} else {
 		const struct node_info *host =
 			found == 1 ? feasible[0] : select_host(prof, &cy, feasible, found);
@@ -735,6 +748,7 @@ static void schedule_one(struct sched *s, struct qpod *qp)
 	free(feasible);
 	free(sts);
 	json_decref(ports);
+	json_decref((json_t *)cy.prefer_tolerations);
 }
 
 static void on_kick(void *arg)
@@ -742,6 +756,12 @@ static void on_kick(void *arg)
 	struct sched *s = arg;
 	struct qpod *qp;
 
+	/* WaitForCacheSync: no decision before both informers have listed (a
+	 * pod tried against half the nodes would back off for nothing). */
+	if (!informer_synced(s->pods) || !informer_synced(s->nodes)) {
+		timer_after(s->kick, 100 * NS_PER_MS);
+		return;
+	}
 	for (int i = 0; i < BATCH && (qp = queue_pop(&s->queue)); i++) {
 		if (!profile_for(s, qp->pod)) {
 			queue_done(&s->queue, qp);
@@ -796,6 +816,13 @@ static bool worth(void *arg, struct qpod *p, unsigned ev, const json_t *obj)
 	return false;
 }
 
+/* SchedulingGates (PreEnqueue): a gated pod waits outside the queue until
+ * its gates are removed. */
+static bool gated(const json_t *pod)
+{
+	return json_array_size(jx_get(pod, "spec.schedulingGates")) > 0;
+}
+
 static bool assigned(const json_t *pod)
 {
 	const char *n = jx_str(pod, "spec.nodeName");
@@ -813,7 +840,7 @@ static void on_pod_add(void *arg, json_t *pod)
 		queue_delete(&s->queue, key);
 		return;
 	}
-	if (profile_for(s, pod) && !jx_get(pod, "metadata.deletionTimestamp")) {
+	if (profile_for(s, pod) && !jx_get(pod, "metadata.deletionTimestamp") && !gated(pod)) {
 		queue_add(&s->queue, key, pod);
 		kick(s);
 	}
@@ -841,6 +868,16 @@ static void on_pod_update(void *arg, json_t *old, json_t *pod)
 	}
 	if (!profile_for(s, pod))
 		return;
+	/* A pod this scheduler has bound (the informer lags): nothing to do;
+	 * nor for a resync that changed nothing. */
+	if (scache_is_assumed(&s->cache, key) ||
+	    json_equal(jx_get(old, "metadata.resourceVersion"),
+		       jx_get(pod, "metadata.resourceVersion")))
+		return;
+	if (gated(pod)) {
+		queue_delete(&s->queue, key);
+		return;
+	}
 	if (!json_equal(jx_get(old, "spec.tolerations"), jx_get(pod, "spec.tolerations")))
 		ev |= EV_POD_TOLERATIONS;
 	if (!json_equal(json_object_get(old, "spec"), json_object_get(pod, "spec")))

@@ -8,7 +8,8 @@
  * three nodes tainted unreachable; an unschedulable pod scheduled once the
  * taint comes off (event-driven, inside its backoff); preemption deleting a
  * lower-priority pod and nominating its node; a KubeSchedulerConfiguration
- * with a bad backoff refused.
+ * with a bad backoff refused; a pod with schedulingGates left alone until
+ * they are removed.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -293,6 +294,32 @@ static void test_preemption(void **state)
 			    "0/1 nodes are available: 1 Insufficient cpu.");
 }
 
+/* SchedulingGates: a gated pod is not tried; once the gates go it is bound. */
+static void test_scheduling_gates(void **state)
+{
+	struct world *w = *state;
+	char buf[256];
+	json_t *p;
+	struct testenv_result r;
+
+	node(w, "g1", "2", NULL);
+	p = json_pack("{s:s,s:s,s:{s:s},s:{s:[{s:s}],s:[{s:s,s:s}]}}", "apiVersion", "v1", "kind",
+		      "Pod", "metadata", "name", "gated", "spec", "schedulingGates", "name",
+		      "example.com/wait", "containers", "name", "c", "image", "nginx");
+	create(w, "/api/v1/namespaces/default/pods", p);
+	settle(w, 3);
+	assert_string_equal(node_of(w, "gated", buf, sizeof(buf)), "");
+	assert_string_equal(last_event(w, "gated", "FailedScheduling", buf, sizeof(buf)), "");
+	p = get_pod(w, "gated");
+	json_object_del(json_object_get(p, "spec"), "schedulingGates");
+	r = call(w, "PUT", "/api/v1/namespaces/default/pods/gated", p);
+	assert_int_equal(r.status, 200);
+	json_decref(r.body);
+	json_decref(p);
+	settle(w, 1);
+	assert_string_equal(node_of(w, "gated", buf, sizeof(buf)), "g1");
+}
+
 static void test_config_validation(void **state)
 {
 	char path[] = "/tmp/cube-sched-cfg-XXXXXX";
@@ -324,6 +351,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_binds_to_least_allocated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fit_error_texts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_preemption, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scheduling_gates, setup, teardown),
 		cmocka_unit_test(test_config_validation),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,15 +22,8 @@ static int64_t score(const struct cycle *cy, const struct node_info *ni)
 	return (int64_t)((1 - std) * MAX_NODE_SCORE);
 }
 
-/* A best-effort pod (no cpu or memory request) is not scored. */
-static bool pre_score(const struct cycle *cy)
-{
-	return cy->req.r.cpu || cy->req.r.memory;
-}
-
 const struct plugin plugin_balanced_allocation = {
 	.name = "NodeResourcesBalancedAllocation",
 	.default_weight = 1,
-	.pre_score = pre_score,
 	.score = score,
 };

@@ -175,6 +175,14 @@ static const char *fit_error(struct status *sts, size_t n, size_t all, char *buf
 	return buf;
 }
 
+/* podTerminatingByPreemption: being deleted by a preemption of ours. */
+static bool preempted(const json_t *pod)
+{
+	const json_t *c = jx_condition(json_object_get(pod, "status"), "DisruptionTarget");
+	return c && !strcmp(jx_str(c, "status") ?: "", "True") &&
+	       !strcmp(jx_str(c, "reason") ?: "", "PreemptionByScheduler");
+}
+
 const char *preemption_post_filter(struct sched *s, struct cycle *cy, struct status *statuses,
 				   size_t n, char *buf, size_t len, char *nominated, size_t nlen)
 {
@@ -201,7 +209,8 @@ const char *preemption_post_filter(struct sched *s, struct cycle *cy, struct sta
 				void *v;
 				for (size_t it = 0; hmap_next(&ni->pods, &it, &k, &v);)
 					if (prio(v) < prio(cy->pod) &&
-					    jx_get(v, "metadata.deletionTimestamp")) {
+					    jx_get(v, "metadata.deletionTimestamp") &&
+					    preempted(v)) {
 						snprintf(buf, len,
 							 "preemption: not eligible due to a terminating "
 							 "pod on the nominated node.");

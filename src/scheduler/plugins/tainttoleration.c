@@ -17,24 +17,30 @@ static void filter(const struct cycle *cy, const struct node_info *ni, struct st
 			   jx_str(t, "key") ?: "", jx_str(t, "value") ?: "");
 }
 
-static int64_t score(const struct cycle *cy, const struct node_info *ni)
+/* Only tolerations with effect PreferNoSchedule or none count. */
+json_t *taint_toleration_prefer(const json_t *tolerations)
 {
-	static const char *const prefer[] = {"PreferNoSchedule", NULL};
-	const json_t *t, *tol;
 	json_t *usable = json_array();
-	int64_t n = 0;
+	const json_t *tol;
 	size_t i;
-
-	/* Only tolerations with effect PreferNoSchedule or none count. */
-	json_array_foreach(cy->tolerations, i, tol)
+	json_array_foreach(tolerations, i, tol)
 	{
 		const char *e = jx_str(tol, "effect") ?: "";
 		if (!*e || !strcmp(e, "PreferNoSchedule"))
 			json_array_append(usable, (json_t *)tol);
 	}
+	return usable;
+}
+
+static int64_t score(const struct cycle *cy, const struct node_info *ni)
+{
+	static const char *const prefer[] = {"PreferNoSchedule", NULL};
+	const json_t *t;
+	int64_t n = 0;
+	size_t i;
+
 	json_array_foreach(jx_get(ni->node, "spec.taints"), i, t) if (
-		taint_effect_in(t, prefer) && !tolerations_find(usable, t)) n++;
-	json_decref(usable);
+		taint_effect_in(t, prefer) && !tolerations_find(cy->prefer_tolerations, t)) n++;
 	return n;
 }
 

@@ -356,8 +356,9 @@ void event_record(struct event_recorder *r, const struct event_ref *ref, const c
 		  const char *reason, const char *fmt, ...)
 {
 	const char *ns = ref->ns && *ref->ns ? ref->ns : "default";
-	char msg[1100], now[TIME_BUF], object[1024], agg[1400], key[2600];
+	char msg[1100], now[TIME_BUF], object[1024], agg[1400], key[2600], spam[1100];
 	struct logged *l;
+	bool fresh;
 	json_t *event;
 	va_list ap;
 
@@ -366,11 +367,20 @@ void event_record(struct event_recorder *r, const struct event_ref *ref, const c
 	va_end(ap);
 	if (!r)
 		return;
-	snprintf(object, sizeof(object), "%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", r->component,
-		 r->host, s(ref->kind), s(ref->ns), s(ref->name), s(ref->uid), s(ref->api_version),
-		 "");
-	if (!spam_allows(r, object))
-		return;
+	{
+		/* StartStructuredLogging sees the event as recorded. */
+		char q[1200];
+		log_quote(q, sizeof(q), msg);
+		LOG_V(r->log_v,
+		      "\"Event occurred\" object=\"%s%s%s\" fieldPath=\"\" kind=\"%s\" apiVersion=\"%s\" "
+		      "type=\"%s\" reason=\"%s\" message=\"%s\"",
+		      s(ref->ns), ref->ns && *ref->ns ? "/" : "", s(ref->name), s(ref->kind),
+		      s(ref->api_version), type, reason, q);
+	}
+	snprintf(object, sizeof(object), "%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", r->component,
+		 r->host, s(ref->kind), s(ref->ns), s(ref->name), s(ref->uid), s(ref->api_version));
+	/* EventCorrelate: aggregate, observe (the cache counts every
+	 * occurrence), then the spam filter decides whether anything is sent. */
 	snprintf(agg, sizeof(agg), "%s\x1f%s\x1f%s", object, type, reason);
 	if (aggregate(r, agg, msg)) {
 		char combined[1200];
@@ -380,21 +390,12 @@ void event_record(struct event_recorder *r, const struct event_ref *ref, const c
 	} else {
 		snprintf(key, sizeof(key), "%s\x1f%s", agg, msg);
 	}
-	{
-		char q[1200];
-		log_quote(q, sizeof(q), msg);
-		LOG_V(r->log_v,
-		      "\"Event occurred\" object=\"%s%s%s\" fieldPath=\"\" kind=\"%s\" apiVersion=\"%s\" "
-		      "type=\"%s\" reason=\"%s\" message=\"%s\"",
-		      s(ref->ns), ref->ns && *ref->ns ? "/" : "", s(ref->name), s(ref->kind),
-		      s(ref->api_version), type, reason, q);
-	}
 	time_format_rfc3339(clock_now(), now);
 	event = make_event(r, ref, ns, type, reason, msg, now);
 	if ((l = hmap_get(&r->logged, key))) {
 		l->count++;
 		l->used = clock_mono();
-		bump(r, l, event, key);
+		fresh = false;
 	} else {
 		if (hmap_len(&r->logged) >= CACHE_SIZE)
 			forget_oldest(r);
@@ -407,7 +408,15 @@ void event_record(struct event_recorder *r, const struct event_ref *ref, const c
 		l->count = 1;
 		l->used = clock_mono();
 		hmap_put(&r->logged, key, l);
-		create(r, event, key);
+		fresh = true;
+	}
+	/* getSpamKey: source, object and type. */
+	snprintf(spam, sizeof(spam), "%s\x1f%s", object, type);
+	if (spam_allows(r, spam)) {
+		if (fresh)
+			create(r, event, key);
+		else
+			bump(r, l, event, key);
 	}
 	json_decref(event);
 }

@@ -9,8 +9,9 @@
  *   firstTimestamp = lastTimestamp = now.
  *
  * The correlator in front of the API (record.EventCorrelator, its defaults):
- *   spam filter — per source and object, a token bucket of 25 events
- *     refilled one per 5 minutes; events beyond it are dropped;
+ *   spam filter — per source, object and type, a token bucket of 25 events
+ *     refilled one per 5 minutes; events beyond it are not sent (they are
+ *     counted, and the next one sent carries the count);
  *   aggregator — from the 10th event with the same source, object, type and
  *     reason but a different message within 10 minutes, the message becomes
  *     "(combined from similar events): <message>" and they count as one;

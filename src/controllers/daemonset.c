@@ -16,10 +16,16 @@
  *     metadata.name In [node] (the default scheduler binds it); labels
  *     controller-revision-hash and pod-template-generation.
  *   failed pods — deleted (Warning FailedDaemonPod "Found failed daemon pod
- *     ns/p on node n, will try to kill it") and made again.
- *   updates — RollingUpdate: pods of an older template generation are
- *     replaced, at most maxUnavailable (1) of them unavailable at a time;
- *     OnDelete: only when deleted.
+ *     ns/p on node n, will try to kill it") and made again, with a backoff per
+ *     node of 1 s doubling to 15 minutes.
+ *   updates — RollingUpdate: pods without the current template's hash
+ *     (label controller-revision-hash) are replaced: unavailable ones at
+ *     once, available ones while fewer than maxUnavailable (1, or a
+ *     percentage of the desired pods rounded up) are unavailable; OnDelete:
+ *     only when deleted. maxSurge is not implemented.
+ *   expectations — after creating or deleting pods the set is not managed
+ *     again until the informer has seen them (or 5 minutes passed), so a
+ *     node never gets two daemon pods.
  *   status — desiredNumberScheduled, currentNumberScheduled,
  *     numberMisscheduled, numberReady, numberAvailable,
  *     updatedNumberScheduled, numberUnavailable, observedGeneration.
@@ -44,10 +50,28 @@
 #define DS_PATH "/apis/apps/v1/daemonsets"
 #define GEN_LABEL "pod-template-generation"
 
+/* Creations and deletions not yet seen by the informer (expectations). */
+struct dsexpect {
+	int add;
+	struct strv dels;
+	int64_t stamp; /* mono */
+};
+
+/* failedPodsBackoff: per DaemonSet and node, 1 s doubling to 15 min. */
+struct backoff {
+	int64_t next, delay; /* mono, ns */
+};
+
+#define EXPECT_TTL_NS (5 * 60 * NS_PER_SEC)
+#define FAILED_BACKOFF_MAX_NS (15 * 60 * NS_PER_SEC)
+#define REV_LABEL "controller-revision-hash"
+
 struct daemonset {
 	struct controller_manager *m;
 	struct informer *sets, *pods, *nodes;
 	int pods_by_owner;
+	struct hmap expect;  /* ds key -> struct dsexpect* */
+	struct hmap backoff; /* "ds key/node" -> struct backoff* */
 	struct keyed *work;
 	struct event_recorder *events;
 };
@@ -213,6 +237,25 @@ static const char *pod_node(const json_t *pod)
 	return NULL;
 }
 
+/* The template's hash (fnv-32a over its canonical JSON, upstream's
+ * alphabet): the controller-revision-hash label that tells old pods from new. */
+static void template_hash(const json_t *ds, char *out, size_t n)
+{
+	static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+	char *text = json_dumps(jx_get(ds, "spec.template") ?: json_null(),
+				JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+	char digits[16];
+	uint32_t h = 2166136261u;
+	size_t i;
+	for (const char *p = text ? text : ""; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	free(text);
+	snprintf(digits, sizeof(digits), "%u", h);
+	for (i = 0; digits[i] && i + 1 < n; i++)
+		out[i] = alphabet[(unsigned char)digits[i] % 27];
+	out[i] = '\0';
+}
+
 static json_t *daemon_pod(const json_t *ds, const char *node)
 {
 	json_t *pod = pod_from_template(jx_get(ds, "spec.template"), ds, "apps/v1", "DaemonSet");
@@ -229,16 +272,48 @@ static json_t *daemon_pod(const json_t *ds, const char *node)
 	}
 	snprintf(gen, sizeof(gen), "%lld", (long long)jx_int(ds, "metadata.generation", 1));
 	json_object_set_new(labels, GEN_LABEL, json_string(gen));
+	{
+		char hash[16];
+		template_hash(ds, hash, sizeof(hash));
+		json_object_set_new(labels, REV_LABEL, json_string(hash));
+	}
 	return pod;
 }
 
+/* IsPodUpdated: the pod carries the current template's hash. */
 static bool current(const json_t *ds, const json_t *pod)
 {
-	char gen[32];
-	snprintf(gen, sizeof(gen), "%lld", (long long)jx_int(ds, "metadata.generation", 1));
+	char hash[16];
+	template_hash(ds, hash, sizeof(hash));
 	return !strcmp(s_(json_string_value(json_object_get(jx_get(pod, "metadata.labels"),
-							    GEN_LABEL))),
-		       gen);
+							    REV_LABEL))),
+		       hash);
+}
+
+/* ---- expectations ---------------------------------------------------------------------- */
+
+static struct dsexpect *expect_get(struct daemonset *c, const char *key, bool make)
+{
+	struct dsexpect *e = hmap_get(&c->expect, key);
+	if (!e && make) {
+		if (!(e = calloc(1, sizeof(*e))))
+			abort();
+		hmap_put(&c->expect, key, e);
+	}
+	return e;
+}
+
+static bool expect_satisfied(struct daemonset *c, const char *key)
+{
+	struct dsexpect *e = expect_get(c, key, false);
+	return !e || (e->add <= 0 && !e->dels.n) || clock_mono() - e->stamp > EXPECT_TTL_NS;
+}
+
+static void expect_free(void *v)
+{
+	struct dsexpect *e = v;
+	strv_free(&e->dels);
+	free(e);
 }
 
 /* ---- one sync ------------------------------------------------------------------------ */
@@ -257,6 +332,11 @@ static void on_created(struct ksync *s, void *arg, int status, json_t *body, con
 		if (ds)
 			ds_event(c, ds, "Normal", "SuccessfulCreate", msg);
 		return;
+	}
+	{
+		struct dsexpect *e = expect_get(c, ksync_key(s), false);
+		if (e)
+			e->add--; /* never to be observed */
 	}
 	api_error(why, sizeof(why), status, body, err);
 	snprintf(msg, sizeof(msg), "Error creating: %s", why);
@@ -282,12 +362,57 @@ static void ds_event(struct daemonset *c, const json_t *ds, const char *type, co
 
 static void delete_pod(struct daemonset *c, struct ksync *s, const json_t *ds, const json_t *pod)
 {
-	char path[768], msg[512];
+	char path[768], msg[512], pkey[512];
+	struct dsexpect *e = expect_get(c, ksync_key(s), true);
+
+	strv_push_unique(&e->dels, obj_key(pod, pkey, sizeof(pkey)));
+	e->stamp = clock_mono();
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s",
 		 s_(jx_str(pod, "metadata.namespace")), s_(jx_str(pod, "metadata.name")));
 	ksync_call(s, "DELETE", path, NULL, NULL, on_written, NULL);
 	snprintf(msg, sizeof(msg), "Deleted pod: %s", s_(jx_str(pod, "metadata.name")));
 	ds_event(c, ds, "Normal", "SuccessfulDelete", msg);
+}
+
+/* maxUnavailable: a number, or a percentage of the desired pods rounded up. */
+static int max_unavailable(const json_t *ds, int desired)
+{
+	const json_t *v = jx_get(ds, "spec.updateStrategy.rollingUpdate.maxUnavailable");
+	int n = 1;
+	if (json_is_integer(v))
+		n = (int)json_integer_value(v);
+	else if (json_is_string(v)) {
+		double pct = strtod(json_string_value(v), NULL) * desired / 100.0;
+		n = (int)pct + (pct > (int)pct ? 1 : 0);
+	}
+	return n < 1 ? 1 : n; /* maxSurge is not implemented: 0 would stall */
+}
+
+/* A failed pod may be deleted now, or is held by its node's backoff. */
+static bool failed_allowed(struct daemonset *c, struct ksync *s, const char *node)
+{
+	char key[800];
+	struct backoff *b;
+	int64_t now = clock_mono();
+
+	snprintf(key, sizeof(key), "%s/%s", ksync_key(s), node);
+	if (!(b = hmap_get(&c->backoff, key))) {
+		if (!(b = calloc(1, sizeof(*b))))
+			abort();
+		hmap_put(&c->backoff, key, b);
+	}
+	if (now < b->next) {
+		LOG_V(2, "\"Deleting failed pod on node has been limited by backoff\" daemonset=\"%s\" "
+			 "node=\"%s\"",
+		      ksync_key(s), node);
+		ksync_requeue_after(s, b->next - now);
+		return false;
+	}
+	b->delay = b->delay ? b->delay * 2 : NS_PER_SEC;
+	if (b->delay > FAILED_BACKOFF_MAX_NS)
+		b->delay = FAILED_BACKOFF_MAX_NS;
+	b->next = now + b->delay;
+	return true;
 }
 
 static void sync_ds(void *ctl, struct ksync *s)
@@ -296,42 +421,49 @@ static void sync_ds(void *ctl, struct ksync *s)
 	json_t *ds = informer_get(c->sets, ksync_key(s)), **nodes, **owned;
 	size_t nn, np;
 	int desired = 0, scheduled = 0, mis = 0, ready = 0, avail = 0, updated = 0, unavailable = 0;
-	int max_unavail, replacing = 0;
+	int budget;
 	int64_t min_ready, now = clock_now();
-	bool rolling;
+	bool rolling, manage;
 	char path[768];
+	struct dsexpect *exp;
 
 	if (!ds || jx_get(ds, "metadata.deletionTimestamp"))
 		return;
+	manage = expect_satisfied(c, ksync_key(s));
+	exp = expect_get(c, ksync_key(s), true);
+	if (manage) {
+		exp->add = 0;
+		strv_free(&exp->dels);
+		exp->dels = (struct strv){0};
+	}
 	min_ready = jx_int(ds, "spec.minReadySeconds", 0);
 	rolling = strcmp(s_(jx_str(ds, "spec.updateStrategy.type")), "OnDelete") != 0;
-	max_unavail = (int)jx_int(ds, "spec.updateStrategy.rollingUpdate.maxUnavailable", 1);
-	if (max_unavail < 1)
-		max_unavail = 1;
 	nn = informer_list(c->nodes, &nodes);
 	np = informer_indexed(c->pods, c->pods_by_owner, jx_str(ds, "metadata.uid"), &owned);
-	/* What is unavailable now counts against the rolling update's budget:
-	 * pods not available (Terminating ones included) and nodes that should
-	 * have a pod and have none. */
-	for (size_t k = 0; k < np; k++)
-		if (jx_get(owned[k], "metadata.deletionTimestamp") ||
-		    !pod_available(owned[k], min_ready, now))
-			replacing++;
+
+	/* The rolling update's budget: maxUnavailable minus what is unavailable
+	 * now on the nodes that should run a pod (no pod, a Terminating one, or
+	 * one not available). */
 	for (size_t i = 0; i < nn; i++) {
-		bool run, keep, has = false;
+		bool run, keep, good = false;
 		should_run(ds, nodes[i], &run, &keep);
-		for (size_t k = 0; run && !has && k < np; k++)
-			has = !strcmp(s_(pod_node(owned[k])), s_(jx_str(nodes[i], "metadata.name")));
-		if (run && !has)
-			replacing++;
+		if (!run)
+			continue;
+		desired++;
+		for (size_t k = 0; !good && k < np; k++)
+			good = !strcmp(s_(pod_node(owned[k])), s_(jx_str(nodes[i], "metadata.name"))) &&
+			       !jx_get(owned[k], "metadata.deletionTimestamp") &&
+			       pod_available(owned[k], min_ready, now);
+		if (!good)
+			unavailable++;
 	}
+	budget = max_unavailable(ds, desired) - unavailable;
+	unavailable = 0;
 	for (size_t i = 0; i < nn; i++) {
 		const char *name = s_(jx_str(nodes[i], "metadata.name"));
 		json_t *mine = NULL;
 		bool run, keep, any = false;
 		should_run(ds, nodes[i], &run, &keep);
-		if (run)
-			desired++;
 		for (size_t k = 0; k < np; k++) {
 			json_t *p = owned[k];
 			char msg[768];
@@ -340,7 +472,14 @@ static void sync_ds(void *ctl, struct ksync *s)
 			any = true;
 			if (jx_get(p, "metadata.deletionTimestamp"))
 				continue;
+			if (!manage) {
+				if (!mine)
+					mine = p;
+				continue;
+			}
 			if (!strcmp(s_(jx_str(p, "status.phase")), "Failed")) {
+				if (!failed_allowed(c, s, name))
+					continue;
 				snprintf(msg, sizeof(msg),
 					 "Found failed daemon pod %s/%s on node %s, will try to kill it",
 					 s_(jx_str(p, "metadata.namespace")),
@@ -356,27 +495,35 @@ static void sync_ds(void *ctl, struct ksync *s)
 			mine = p;
 		}
 		if (mine) {
-			scheduled++;
-			if (!run)
+			bool ok = pod_available(mine, min_ready, now);
+			if (run) {
+				scheduled++;
+				if (pod_ready(mine))
+					ready++;
+				if (ok)
+					avail++;
+				else
+					unavailable++;
+				if (current(ds, mine))
+					updated++;
+			} else {
 				mis++;
-			if (pod_ready(mine))
-				ready++;
-			if (pod_available(mine, min_ready, now))
-				avail++;
-			else if (run)
-				unavailable++;
-			if (current(ds, mine))
-				updated++;
-			else if (rolling && replacing < max_unavail && pod_available(mine, min_ready, now)) {
-				replacing++;
+			}
+			/* Old pods: an unavailable one is replaced at once, an available
+			 * one within the budget. */
+			if (manage && run && rolling && !current(ds, mine) && (!ok || budget > 0)) {
+				if (ok)
+					budget--;
 				delete_pod(c, s, ds, mine);
 			}
-		} else if (run && !any) {
+		} else if (run && !any && manage) {
 			json_t *pod = daemon_pod(ds, name);
 			snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods",
 				 s_(jx_str(ds, "metadata.namespace")));
 			ksync_call(s, "POST", path, NULL, pod, on_created, c);
 			json_decref(pod);
+			exp->add++;
+			exp->stamp = clock_mono();
 			LOG_V(4, "\"Nodes needing daemon pods for daemon set, creating\" daemonset=\"%s\" "
 				 "node=\"%s\"",
 			      ksync_key(s), name);
@@ -438,22 +585,57 @@ static void on_node_update(void *arg, json_t *old, json_t *node)
 	enqueue_all(arg);
 }
 
+/* The DaemonSet that owns pod (key into buf), or false. */
+static bool owner_key(const json_t *pod, char *key, size_t n)
+{
+	const json_t *ref = controller_ref(pod);
+	if (!ref || strcmp(s_(jx_str(ref, "kind")), "DaemonSet"))
+		return false;
+	snprintf(key, n, "%s/%s", s_(jx_str(pod, "metadata.namespace")), s_(jx_str(ref, "name")));
+	return true;
+}
+
+static void observed_deletion(struct daemonset *c, const json_t *pod, const char *key)
+{
+	struct dsexpect *e = expect_get(c, key, false);
+	char pkey[512];
+	if (e)
+		strv_remove(&e->dels, obj_key(pod, pkey, sizeof(pkey)));
+}
+
 static void on_pod(void *arg, json_t *pod)
 {
 	struct daemonset *c = arg;
-	const json_t *ref = controller_ref(pod);
+	struct dsexpect *e;
 	char key[512];
-	if (!ref || strcmp(s_(jx_str(ref, "kind")), "DaemonSet"))
+	if (!owner_key(pod, key, sizeof(key)))
 		return;
-	snprintf(key, sizeof(key), "%s/%s", s_(jx_str(pod, "metadata.namespace")),
-		 s_(jx_str(ref, "name")));
+	if (jx_get(pod, "metadata.deletionTimestamp"))
+		observed_deletion(c, pod, key);
+	else if ((e = expect_get(c, key, false)))
+		e->add--;
 	keyed_add(c->work, key);
 }
 
 static void on_pod_update(void *arg, json_t *old, json_t *pod)
 {
-	(void)old;
-	on_pod(arg, pod);
+	struct daemonset *c = arg;
+	char key[512];
+	if (!owner_key(pod, key, sizeof(key)))
+		return;
+	if (jx_get(pod, "metadata.deletionTimestamp") && !jx_get(old, "metadata.deletionTimestamp"))
+		observed_deletion(c, pod, key);
+	keyed_add(c->work, key);
+}
+
+static void on_pod_delete(void *arg, json_t *pod)
+{
+	struct daemonset *c = arg;
+	char key[512];
+	if (!owner_key(pod, key, sizeof(key)))
+		return;
+	observed_deletion(c, pod, key);
+	keyed_add(c->work, key);
 }
 
 static void on_set(void *arg, json_t *ds)
@@ -473,7 +655,7 @@ struct daemonset *daemonset_new(struct controller_manager *m)
 {
 	struct daemonset *c = calloc(1, sizeof(*c));
 	struct informer_handlers sh = {on_set, on_set_update, NULL, c};
-	struct informer_handlers ph = {on_pod, on_pod_update, on_pod, c};
+	struct informer_handlers ph = {on_pod, on_pod_update, on_pod_delete, c};
 	struct informer_handlers nh = {on_node, on_node_update, on_node, c};
 
 	if (!c)
@@ -500,9 +682,18 @@ void daemonset_stop(struct daemonset *c)
 
 void daemonset_free(struct daemonset *c)
 {
+	const char *k;
+	void *v;
+
 	if (!c)
 		return;
 	daemonset_stop(c);
 	keyed_free(c->work);
+	for (size_t it = 0; hmap_next(&c->expect, &it, &k, &v);)
+		expect_free(v);
+	hmap_free(&c->expect);
+	for (size_t it = 0; hmap_next(&c->backoff, &it, &k, &v);)
+		free(v);
+	hmap_free(&c->backoff);
 	free(c);
 }

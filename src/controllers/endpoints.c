@@ -411,9 +411,19 @@ static void sync_service(void *ctl, struct ksync *s)
 	struct endpoints *c = ctl;
 	json_t *svc = informer_get(c->services, ksync_key(s));
 
-	/* A Service gone: its Endpoints (and slices, by ownerReference) go
-	 * with it through the API server's cascading delete. */
-	if (!svc || !json_object_size(jx_get(svc, "spec.selector")) ||
+	if (!svc) {
+		/* The Service is gone: its Endpoints go too (they carry no owner
+		 * reference; the slices do, and the cascading delete takes them). */
+		const char *key = ksync_key(s), *slash = strchr(key, '/');
+		char path[768];
+		if (!c->slices && slash && informer_get(c->targets, key)) {
+			snprintf(path, sizeof(path), "/api/v1/namespaces/%.*s/endpoints/%s",
+				 (int)(slash - key), key, slash + 1);
+			ksync_call(s, "DELETE", path, NULL, NULL, on_written, c);
+		}
+		return;
+	}
+	if (!json_object_size(jx_get(svc, "spec.selector")) ||
 	    !strcmp(s_(jx_str(svc, "spec.type")), "ExternalName"))
 		return;
 	if (c->slices)
@@ -494,7 +504,7 @@ static const char *index_slice_service(const json_t *slice)
 static struct endpoints *endpoints_make(struct controller_manager *m, bool slices)
 {
 	struct endpoints *c = calloc(1, sizeof(*c));
-	struct informer_handlers sh = {on_service, on_service_update, NULL, c};
+	struct informer_handlers sh = {on_service, on_service_update, on_service, c};
 	struct informer_handlers ph = {on_pod, on_pod_update, on_pod, c};
 	struct informer_handlers th = {NULL, on_target_update, on_target, c};
 

@@ -17,6 +17,7 @@ struct kcall {
 	struct rest_call *call;
 	ksync_cb cb;
 	void *arg;
+	void (*arg_free)(void *); /* for arg if the call never answers */
 };
 
 struct ksync {
@@ -128,8 +129,25 @@ static void on_answer(void *arg, int status, json_t *body, const char *err)
 	settle(s);
 }
 
+static struct kcall *call_start(struct ksync *s, const char *method, const char *path,
+			       const char *ct, const json_t *body, ksync_cb cb, void *arg,
+			       void (*arg_free)(void *));
+
 void ksync_call(struct ksync *s, const char *method, const char *path, const char *ct,
 		const json_t *body, ksync_cb cb, void *arg)
+{
+	call_start(s, method, path, ct, body, cb, arg, NULL);
+}
+
+void ksync_call_owned(struct ksync *s, const char *method, const char *path, const char *ct,
+		      const json_t *body, ksync_cb cb, void *arg, void (*free_fn)(void *))
+{
+	call_start(s, method, path, ct, body, cb, arg, free_fn);
+}
+
+static struct kcall *call_start(struct ksync *s, const char *method, const char *path,
+			       const char *ct, const json_t *body, ksync_cb cb, void *arg,
+			       void (*arg_free)(void *))
 {
 	struct kcall *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -137,12 +155,14 @@ void ksync_call(struct ksync *s, const char *method, const char *path, const cha
 	c->s = s;
 	c->cb = cb;
 	c->arg = arg;
+	c->arg_free = arg_free;
 	c->next = s->calls;
 	if (s->calls)
 		s->calls->prev = c;
 	s->calls = c;
 	s->pending++;
 	c->call = rest_do_ct(s->k->m->rest, method, path, ct, body, on_answer, c);
+	return c;
 }
 
 struct status_update {
@@ -151,8 +171,9 @@ struct status_update {
 	bool retried;
 };
 
-static void status_update_free(struct status_update *u)
+static void status_update_free(void *arg)
 {
+	struct status_update *u = arg;
 	free(u->path);
 	json_decref(u->status);
 	free(u);
@@ -174,7 +195,7 @@ static void on_status_get(struct ksync *s, void *arg, int status, json_t *body, 
 	}
 	next = json_deep_copy(body);
 	json_object_set(next, "status", u->status);
-	ksync_call(s, "PUT", u->path, NULL, next, on_status_put, u);
+	ksync_call_owned(s, "PUT", u->path, NULL, next, on_status_put, u, status_update_free);
 	json_decref(next);
 }
 
@@ -185,7 +206,7 @@ static void on_status_put(struct ksync *s, void *arg, int status, json_t *body, 
 
 	if (status == 409 && !u->retried) {
 		u->retried = true;
-		ksync_call(s, "GET", u->path, NULL, NULL, on_status_get, u);
+		ksync_call_owned(s, "GET", u->path, NULL, NULL, on_status_get, u, status_update_free);
 		return;
 	}
 	if (status != 200 && status != 404)
@@ -200,7 +221,7 @@ void ksync_update_status(struct ksync *s, const char *path, const json_t *obj)
 		abort();
 	u->path = str_dup(path);
 	u->status = json_incref(json_object_get(obj, "status"));
-	ksync_call(s, "PUT", path, NULL, obj, on_status_put, u);
+	ksync_call_owned(s, "PUT", path, NULL, obj, on_status_put, u, status_update_free);
 }
 
 const char *ksync_key(const struct ksync *s)
@@ -278,6 +299,8 @@ void keyed_stop(struct keyed *k)
 			struct kcall *c = s->calls;
 			s->calls = c->next;
 			rest_cancel(c->call);
+			if (c->arg_free)
+				c->arg_free(c->arg);
 			free(c);
 		}
 		k->running = s->next;

@@ -49,6 +49,11 @@ void ksync_set_data(struct ksync *s, void *data, void (*free_fn)(void *));
 void *ksync_data(const struct ksync *s);
 void ksync_call(struct ksync *s, const char *method, const char *path, const char *content_type,
 		const json_t *body, ksync_cb cb, void *arg);
+/* As ksync_call, for an arg the callback frees: free_fn(arg) runs instead
+ * if the call is cancelled at shutdown. */
+void ksync_call_owned(struct ksync *s, const char *method, const char *path,
+		      const char *content_type, const json_t *body, ksync_cb cb, void *arg,
+		      void (*free_fn)(void *));
 void ksync_then(struct ksync *s, ksync_fn next);
 /* PUT obj (which carries the new status) to path (".../<name>/status"); on
  * a conflict GET the latest object once and put the status on it again, as

@@ -5,14 +5,14 @@
  *   terminated — Succeeded/Failed pods beyond --terminated-pod-gc-threshold
  *     (12500; ≤ 0 disables), the oldest first;
  *   out-of-service — Terminating pods on a node that is not Ready and
- *     carries node.kubernetes.io/out-of-service:NoExecute;
+ *     carries a node.kubernetes.io/out-of-service taint;
  *   orphaned — pods bound to a node that no longer exists, once the node
  *     has been gone for the 40 s quarantine (checked again with a GET, the
  *     informer may lag);
  *   unscheduled — Terminating pods that were never bound.
  *
  * Each is force-deleted as upstream does: a pod not yet terminal first gets
- * phase Failed and (orphaned, out-of-service) the DisruptionTarget condition
+ * phase Failed and (orphaned) the DisruptionTarget condition
  * (DeletionByPodGC), then DELETE with gracePeriodSeconds 0; "PodGC is force
  * deleting Pod" pod=ns/name. Metrics
  * pod_gc_collector_force_delete_pods_total and ..._pod_errors_total
@@ -67,9 +67,8 @@ static void on_deleted(void *arg, int status, json_t *body, const char *err)
 	struct gc_job *g = j->ctl;
 	char why[512];
 
-	if (status == 200 || status == 404) {
-		metrics_inc(metrics_with(g->c->m_deleted, g->ns, g->reason));
-	} else {
+	metrics_inc(metrics_with(g->c->m_deleted, g->ns, g->reason));
+	if (status != 200 && status != 404) {
 		metrics_inc(metrics_with(g->c->m_errors, g->ns, g->reason));
 		LOG_UNHANDLED(NULL, "failed to delete pod %s/%s: %s", g->ns, g->name,
 			      api_error(why, sizeof(why), status, body, err));
@@ -182,8 +181,7 @@ static bool out_of_service(const json_t *node)
 	if (ready && !strcmp(s_(jx_str(ready, "status")), "True"))
 		return false;
 	json_array_foreach(jx_get(node, "spec.taints"), i, t) if (
-		!strcmp(s_(jx_str(t, "key")), "node.kubernetes.io/out-of-service") &&
-		!strcmp(s_(jx_str(t, "effect")), "NoExecute")) return true;
+		!strcmp(s_(jx_str(t, "key")), "node.kubernetes.io/out-of-service")) return true;
 	return false;
 }
 
@@ -279,7 +277,7 @@ static void on_tick(void *arg)
 		if (!node || !*node)
 			force_delete(c, pods[i], "unscheduled", NULL);
 		else if ((nd = informer_get(c->nodes, node)) && out_of_service(nd))
-			force_delete(c, pods[i], "out-of-service", "PodGC: node is out-of-service");
+			force_delete(c, pods[i], "out-of-service", NULL);
 	}
 	gc_orphaned(c, pods, n);
 	free(pods);

@@ -454,7 +454,7 @@ static void scale_down(struct replicaset *c, struct ksync *s, struct run *r, int
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s",
 			 s_(jx_str(v[i].pod, "metadata.namespace")),
 			 s_(jx_str(v[i].pod, "metadata.name")));
-		ksync_call(s, "DELETE", path, NULL, NULL, on_deleted, str_dup(pkey));
+		ksync_call_owned(s, "DELETE", path, NULL, NULL, on_deleted, str_dup(pkey), free);
 	}
 	free(v);
 }

@@ -210,11 +210,11 @@ static void pod_op(struct statefulset *c, struct ksync *s, const json_t *set, co
 	if (!strcmp(verb, "create")) {
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods",
 			 s_(jx_str(set, "metadata.namespace")));
-		ksync_call(s, "POST", path, NULL, body, on_pod_op, op);
+		ksync_call_owned(s, "POST", path, NULL, body, on_pod_op, op, free);
 	} else {
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s",
 			 s_(jx_str(set, "metadata.namespace")), pod);
-		ksync_call(s, "DELETE", path, NULL, NULL, on_pod_op, op);
+		ksync_call_owned(s, "DELETE", path, NULL, NULL, on_pod_op, op, free);
 	}
 }
 
@@ -345,15 +345,17 @@ static void sync_set(void *ctl, struct ksync *s)
 
 	n = informer_indexed(c->pods, c->pods_by_owner, jx_str(set, "metadata.uid"), &owned);
 	max_ord = top;
+	/* Ordinals far beyond the range are not ours to manage (nor to size
+	 * an array by). */
 	for (size_t i = 0; i < n; i++)
-		if (ordinal_of(set, owned[i]) >= max_ord)
+		if (ordinal_of(set, owned[i]) >= max_ord && ordinal_of(set, owned[i]) < top + 100000)
 			max_ord = ordinal_of(set, owned[i]) + 1;
 	by_ord = calloc((size_t)(max_ord - start) + 1, sizeof(*by_ord));
 	if (!by_ord)
 		abort();
 	for (size_t i = 0; i < n; i++) {
 		int o = ordinal_of(set, owned[i]);
-		if (o >= start)
+		if (o >= start && o < max_ord)
 			by_ord[o - start] = owned[i];
 	}
 	free(owned);
@@ -415,6 +417,11 @@ static void sync_set(void *ctl, struct ksync *s)
 	/* RollingUpdate: the highest pod of an older revision, down to the
 	 * partition, one at a time. */
 	if (rolling) {
+		/* Each replacement waits for every pod in range to be healthy, in
+		 * both pod management policies. */
+		for (int o = start; o < top; o++)
+			if (!by_ord[o - start] || !running_ready(by_ord[o - start]))
+				goto status;
 		for (int o = top - 1; o >= start && o >= start + partition; o--) {
 			json_t *p = by_ord[o - start];
 			const char *rev = p ? json_string_value(json_object_get(

@@ -53,7 +53,8 @@ struct eviction {
 	struct tainteviction *c;
 	char *key; /* "ns/name" */
 	int64_t created, fire_at; /* wall ns */
-	struct timer *timer;
+	struct timer *timer;      /* NULL once fired: the key stays, so the same
+				   * taints do not delete the pod again */
 };
 
 /* A deletion under way: GET, status patch, DELETE, with retries. */
@@ -244,7 +245,8 @@ static void evict_now(struct tainteviction *c, const char *key, int64_t fire_at)
 
 static void eviction_free(struct eviction *e)
 {
-	timer_free(e->timer);
+	if (e->timer)
+		timer_free(e->timer);
 	free(e->key);
 	free(e);
 }
@@ -256,20 +258,25 @@ static void on_fire(void *arg)
 	int64_t fire_at = e->fire_at;
 	char *key = str_dup(e->key);
 
-	/* The worker leaves the queue when it fires (a later change schedules a
-	 * new one). */
-	hmap_del(&c->evictions, key);
-	eviction_free(e);
+	/* The key stays in the queue with no timer (upstream keeps a nil
+	 * worker): later taint changes do not fire it again; the pod's deletion
+	 * or a cancellation removes it. */
+	timer_free(e->timer);
+	e->timer = NULL;
 	evict_now(c, key, fire_at);
 	free(key);
 }
 
 static void schedule(struct tainteviction *c, const char *key, int64_t created, int64_t fire_at)
 {
-	struct eviction *e = calloc(1, sizeof(*e));
+	struct eviction *e = hmap_get(&c->evictions, key);
 	int64_t now = clock_now();
 
-	if (!e)
+	if (e) {
+		LOG_V(4, "\"Trying to add already existing work, skipping\" args=\"%s\"", key);
+		return;
+	}
+	if (!(e = calloc(1, sizeof(*e))))
 		abort();
 	e->c = c;
 	e->key = str_dup(key);
@@ -283,15 +290,17 @@ static void schedule(struct tainteviction *c, const char *key, int64_t created, 
 	timer_after(e->timer, fire_at > now ? fire_at - now : 0);
 }
 
-/* cancelWorkWithEvent: the event only when something was scheduled. */
+/* cancelWorkWithEvent: the event only when a timer was still waiting. */
 static void cancel(struct tainteviction *c, const char *key)
 {
 	struct eviction *e = hmap_del(&c->evictions, key);
+	bool waiting = e && e->timer;
 	if (!e)
 		return;
 	LOG_V(4, "\"Cancelling TimedWorkerQueue item\" item=\"%s\"", key);
 	eviction_free(e);
-	pod_event(c, key, "Cancelling deletion of Pod %s");
+	if (waiting)
+		pod_event(c, key, "Cancelling deletion of Pod %s");
 }
 
 /* getMinTolerationTime over the tolerations used: 0 when none (or one ≤ 0),
@@ -357,7 +366,9 @@ static void process_pod(struct tainteviction *c, const char *key, const char *no
 		cancel(c, key);
 		return;
 	}
-	if ((e = hmap_get(&c->evictions, key))) {
+	if ((e = hmap_get(&c->evictions, key)) && !e->timer)
+		return; /* fired already */
+	if (e) {
 		created = e->created;
 		if (created + min < now + min)
 			return; /* the one scheduled fires first */

@@ -61,8 +61,8 @@
 
 struct deployment {
 	struct controller_manager *m;
-	struct informer *deploys, *sets;
-	int sets_by_ns;
+	struct informer *deploys, *sets, *pods;
+	int sets_by_ns, pods_by_owner;
 	struct keyed *work;
 	struct event_recorder *events;
 };
@@ -135,6 +135,14 @@ static json_t *without_hash(const json_t *tmpl)
 	return t;
 }
 
+/* The Deployment's annotations a set carries (all but its own bookkeeping). */
+static bool copied_annotation(const char *k)
+{
+	return strcmp(k, "kubectl.kubernetes.io/last-applied-configuration") &&
+	       strcmp(k, A_REVISION) && strcmp(k, A_DESIRED) && strcmp(k, A_MAX) &&
+	       strcmp(k, A_HISTORY);
+}
+
 /* ---- intstr ------------------------------------------------------------------------- */
 
 /* GetScaledValueFromIntOrPercent */
@@ -175,6 +183,7 @@ struct run {
 	json_t *d;        /* the informer's copy (a reference) */
 	json_t **rss;     /* owned sets (references), oldest first */
 	size_t n;
+	int32_t *orig;    /* each set's spec.replicas as claimed (what is stored) */
 	json_t *new_rs;   /* a reference, or NULL */
 	json_t *created;  /* a set this sync created (body of the answer) */
 	bool scaled;      /* some set was resized */
@@ -187,6 +196,7 @@ static void run_free(void *arg)
 	for (size_t i = 0; i < r->n; i++)
 		json_decref(r->rss[i]);
 	free(r->rss);
+	free(r->orig);
 	json_decref(r->new_rs);
 	json_decref(r->created);
 	json_decref(r->d);
@@ -224,42 +234,80 @@ static void deploy_event(struct run *r, const char *fmt, const char *rs, int64_t
 	event_record(r->c->events, &ref, "Normal", "ScalingReplicaSet", "%s", msg);
 }
 
-/* scaleReplicaSet: spec.replicas and the size annotations. */
+/* scaleReplicaSet, in two steps: the sync decides the sizes on its copies
+ * (several steps may resize one set), then flush_scales writes each changed
+ * set once. */
 static void scale_rs(struct ksync *s, struct run *r, json_t *rs, int32_t to)
 {
-	int32_t surge, unavail, from = replicas_of(rs);
-	json_t *copy, *ann;
-	char buf[32], path[768];
-	bool same_ann;
+	(void)s;
+	if (replicas_of(rs) != to)
+		r->scaled = true;
+	jx_set(rs, "spec.replicas", json_integer(to));
+}
+
+struct scaled {
+	struct run *r;
+	char name[300];
+	int32_t from, to;
+};
+
+static void on_scaled(struct ksync *s, void *arg, int status, json_t *body, const char *err)
+{
+	struct scaled *sc = arg;
+	struct run *r = ksync_data(s);
+	char why[512];
+
+	if (status == 200) {
+		if (sc->from != sc->to)
+			deploy_event(r, sc->from < sc->to ? "Scaled up replica set %s from %lld to %lld"
+							  : "Scaled down replica set %s from %lld to %lld",
+				     sc->name, sc->from, sc->to);
+	} else if (status != 404) {
+		ksync_fail(s, "%s", api_error(why, sizeof(why), status, body, err));
+	}
+	free(sc);
+}
+
+static void flush_scales(struct ksync *s, struct run *r)
+{
+	int32_t surge, unavail;
+	char want_desired[32], want_max[32];
 
 	fenceposts(r->d, &surge, &unavail);
-	copy = json_deep_copy(rs);
-	if (!json_is_object(ann = jx_get(copy, "metadata.annotations"))) {
-		ann = json_object();
-		jx_set(copy, "metadata.annotations", ann);
-	}
-	snprintf(buf, sizeof(buf), "%d", replicas_of(r->d));
-	same_ann = !strcmp(s_(json_string_value(json_object_get(ann, A_DESIRED))), buf);
-	json_object_set_new(ann, A_DESIRED, json_string(buf));
-	snprintf(buf, sizeof(buf), "%d", replicas_of(r->d) + surge);
-	same_ann = same_ann && !strcmp(s_(json_string_value(json_object_get(ann, A_MAX))), buf);
-	json_object_set_new(ann, A_MAX, json_string(buf));
-	if (from == to && same_ann) {
-		json_decref(copy);
-		return;
-	}
-	jx_set(copy, "spec.replicas", json_integer(to));
-	snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets/%s",
-		 s_(jx_str(rs, "metadata.namespace")), s_(jx_str(rs, "metadata.name")));
-	ksync_call(s, "PUT", path, NULL, copy, on_written, NULL);
-	json_decref(copy);
-	/* The copy stands in for the set from now on in this sync. */
-	jx_set(rs, "spec.replicas", json_integer(to));
-	if (from != to) {
-		r->scaled = true;
-		deploy_event(r, from < to ? "Scaled up replica set %s from %lld to %lld"
-					  : "Scaled down replica set %s from %lld to %lld",
-			     s_(jx_str(rs, "metadata.name")), from, to);
+	snprintf(want_desired, sizeof(want_desired), "%d", replicas_of(r->d));
+	snprintf(want_max, sizeof(want_max), "%d", replicas_of(r->d) + surge);
+	for (size_t i = 0; i < r->n; i++) {
+		json_t *rs = r->rss[i], *ann = jx_get(rs, "metadata.annotations");
+		int32_t to = replicas_of(rs);
+		struct scaled *sc;
+		char path[768];
+		bool same_ann;
+
+		/* The size annotations follow the Deployment on the sets with pods. */
+		same_ann = !to ||
+			   (!strcmp(s_(json_string_value(json_object_get(ann, A_DESIRED))),
+				    want_desired) &&
+			    !strcmp(s_(json_string_value(json_object_get(ann, A_MAX))), want_max));
+		if (to == r->orig[i] && same_ann)
+			continue;
+		if (to && !same_ann) {
+			if (!json_is_object(ann)) {
+				ann = json_object();
+				jx_set(rs, "metadata.annotations", ann);
+			}
+			json_object_set_new(ann, A_DESIRED, json_string(want_desired));
+			json_object_set_new(ann, A_MAX, json_string(want_max));
+		}
+		if (!(sc = calloc(1, sizeof(*sc))))
+			abort();
+		sc->r = r;
+		snprintf(sc->name, sizeof(sc->name), "%s", s_(jx_str(rs, "metadata.name")));
+		sc->from = r->orig[i];
+		sc->to = to;
+		r->orig[i] = to;
+		snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets/%s",
+			 s_(jx_str(rs, "metadata.namespace")), sc->name);
+		ksync_call_owned(s, "PUT", path, NULL, rs, on_scaled, sc, free);
 	}
 }
 
@@ -274,29 +322,65 @@ static int32_t sum(struct run *r, const char *field, bool olds_only)
 
 /* ---- the new ReplicaSet ------------------------------------------------------------------ */
 
+/* The set that took our name: the same template and owner is ours; any
+ * other means a hash collision, and collisionCount goes up. */
+static void on_existing(struct ksync *s, void *arg, int status, json_t *body, const char *err)
+{
+	struct run *r = ksync_data(s);
+	const json_t *ref = controller_ref(body);
+	json_t *mine, *theirs, *copy;
+	char why[512], path[768];
+	bool same;
+
+	(void)arg;
+	if (status != 200) {
+		ksync_fail(s, "%s", api_error(why, sizeof(why), status, body, err));
+		return;
+	}
+	mine = without_hash(jx_get(r->d, "spec.template"));
+	theirs = without_hash(jx_get(body, "spec.template"));
+	same = ref && !strcmp(s_(jx_str(ref, "uid")), s_(jx_str(r->d, "metadata.uid"))) &&
+	       json_equal(mine, theirs);
+	json_decref(mine);
+	json_decref(theirs);
+	if (same) {
+		r->created = json_incref(body);
+		return;
+	}
+	copy = json_deep_copy(r->d);
+	jx_set(copy, "status.collisionCount",
+	       json_integer(jx_int(r->d, "status.collisionCount", 0) + 1));
+	snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s/status",
+		 s_(jx_str(r->d, "metadata.namespace")), s_(jx_str(r->d, "metadata.name")));
+	ksync_call(s, "PUT", path, NULL, copy, on_written, NULL);
+	json_decref(copy);
+	r->stale = true;
+	ksync_fail(s, "replicaset %s already exists with a different template",
+		   s_(jx_str(body, "metadata.name")));
+}
+
 static void on_created(struct ksync *s, void *arg, int status, json_t *body, const char *err)
 {
 	struct run *r = ksync_data(s);
 	char why[512];
-	(void)arg;
+	json_t *rs = arg;
+
+	if (status == 409) {
+		/* A set of that name exists: ours (made by an earlier sync the
+		 * informer has not shown yet), or one with another template. */
+		char path[768];
+		snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets/%s",
+			 s_(jx_str(rs, "metadata.namespace")), s_(jx_str(rs, "metadata.name")));
+		json_decref(rs);
+		ksync_call(s, "GET", path, NULL, NULL, on_existing, NULL);
+		return;
+	}
+	json_decref(rs);
 	if (status == 201) {
 		r->created = json_incref(body);
 		if (replicas_of(body) > 0)
 			deploy_event(r, "Scaled up replica set %s from %lld to %lld",
 				     s_(jx_str(body, "metadata.name")), 0, replicas_of(body));
-		return;
-	}
-	if (status == 409) {
-		/* A set of that name with another template: bump collisionCount. */
-		json_t *copy = json_deep_copy(r->d);
-		char path[768];
-		jx_set(copy, "status.collisionCount",
-		       json_integer(jx_int(r->d, "status.collisionCount", 0) + 1));
-		snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s/status",
-			 s_(jx_str(r->d, "metadata.namespace")), s_(jx_str(r->d, "metadata.name")));
-		ksync_call(s, "PUT", path, NULL, copy, on_written, NULL);
-		json_decref(copy);
-		ksync_fail(s, "replicaset already exists with a different template");
 		return;
 	}
 	ksync_fail(s, "%s", api_error(why, sizeof(why), status, body, err));
@@ -347,9 +431,7 @@ static void create_new_rs(struct ksync *s, struct run *r, int64_t rev, int32_t r
 		jx_set(rs, "spec.selector", sel);
 	}
 	ann = jx_get(rs, "metadata.annotations");
-	json_object_foreach(jx_get(d, "metadata.annotations"), k, v) if (
-		strcmp(k, "kubectl.kubernetes.io/last-applied-configuration") && strcmp(k, A_REVISION) &&
-		strcmp(k, A_DESIRED) && strcmp(k, A_MAX) && strcmp(k, A_HISTORY))
+	json_object_foreach(jx_get(d, "metadata.annotations"), k, v) if (copied_annotation(k))
 		json_object_set(ann, k, v);
 	snprintf(buf, sizeof(buf), "%lld", (long long)rev);
 	json_object_set_new(ann, A_REVISION, json_string(buf));
@@ -361,7 +443,8 @@ static void create_new_rs(struct ksync *s, struct run *r, int64_t rev, int32_t r
 	jx_set(rs, "spec.replicas", json_integer(replicas));
 	snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets",
 		 s_(jx_str(d, "metadata.namespace")));
-	ksync_call(s, "POST", path, NULL, rs, on_created, NULL);
+	ksync_call_owned(s, "POST", path, NULL, rs, on_created, json_incref(rs),
+			 (void (*)(void *))json_decref);
 	json_decref(rs);
 }
 
@@ -421,18 +504,41 @@ static void rollout_rolling(struct ksync *s, struct run *r)
 	scale_down_olds(s, r);
 }
 
-static void rollout_recreate(struct ksync *s, struct run *r)
+/* oldPodsRunning: a pod of an old set that is not Succeeded or Failed —
+ * Terminating ones included. */
+static bool old_pods_running(struct run *r)
 {
-	bool old_pods = false;
-	for (size_t i = 0; i < r->n; i++)
-		if (r->rss[i] != r->new_rs) {
-			if (replicas_of(r->rss[i]))
-				scale_rs(s, r, r->rss[i], 0);
-			if (jx_int(r->rss[i], "status.replicas", 0) > 0)
-				old_pods = true;
+	for (size_t i = 0; i < r->n; i++) {
+		json_t **pods;
+		size_t n;
+		bool running = false;
+		if (r->rss[i] == r->new_rs)
+			continue;
+		n = informer_indexed(r->c->pods, r->c->pods_by_owner,
+				     jx_str(r->rss[i], "metadata.uid"), &pods);
+		for (size_t k = 0; k < n && !running; k++) {
+			const char *phase = s_(jx_str(pods[k], "status.phase"));
+			running = strcmp(phase, "Succeeded") && strcmp(phase, "Failed");
 		}
-	if (!old_pods && r->new_rs)
+		free(pods);
+		if (running)
+			return true;
+	}
+	return false;
+}
+
+/* rolloutRecreate: every old set to 0; the new one only once their pods
+ * are gone. True when the new set may grow (or be made). */
+static bool rollout_recreate(struct ksync *s, struct run *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (r->rss[i] != r->new_rs && replicas_of(r->rss[i]))
+			scale_rs(s, r, r->rss[i], 0);
+	if (r->scaled || old_pods_running(r))
+		return false;
+	if (r->new_rs)
 		scale_rs(s, r, r->new_rs, replicas_of(r->d));
+	return true;
 }
 
 /* A change of spec.replicas only: resize the active sets in proportion. */
@@ -463,7 +569,12 @@ static void scale_proportionally(struct ksync *s, struct run *r)
 				largest = i;
 		}
 	if (active <= 1) {
-		json_t *only = r->new_rs ? r->new_rs : (r->n ? r->rss[largest] : NULL);
+		/* FindActiveOrLatest: the one active set, else the new one, else
+		 * the newest old one. */
+		json_t *only = active == 1 ? r->rss[largest]
+				: r->new_rs ? r->new_rs
+				: r->n	    ? r->rss[r->n - 1]
+					    : NULL;
 		if (only)
 			scale_rs(s, r, only, replicas_of(r->d));
 		return;
@@ -485,22 +596,31 @@ static void scale_proportionally(struct ksync *s, struct run *r)
 
 /* ---- status ----------------------------------------------------------------------------------- */
 
-static json_t *condition_new(const char *type, const char *status, const char *reason,
-			     const char *msg, const json_t *old)
+/* SetDeploymentCondition: a condition with the same status and reason is
+ * left as it was; otherwise lastTransitionTime moves only with the status.
+ * touch (the Progressing ReplicaSetUpdated case): a new lastUpdateTime even
+ * when nothing else changes, as upstream records each sign of progress. */
+static json_t *condition_set(const char *type, const char *status, const char *reason,
+			     const char *msg, const json_t *old, bool touch)
 {
 	char now[TIME_BUF];
 	const char *since = NULL;
+
+	if (!touch && old && !strcmp(s_(jx_str(old, "status")), status) &&
+	    !strcmp(s_(jx_str(old, "reason")), reason))
+		return json_deep_copy(old);
 	time_format_rfc3339(clock_now(), now);
-	/* lastTransitionTime moves only when the status does. */
 	if (old && !strcmp(s_(jx_str(old, "status")), status))
 		since = jx_str(old, "lastTransitionTime");
 	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", type, "status", status, "reason",
-			 reason, "message", msg, "lastUpdateTime",
-			 old && !strcmp(s_(jx_str(old, "reason")), reason) &&
-					 !strcmp(s_(jx_str(old, "message")), msg)
-				 ? s_(jx_str(old, "lastUpdateTime"))
-				 : now,
-			 "lastTransitionTime", since ? since : now);
+			 reason, "message", msg, "lastUpdateTime", now, "lastTransitionTime",
+			 since ? since : now);
+}
+
+static json_t *condition_new(const char *type, const char *status, const char *reason,
+			     const char *msg, const json_t *old)
+{
+	return condition_set(type, status, reason, msg, old, false);
 }
 
 static void set_condition(json_t *conds, json_t *c)
@@ -536,8 +656,10 @@ static void write_status(void *ctl, struct ksync *s)
 		       (json_int_t)jx_int(d, "metadata.generation", 0), "replicas", total,
 		       "updatedReplicas", updated, "readyReplicas", ready, "availableReplicas",
 		       avail);
-	if (total - avail > 0)
-		json_object_set_new(st, "unavailableReplicas", json_integer(total - avail));
+	/* unavailable: the pods wanted (spec.replicas of the sets) not available */
+	if (sum(r, "spec.replicas", false) - avail > 0)
+		json_object_set_new(st, "unavailableReplicas",
+				    json_integer(sum(r, "spec.replicas", false) - avail));
 	if (json_is_integer(jx_get(old, "collisionCount")))
 		json_object_set(st, "collisionCount", jx_get(old, "collisionCount"));
 	conds = json_is_array(json_object_get(old, "conditions"))
@@ -552,10 +674,20 @@ static void write_status(void *ctl, struct ksync *s)
 						   "MinimumReplicasUnavailable",
 						   "Deployment does not have minimum availability.",
 						   jx_condition(old, "Available")));
-	if (json_is_true(jx_get(d, "spec.paused"))) {
-		set_condition(conds, condition_new("Progressing", "Unknown", "DeploymentPaused",
-						   "Deployment is paused", prog));
-	} else if (jx_get(d, "spec.progressDeadlineSeconds")) {
+	/* checkPausedConditions, then syncRolloutStatus (only with a deadline,
+	 * and not once the rollout has completed: a resync or a plain scale of
+	 * a finished rollout estimates no progress). */
+	if (jx_get(d, "spec.progressDeadlineSeconds") && json_is_true(jx_get(d, "spec.paused"))) {
+		if (!prog || strcmp(s_(jx_str(prog, "reason")), "ProgressDeadlineExceeded"))
+			set_condition(conds, condition_new("Progressing", "Unknown", "DeploymentPaused",
+							   "Deployment is paused", prog));
+	} else if (jx_get(d, "spec.progressDeadlineSeconds") && prog &&
+		   !strcmp(s_(jx_str(prog, "reason")), "DeploymentPaused")) {
+		set_condition(conds, condition_new("Progressing", "Unknown", "DeploymentResumed",
+						   "Deployment is resumed", prog));
+	} else if (jx_get(d, "spec.progressDeadlineSeconds") &&
+		   !(total == updated && prog &&
+		     !strcmp(s_(jx_str(prog, "reason")), "NewReplicaSetAvailable"))) {
 		bool complete = rs && updated == want && total == want && avail == want;
 		if (complete) {
 			snprintf(msg, sizeof(msg), "ReplicaSet \"%s\" has successfully progressed.",
@@ -574,10 +706,10 @@ static void write_status(void *ctl, struct ksync *s)
 				  updated > jx_int(old, "updatedReplicas", 0) ||
 				  ready > jx_int(old, "readyReplicas", 0) ||
 				  avail > jx_int(old, "availableReplicas", 0) ||
-				  !strcmp(s_(jx_str(prog, "reason")), "DeploymentPaused"))) {
+				  !strcmp(s_(jx_str(prog, "reason")), "DeploymentResumed"))) {
 			snprintf(msg, sizeof(msg), "ReplicaSet \"%s\" is progressing.", rs_name);
-			set_condition(conds, condition_new("Progressing", "True", "ReplicaSetUpdated",
-							   msg, prog));
+			set_condition(conds, condition_set("Progressing", "True", "ReplicaSetUpdated",
+							   msg, prog, true));
 		} else if (rs && prog && strcmp(s_(jx_str(prog, "reason")), "NewReplicaSetAvailable")) {
 			int64_t since, deadline = jx_int(d, "spec.progressDeadlineSeconds", 600);
 			if (time_parse_rfc3339(jx_str(prog, "lastUpdateTime"), &since) == 0 &&
@@ -670,6 +802,10 @@ static void claim_sets(struct deployment *c, struct ksync *s, struct run *r)
 			r->rss[r->n++] = json_deep_copy(all[i]); /* resized as the sync goes */
 	}
 	qsort(r->rss, r->n, sizeof(*r->rss), by_age);
+	if (!(r->orig = calloc(r->n + 1, sizeof(*r->orig))))
+		abort();
+	for (size_t i = 0; i < r->n; i++)
+		r->orig[i] = replicas_of(r->rss[i]);
 	for (size_t i = 0; i < r->n; i++) {
 		json_t *t = without_hash(jx_get(r->rss[i], "spec.template"));
 		if (!r->new_rs && json_equal(t, want))
@@ -702,6 +838,43 @@ static void sync_revision(struct ksync *s, struct run *r, int64_t rev)
 	/* A status write now would conflict with that update: the next sync,
 	 * which the update triggers, writes it. */
 	r->stale = true;
+}
+
+/* getNewReplicaSet on an existing set: minReadySeconds and the copied
+ * annotations (kubernetes.io/change-cause) follow the Deployment. True when
+ * the set was updated. */
+static bool new_rs_stale(struct ksync *s, struct run *r)
+{
+	const json_t *dann = jx_get(r->d, "metadata.annotations");
+	json_t *copy, *ann;
+	const char *k;
+	json_t *v;
+	bool changed = false;
+	char path[768];
+
+	copy = json_deep_copy(r->new_rs);
+	if (!json_is_object(ann = jx_get(copy, "metadata.annotations"))) {
+		ann = json_object();
+		jx_set(copy, "metadata.annotations", ann);
+	}
+	json_object_foreach((json_t *)dann, k, v) if (copied_annotation(k) &&
+						      !json_equal(json_object_get(ann, k), v))
+	{
+		json_object_set(ann, k, v);
+		changed = true;
+	}
+	if (jx_int(copy, "spec.minReadySeconds", 0) != jx_int(r->d, "spec.minReadySeconds", 0)) {
+		jx_set(copy, "spec.minReadySeconds",
+		       json_integer(jx_int(r->d, "spec.minReadySeconds", 0)));
+		changed = true;
+	}
+	if (changed) {
+		snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets/%s",
+			 s_(jx_str(copy, "metadata.namespace")), s_(jx_str(copy, "metadata.name")));
+		ksync_call(s, "PUT", path, NULL, copy, on_written, NULL);
+	}
+	json_decref(copy);
+	return changed;
 }
 
 static void after_create(void *ctl, struct ksync *s)
@@ -737,23 +910,28 @@ static void sync_deployment(void *ctl, struct ksync *s)
 
 	if (json_is_true(jx_get(d, "spec.paused")) || scaling_event(r)) {
 		scale_proportionally(s, r);
+		flush_scales(s, r);
 		write_status(c, s);
 		return;
 	}
 	if (!r->new_rs) {
-		int32_t start = new_rs_replicas(r, 0);
-		bool recreate = strcmp(s_(jx_str(d, "spec.strategy.type")), "RollingUpdate") != 0;
-		if (recreate) {
-			rollout_recreate(s, r);
-			start = 0; /* grows once the old pods are gone */
+		if (strcmp(s_(jx_str(d, "spec.strategy.type")), "RollingUpdate")) {
+			if (!rollout_recreate(s, r)) {
+				flush_scales(s, r); /* the new set waits for the old pods */
+				write_status(c, s);
+				return;
+			}
+			create_new_rs(s, r, rev, replicas_of(d));
 		} else {
-			scale_down_olds(s, r);
+			create_new_rs(s, r, rev, new_rs_replicas(r, 0));
 		}
-		create_new_rs(s, r, rev, start);
+		flush_scales(s, r);
 		sync_revision(s, r, rev);
 		ksync_then(s, after_create);
 		return;
 	}
+	if (new_rs_stale(s, r))
+		return; /* its update brings us back */
 	if (revision(r->new_rs) != rev) {
 		/* An old template again (rollback): it becomes the newest revision. */
 		json_t *copy = json_deep_copy(r->new_rs), *ann;
@@ -786,6 +964,7 @@ static void sync_deployment(void *ctl, struct ksync *s)
 		rollout_recreate(s, r);
 	else
 		rollout_rolling(s, r);
+	flush_scales(s, r);
 	if (!r->scaled)
 		cleanup(s, r);
 	write_status(c, s);
@@ -860,6 +1039,23 @@ static void on_set_update(void *arg, json_t *old, json_t *rs)
 	on_set(arg, rs);
 }
 
+/* deletePod: a Recreate rollout waits for the old pods to be gone. */
+static void on_pod_delete(void *arg, json_t *pod)
+{
+	struct deployment *c = arg;
+	const json_t *ref = controller_ref(pod);
+	json_t *rs, *d;
+	char key[512];
+
+	if (!ref || strcmp(s_(jx_str(ref, "kind")), "ReplicaSet"))
+		return;
+	snprintf(key, sizeof(key), "%s/%s", s_(jx_str(pod, "metadata.namespace")),
+		 s_(jx_str(ref, "name")));
+	if ((rs = informer_get(c->sets, key)) && (d = owner_of(c, rs)) &&
+	    strcmp(s_(jx_str(d, "spec.strategy.type")), "RollingUpdate"))
+		enqueue(c, d);
+}
+
 static void on_set_delete(void *arg, json_t *rs)
 {
 	struct deployment *c = arg;
@@ -882,6 +1078,11 @@ struct deployment *deployment_new(struct controller_manager *m)
 	c->deploys = cm_informer(m, DEPLOY_PATH, &dh);
 	c->sets = cm_informer(m, RS_PATH, &sh);
 	c->sets_by_ns = cm_index(m, RS_PATH, index_namespace);
+	{
+		struct informer_handlers ph = {NULL, NULL, on_pod_delete, c};
+		c->pods = cm_informer(m, "/api/v1/pods", &ph);
+	}
+	c->pods_by_owner = cm_index(m, "/api/v1/pods", index_controller_uid);
 	c->events = event_recorder_new(m->rest, NAME, NULL, 3);
 	c->work = keyed_new(m, m->workers, sync_deployment, c, "error syncing deployment %s: %s");
 	LOG_INFO("\"Starting controller\" controller=\"deployment\"");

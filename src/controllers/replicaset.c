@@ -149,27 +149,6 @@ static void enqueue_matching(struct replicaset *c, const json_t *pod)
 	free(sets);
 }
 
-static void on_pod_add(void *arg, json_t *pod)
-{
-	struct replicaset *c = arg;
-	char key[512];
-	struct expect *e;
-
-	if (jx_get(pod, "metadata.deletionTimestamp")) {
-		/* A pod seen first while being deleted counts as a deletion. */
-		if (owner_of(c, pod, key, sizeof(key)))
-			keyed_add(c->work, key);
-		return;
-	}
-	if (owner_of(c, pod, key, sizeof(key))) {
-		if ((e = expect_get(c, key, false)))
-			e->add--;
-		keyed_add(c->work, key);
-	} else if (!controller_ref(pod)) {
-		enqueue_matching(c, pod);
-	}
-}
-
 static void deletion_observed(struct replicaset *c, const json_t *pod)
 {
 	char key[512], pkey[512];
@@ -180,6 +159,26 @@ static void deletion_observed(struct replicaset *c, const json_t *pod)
 	if ((e = expect_get(c, key, false)))
 		strv_remove(&e->dels, obj_key(pod, pkey, sizeof(pkey)));
 	keyed_add(c->work, key);
+}
+
+static void on_pod_add(void *arg, json_t *pod)
+{
+	struct replicaset *c = arg;
+	char key[512];
+	struct expect *e;
+
+	if (jx_get(pod, "metadata.deletionTimestamp")) {
+		/* A pod seen first while being deleted counts as a deletion. */
+		deletion_observed(c, pod);
+		return;
+	}
+	if (owner_of(c, pod, key, sizeof(key))) {
+		if ((e = expect_get(c, key, false)))
+			e->add--;
+		keyed_add(c->work, key);
+	} else if (!controller_ref(pod)) {
+		enqueue_matching(c, pod);
+	}
 }
 
 static void on_pod_update(void *arg, json_t *old, json_t *pod)
@@ -304,14 +303,24 @@ static int rank_cmp(const void *pa, const void *pb)
 		return deletion_cost(x) < deletion_cost(y) ? -1 : 1;
 	if (a->rank != b->rank)
 		return a->rank > b->rank ? -1 : 1;
-	if (pod_ready(x) && pod_ready(y) &&
-	    (lx = log2_since(ready_since(x))) != (ly = log2_since(ready_since(y))))
+	/* Times that differ compare by their log2 rank; equal ranks end it
+	 * with the UID (LogarithmicScaleDown). */
+	if (pod_ready(x) && pod_ready(y) && strcmp(s_(ready_since(x)), s_(ready_since(y)))) {
+		lx = log2_since(ready_since(x));
+		ly = log2_since(ready_since(y));
+		if (lx == ly)
+			return strcmp(s_(jx_str(x, "metadata.uid")), s_(jx_str(y, "metadata.uid")));
 		return lx < ly ? -1 : 1;
+	}
 	if (restarts(x) != restarts(y))
 		return restarts(x) > restarts(y) ? -1 : 1;
-	if ((lx = log2_since(jx_str(x, "metadata.creationTimestamp"))) !=
-	    (ly = log2_since(jx_str(y, "metadata.creationTimestamp"))))
-		return lx < ly ? -1 : 1;
+	if (strcmp(s_(jx_str(x, "metadata.creationTimestamp")),
+		   s_(jx_str(y, "metadata.creationTimestamp")))) {
+		lx = log2_since(jx_str(x, "metadata.creationTimestamp"));
+		ly = log2_since(jx_str(y, "metadata.creationTimestamp"));
+		if (lx != ly)
+			return lx < ly ? -1 : 1;
+	}
 	return strcmp(s_(jx_str(x, "metadata.uid")), s_(jx_str(y, "metadata.uid")));
 }
 
@@ -446,6 +455,8 @@ static void scale_down(struct replicaset *c, struct ksync *s, struct run *r, int
 	}
 	qsort(v, r->npods, sizeof(*v), rank_cmp);
 	e->add = 0;
+	strv_free(&e->dels); /* ExpectDeletions: these, and only these */
+	e->dels = (struct strv){0};
 	e->stamp = clock_mono();
 	for (int i = 0; i < diff; i++) {
 		char pkey[512], path[768];

@@ -104,10 +104,26 @@ static void max_into(struct resources *acc, const struct resources *r)
 			resources_put(acc, r->ext[i].name, r->ext[i].v, false);
 }
 
+/* A container's requests with the defaults scoring uses for a missing cpu
+ * or memory request (NonMissingContainerRequests). */
+static void nonzero(const json_t *c, const struct resources *real, struct resources *out)
+{
+	*out = *real;
+	if (!jx_get(c, "resources.requests.cpu") && !real->cpu)
+		out->cpu = DEFAULT_MILLI_CPU;
+	if (!jx_get(c, "resources.requests.memory") && !real->memory)
+		out->memory = DEFAULT_MEMORY;
+}
+
+/* PodRequests: the containers' sum; init containers run one at a time, so
+ * the pod needs the largest of them if larger (restartable "sidecar" init
+ * containers run alongside the later ones and add up); plus overhead. The
+ * same over the non-zero requests. */
 void pod_requests(const json_t *pod, struct pod_req *out)
 {
 	const json_t *c, *overhead = jx_get(pod, "spec.overhead");
-	struct resources one, init = {0};
+	struct resources one, nz1, sum = {0}, nzsum = {0}, init = {0}, nzinit = {0};
+	struct resources side = {0}, nzside = {0};
 	const char *name;
 	json_t *q;
 	size_t i;
@@ -116,30 +132,38 @@ void pod_requests(const json_t *pod, struct pod_req *out)
 	json_array_foreach(jx_get(pod, "spec.containers"), i, c)
 	{
 		container_requests(c, &one);
-		resources_add(&out->r, &one, 1);
-		out->nz_cpu += one.cpu ? one.cpu : (jx_get(c, "resources.requests.cpu")
-							     ? 0
-							     : DEFAULT_MILLI_CPU);
-		out->nz_memory += one.memory ? one.memory
-					     : (jx_get(c, "resources.requests.memory")
-							? 0
-							: DEFAULT_MEMORY);
+		nonzero(c, &one, &nz1);
+		resources_add(&sum, &one, 1);
+		resources_add(&nzsum, &nz1, 1);
 	}
-	/* Init containers run one at a time before the others: the pod needs
-	 * the largest of them, if larger than the sum (restartable "sidecar"
-	 * init containers run alongside and add up instead). */
 	json_array_foreach(jx_get(pod, "spec.initContainers"), i, c)
 	{
 		container_requests(c, &one);
-		if (!strcmp(jx_str(c, "restartPolicy") ?: "", "Always"))
-			resources_add(&out->r, &one, 1);
-		else
-			max_into(&init, &one);
+		nonzero(c, &one, &nz1);
+		if (!strcmp(jx_str(c, "restartPolicy") ?: "", "Always")) {
+			resources_add(&side, &one, 1);
+			resources_add(&nzside, &nz1, 1);
+			resources_add(&sum, &one, 1);
+			resources_add(&nzsum, &nz1, 1);
+			continue;
+		}
+		/* A regular init container runs beside the sidecars before it. */
+		resources_add(&one, &side, 1);
+		resources_add(&nz1, &nzside, 1);
+		max_into(&init, &one);
+		max_into(&nzinit, &nz1);
 	}
-	max_into(&out->r, &init);
+	max_into(&sum, &init);
+	max_into(&nzsum, &nzinit);
 	json_object_foreach((json_t *)overhead, name, q)
-		resources_put(&out->r, name, amount(name, q), true);
+	{
+		resources_put(&sum, name, amount(name, q), true);
+		resources_put(&nzsum, name, amount(name, q), true);
+	}
+	out->r = sum;
 	out->r.pods = 1;
+	out->nz_cpu = nzsum.cpu;
+	out->nz_memory = nzsum.memory;
 }
 
 void node_allocatable(const json_t *node, struct resources *out)

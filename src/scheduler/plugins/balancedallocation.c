@@ -14,11 +14,16 @@ static double fraction(int64_t requested, int64_t capacity)
 	return f > 1 ? 1 : f;
 }
 
+/* A resource the node has none of is left out; with fewer than two, the
+ * spread is 0. */
 static int64_t score(const struct cycle *cy, const struct node_info *ni)
 {
-	double cpu = fraction(ni->requested.cpu + cy->req.r.cpu, ni->alloc.cpu);
-	double mem = fraction(ni->requested.memory + cy->req.r.memory, ni->alloc.memory);
-	double std = fabs(cpu - mem) / 2;
+	double std = 0;
+	if (ni->alloc.cpu && ni->alloc.memory) {
+		double cpu = fraction(ni->requested.cpu + cy->req.r.cpu, ni->alloc.cpu);
+		double mem = fraction(ni->requested.memory + cy->req.r.memory, ni->alloc.memory);
+		std = fabs(cpu - mem) / 2;
+	}
 	return (int64_t)((1 - std) * MAX_NODE_SCORE);
 }
 

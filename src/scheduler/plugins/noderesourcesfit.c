@@ -34,11 +34,20 @@ static int64_t least(int64_t requested, int64_t capacity)
 	return (capacity - requested) * MAX_NODE_SCORE / capacity;
 }
 
+/* cpu and memory, weight 1 each; a resource the node has none of is left
+ * out of the mean. */
 static int64_t score(const struct cycle *cy, const struct node_info *ni)
 {
-	int64_t cpu = least(ni->nz_cpu + cy->req.nz_cpu, ni->alloc.cpu);
-	int64_t mem = least(ni->nz_memory + cy->req.nz_memory, ni->alloc.memory);
-	return (cpu + mem) / 2;
+	int64_t total = 0, weights = 0;
+	if (ni->alloc.cpu) {
+		total += least(ni->nz_cpu + cy->req.nz_cpu, ni->alloc.cpu);
+		weights++;
+	}
+	if (ni->alloc.memory) {
+		total += least(ni->nz_memory + cy->req.nz_memory, ni->alloc.memory);
+		weights++;
+	}
+	return weights ? total / weights : 0;
 }
 
 /* An added node, or a new allocatable: worth trying if the pod fits. A

@@ -465,6 +465,37 @@ struct rest_client *rest_client_from_kubeconfig(struct loop *loop, const struct 
 	return rest_client_new(loop, &cfg);
 }
 
+struct rest_client *rest_client_for_component(struct loop *loop, const char *path,
+					      const struct kubeconfig *kc, const char *server,
+					      const char *user_agent)
+{
+	struct kubeconfig loaded = {0};
+	struct rest_config cfg = {0};
+	struct rest_client *c;
+
+	if (!kc) {
+		if (!path || !*path) {
+			err_set(ERR_INVALID, "--kubeconfig is required");
+			return NULL;
+		}
+		if (kubeconfig_load(path, &loaded) < 0) {
+			err_wrap(ERR_INVALID, "invalid configuration: %s", path);
+			kubeconfig_free(&loaded);
+			return NULL;
+		}
+		kc = &loaded;
+	}
+	cfg.server = server ? server : kc->server;
+	cfg.ca_pem = kc->ca_data;
+	cfg.cert_pem = kc->cert_data;
+	cfg.key_pem = kc->key_data;
+	cfg.token = kc->token;
+	cfg.user_agent = user_agent;
+	c = rest_client_new(loop, &cfg);
+	kubeconfig_free(&loaded);
+	return c;
+}
+
 void rest_close_all(struct rest_client *c)
 {
 	/* Requests and watches in flight fail on a later turn; their owners retry. */

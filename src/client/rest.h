@@ -48,6 +48,14 @@ struct rest_client *rest_client_new(struct loop *loop, const struct rest_config 
 /* From a loaded kubeconfig (pki/kubeconfig.h). */
 struct rest_client *rest_client_from_kubeconfig(struct loop *loop, const struct kubeconfig *kc,
 						const char *user_agent);
+/* A component's client from its --kubeconfig: kc when given, else the file
+ * at path (NULL with err_msg() when neither works: "--kubeconfig is
+ * required", "invalid configuration: <path>: ..."); server, when not NULL,
+ * replaces the kubeconfig's (tests and in-process components pick the port
+ * at run time). */
+struct rest_client *rest_client_for_component(struct loop *loop, const char *path,
+					      const struct kubeconfig *kc, const char *server,
+					      const char *user_agent);
 void rest_client_free(struct rest_client *c);
 
 /* The client certificate for connections opened from now on; open ones are

@@ -83,75 +83,6 @@ static const char *s_(const char *v)
 
 /* ---- which nodes ----------------------------------------------------------------- */
 
-static bool in_values(const json_t *values, const char *v)
-{
-	const json_t *x;
-	size_t i;
-	json_array_foreach(values, i, x) if (!strcmp(s_(json_string_value(x)), v)) return true;
-	return false;
-}
-
-/* A NodeSelectorRequirement on a label value (NULL: no such label). */
-static bool requirement(const json_t *req, const char *value)
-{
-	const char *op = s_(jx_str(req, "operator"));
-	const json_t *values = json_object_get(req, "values");
-	if (!strcmp(op, "In"))
-		return value && in_values(values, value);
-	if (!strcmp(op, "NotIn"))
-		return !value || !in_values(values, value);
-	if (!strcmp(op, "Exists"))
-		return value != NULL;
-	if (!strcmp(op, "DoesNotExist"))
-		return value == NULL;
-	if (!strcmp(op, "Gt") || !strcmp(op, "Lt")) {
-		long long have, want;
-		if (!value || json_array_size(values) != 1)
-			return false;
-		have = strtoll(value, NULL, 10);
-		want = strtoll(s_(json_string_value(json_array_get(values, 0))), NULL, 10);
-		return !strcmp(op, "Gt") ? have > want : have < want;
-	}
-	return false;
-}
-
-static bool term_matches(const json_t *term, const json_t *node)
-{
-	const json_t *labels = jx_get(node, "metadata.labels"), *req;
-	size_t i;
-	if (!json_array_size(json_object_get(term, "matchExpressions")) &&
-	    !json_array_size(json_object_get(term, "matchFields")))
-		return false;
-	json_array_foreach(json_object_get(term, "matchExpressions"), i, req) if (
-		!requirement(req, json_string_value(json_object_get(labels, s_(jx_str(req, "key"))))))
-		return false;
-	json_array_foreach(json_object_get(term, "matchFields"), i, req) if (
-		strcmp(s_(jx_str(req, "key")), "metadata.name") ||
-		!requirement(req, jx_str(node, "metadata.name"))) return false;
-	return true;
-}
-
-static bool selector_matches(const json_t *spec, const json_t *node)
-{
-	const json_t *labels = jx_get(node, "metadata.labels"), *terms, *t;
-	const char *k;
-	json_t *v;
-	size_t i;
-
-	json_object_foreach((json_t *)jx_get(spec, "nodeSelector"), k, v)
-	{
-		const char *have = json_string_value(json_object_get(labels, k));
-		if (!have || strcmp(have, s_(json_string_value(v))))
-			return false;
-	}
-	terms = jx_get(spec, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
-			     "nodeSelectorTerms");
-	if (!terms)
-		return true;
-	json_array_foreach(terms, i, t) if (term_matches(t, node)) return true;
-	return false;
-}
-
 /* AddOrUpdateDaemonPodTolerations */
 static void add_tolerations(json_t *spec)
 {
@@ -208,7 +139,7 @@ static void should_run(const json_t *ds, const json_t *node, bool *run, bool *ke
 		return;
 	}
 	add_tolerations(spec);
-	if (selector_matches(spec, node)) {
+	if (pod_node_selector_matches(spec, node)) {
 		*run = !taints_first_untolerated(jx_get(node, "spec.taints"),
 						 json_object_get(spec, "tolerations"));
 		*keep = true;

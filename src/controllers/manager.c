@@ -239,35 +239,6 @@ void controller_manager_opts_default(struct controller_manager_opts *o)
 	nlc_opts_default(&o->nlc);
 }
 
-static struct rest_client *make_client(struct loop *loop, const struct controller_manager_opts *o)
-{
-	struct kubeconfig loaded = {0};
-	const struct kubeconfig *kc = o->kc;
-	struct rest_config cfg = {0};
-	struct rest_client *c;
-
-	if (!kc) {
-		if (!o->kubeconfig || !*o->kubeconfig) {
-			err_set(ERR_INVALID, "--kubeconfig is required");
-			return NULL;
-		}
-		if (kubeconfig_load(o->kubeconfig, &loaded) < 0) {
-			err_wrap(ERR_INVALID, "invalid configuration: %s", o->kubeconfig);
-			kubeconfig_free(&loaded);
-			return NULL;
-		}
-		kc = &loaded;
-	}
-	cfg.server = o->server ? o->server : kc->server;
-	cfg.ca_pem = kc->ca_data;
-	cfg.cert_pem = kc->cert_data;
-	cfg.key_pem = kc->key_data;
-	cfg.token = kc->token;
-	cfg.user_agent = USER_AGENT;
-	c = rest_client_new(loop, &cfg);
-	kubeconfig_free(&loaded);
-	return c;
-}
 
 struct controller_manager *controller_manager_new(struct loop *loop,
 						  const struct controller_manager_opts *o)
@@ -295,7 +266,7 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 	m->signing_key = o->cluster_signing_key_file && *o->cluster_signing_key_file
 				 ? strdup(o->cluster_signing_key_file)
 				 : NULL;
-	if (!(m->rest = make_client(loop, o)))
+	if (!(m->rest = rest_client_for_component(loop, o->kubeconfig, o->kc, o->server, USER_AGENT)))
 		goto fail;
 	h.arg = m;
 	m->csrs = cm_informer(m, CSR_PATH, &h);

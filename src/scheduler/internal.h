@@ -158,6 +158,10 @@ struct sched;
 const char *preemption_post_filter(struct sched *s, struct cycle *cy, struct status *statuses,
 				   size_t n, char *buf, size_t len, char *nominated, size_t nlen);
 
+/* FitError.Error: "0/<all> nodes are available: " and the histogram of the
+ * statuses' reasons (sorted as strings), then " <post>" when given. */
+void fit_error_text(char *buf, size_t len, size_t all, const struct status *sts, size_t n,
+		    const char *post);
 /* The profile's filters pass for the pod on ni (st: why not). */
 bool sched_fits(struct sched *s, const struct cycle *cy, const struct node_info *ni,
 		struct status *st);
@@ -165,8 +169,6 @@ bool sched_fits(struct sched *s, const struct cycle *cy, const struct node_info 
 void sched_preempt(struct sched *s, const json_t *preemptor, const char *node, json_t **victims,
 		   size_t n);
 
-/* NodeAffinity's matching, also what the scheduler needs for DaemonSet pods. */
-bool node_selector_term_matches(const json_t *term, const json_t *node);
 
 /* ---- the queue ---------------------------------------------------------------------------- */
 

@@ -440,8 +440,7 @@ bool sched_fits(struct sched *s, const struct cycle *cy, const struct node_info 
 	return prof && run_filters(prof, cy, ni, st);
 }
 
-/* FitError.Error over the nodes' statuses, plus the PostFilter message. */
-static void fit_error(char *buf, size_t len, size_t all, const struct status *sts, size_t n,
+void fit_error_text(char *buf, size_t len, size_t all, const struct status *sts, size_t n,
 		      const char *post)
 {
 	struct strv reasons = {0}, lines = {0};
@@ -735,7 +734,7 @@ static void schedule_one(struct sched *s, struct qpod *qp)
 		if (prof->preemption)
 			preemption_post_filter(s, &cy, sts, n, post, sizeof(post), nominated,
 					       sizeof(nominated));
-		fit_error(msg, sizeof(msg), n, sts, n, post);
+		fit_error_text(msg, sizeof(msg), n, sts, n, post);
 		/* No candidate: a nomination from an earlier attempt is cleared. */
 		failed(s, qp, prof, false, msg, rejectors, nominated, prof->preemption && !*nominated,
 		       started);
@@ -954,35 +953,6 @@ void scheduler_opts_default(struct scheduler_opts *o)
 	o->pod_max_in_unschedulable_ns = 5 * 60 * NS_PER_SEC;
 }
 
-static struct rest_client *make_client(struct loop *loop, const struct scheduler_opts *o)
-{
-	struct kubeconfig loaded = {0};
-	const struct kubeconfig *kc = o->kc;
-	struct rest_config cfg = {0};
-	struct rest_client *c;
-
-	if (!kc) {
-		if (!o->kubeconfig || !*o->kubeconfig) {
-			err_set(ERR_INVALID, "--kubeconfig is required");
-			return NULL;
-		}
-		if (kubeconfig_load(o->kubeconfig, &loaded) < 0) {
-			err_wrap(ERR_INVALID, "invalid configuration: %s", o->kubeconfig);
-			kubeconfig_free(&loaded);
-			return NULL;
-		}
-		kc = &loaded;
-	}
-	cfg.server = o->server ? o->server : kc->server;
-	cfg.ca_pem = kc->ca_data;
-	cfg.cert_pem = kc->cert_data;
-	cfg.key_pem = kc->key_data;
-	cfg.token = kc->token;
-	cfg.user_agent = USER_AGENT;
-	c = rest_client_new(loop, &cfg);
-	kubeconfig_free(&loaded);
-	return c;
-}
 
 struct scheduler *scheduler_new(struct loop *loop, const struct scheduler_opts *opts)
 {
@@ -1041,7 +1011,7 @@ struct scheduler *scheduler_new(struct loop *loop, const struct scheduler_opts *
 			"binding)",
 			"result,profile", buckets, 15);
 	}
-	if (!(s->rest = make_client(loop, &o)))
+	if (!(s->rest = rest_client_for_component(loop, o.kubeconfig, o.kc, o.server, USER_AGENT)))
 		goto fail;
 	s->events = event_recorder_new(s->rest, DEFAULT_SCHEDULER, NULL, 6);
 	s->kick = loop_timer(loop, on_kick, s);

@@ -223,23 +223,7 @@ static void seconds(struct world *w, int n)
 static int setup(void **state)
 {
 	struct world *w = calloc(1, sizeof(*w));
-	struct controller_manager_opts o;
-	char path[160];
-
-	clock_use_virtual(clock_now());
-	if (getenv("CUBE_TEST_V"))
-		log_set_verbosity(atoi(getenv("CUBE_TEST_V")));
-	else
-		log_set_fd(open("/dev/null", O_WRONLY | O_CLOEXEC));
-	testenv_start(&w->env, "nlc");
-	snprintf(path, sizeof(path), "%s/controller-manager.conf", w->env.dir);
-	assert_int_equal(kubeconfig_load(path, &w->cm_kc), 0);
-	controller_manager_opts_default(&o);
-	o.kc = &w->cm_kc;
-	o.server = w->env.server;
-	o.controllers = "nodelifecycle";
-	w->cm = controller_manager_new(w->env.loop, &o);
-	assert_non_null(w->cm);
+	w->cm = testenv_cm_start(&w->env, "nlc", &w->cm_kc, "nodelifecycle", true, NULL);
 	*state = w;
 	return 0;
 }
@@ -247,11 +231,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct world *w = *state;
-	controller_manager_free(w->cm);
-	kubeconfig_free(&w->cm_kc);
-	testenv_stop(&w->env);
-	clock_use_real();
-	log_set_fd(2);
+	testenv_cm_stop(&w->env, &w->cm_kc, w->cm);
 	free(w);
 	return 0;
 }

@@ -34,27 +34,16 @@ struct world {
 
 #define call(w, method, path, body) testenv_call(&(w)->env, method, path, body)
 
+/* Two terminated pods at most, so that three show the threshold. */
+static void gc_threshold(struct controller_manager_opts *o)
+{
+	o->terminated_pod_gc_threshold = 2;
+}
+
 static int setup(void **state)
 {
 	struct world *w = calloc(1, sizeof(*w));
-	struct controller_manager_opts o;
-	char path[160];
-
-	clock_use_virtual(clock_now());
-	if (getenv("CUBE_TEST_V"))
-		log_set_verbosity(atoi(getenv("CUBE_TEST_V")));
-	else
-		log_set_fd(open("/dev/null", O_WRONLY | O_CLOEXEC));
-	testenv_start(&w->env, "podgc");
-	snprintf(path, sizeof(path), "%s/controller-manager.conf", w->env.dir);
-	assert_int_equal(kubeconfig_load(path, &w->cm_kc), 0);
-	controller_manager_opts_default(&o);
-	o.kc = &w->cm_kc;
-	o.server = w->env.server;
-	o.controllers = "podgc";
-	o.terminated_pod_gc_threshold = 2;
-	w->cm = controller_manager_new(w->env.loop, &o);
-	assert_non_null(w->cm);
+	w->cm = testenv_cm_start(&w->env, "podgc", &w->cm_kc, "podgc", true, gc_threshold);
 	*state = w;
 	return 0;
 }
@@ -62,10 +51,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct world *w = *state;
-	controller_manager_free(w->cm);
-	kubeconfig_free(&w->cm_kc);
-	testenv_stop(&w->env);
-	clock_use_real();
+	testenv_cm_stop(&w->env, &w->cm_kc, w->cm);
 	free(w);
 	return 0;
 }

@@ -46,22 +46,7 @@ struct world {
 static int setup(void **state)
 {
 	struct world *w = calloc(1, sizeof(*w));
-	struct controller_manager_opts o;
-	char path[160];
-
-	if (getenv("CUBE_TEST_V"))
-		log_set_verbosity(atoi(getenv("CUBE_TEST_V")));
-	else
-		log_set_fd(open("/dev/null", O_WRONLY | O_CLOEXEC));
-	testenv_start(&w->env, "sts");
-	snprintf(path, sizeof(path), "%s/controller-manager.conf", w->env.dir);
-	assert_int_equal(kubeconfig_load(path, &w->kc), 0);
-	controller_manager_opts_default(&o);
-	o.kc = &w->kc;
-	o.server = w->env.server;
-	o.controllers = "statefulset,endpoint,endpointslice";
-	w->cm = controller_manager_new(w->env.loop, &o);
-	assert_non_null(w->cm);
+	w->cm = testenv_cm_start(&w->env, "sts", &w->kc, "statefulset,endpoint,endpointslice", false, NULL);
 	*state = w;
 	return 0;
 }
@@ -69,9 +54,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct world *w = *state;
-	controller_manager_free(w->cm);
-	kubeconfig_free(&w->kc);
-	testenv_stop(&w->env);
+	testenv_cm_stop(&w->env, &w->kc, w->cm);
 	free(w);
 	return 0;
 }

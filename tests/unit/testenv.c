@@ -1,6 +1,10 @@
 #include "testenv.h"
 
+#include "controllers/controllers.h"
 #include "pki/cluster.h"
+
+#include "base/clock.h"
+#include "base/log.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +13,7 @@
 #include <cmocka.h>
 
 #include <event2/event.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,4 +118,41 @@ struct testenv_result testenv_call(struct testenv *e, const char *method, const 
 		testenv_pump(e, 1);
 	assert_true(r.done);
 	return r;
+}
+
+struct controller_manager *testenv_cm_start(struct testenv *e, const char *tag,
+					    struct kubeconfig *kc, const char *controllers,
+					    bool virtual_clock,
+					    void (*tune)(struct controller_manager_opts *o))
+{
+	struct controller_manager_opts o;
+	struct controller_manager *cm;
+	char path[160];
+
+	if (virtual_clock)
+		clock_use_virtual(clock_now());
+	if (getenv("CUBE_TEST_V"))
+		log_set_verbosity(atoi(getenv("CUBE_TEST_V")));
+	else
+		log_set_fd(open("/dev/null", O_WRONLY | O_CLOEXEC));
+	testenv_start(e, tag);
+	snprintf(path, sizeof(path), "%s/controller-manager.conf", e->dir);
+	assert_int_equal(kubeconfig_load(path, kc), 0);
+	controller_manager_opts_default(&o);
+	o.kc = kc;
+	o.server = e->server;
+	o.controllers = controllers;
+	if (tune)
+		tune(&o);
+	cm = controller_manager_new(e->loop, &o);
+	assert_non_null(cm);
+	return cm;
+}
+
+void testenv_cm_stop(struct testenv *e, struct kubeconfig *kc, struct controller_manager *cm)
+{
+	controller_manager_free(cm);
+	kubeconfig_free(kc);
+	testenv_stop(e);
+	clock_use_real();
 }

@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct testenv {
@@ -52,5 +53,24 @@ struct testenv_result {
 /* A request as the admin, answered before returning. */
 struct testenv_result testenv_call(struct testenv *e, const char *method, const char *path,
 				   json_t *body);
+
+/* ---- a controller manager on the test server ------------------------------- */
+
+struct controller_manager;
+struct controller_manager_opts;
+
+/*
+ * What the tests of one controller share: logs quiet unless CUBE_TEST_V is
+ * set (to the verbosity), the virtual clock when asked (before the server
+ * starts, so its timers use it), the test server, and a controller manager
+ * with its own credentials (controller-manager.conf, loaded into kc) running
+ * `controllers`. tune, when not NULL, adjusts the options first.
+ */
+struct controller_manager *testenv_cm_start(struct testenv *e, const char *tag,
+					    struct kubeconfig *kc, const char *controllers,
+					    bool virtual_clock,
+					    void (*tune)(struct controller_manager_opts *o));
+/* Frees the manager, kc and the server (and goes back to the real clock). */
+void testenv_cm_stop(struct testenv *e, struct kubeconfig *kc, struct controller_manager *cm);
 
 #endif

@@ -142,39 +142,6 @@ static bool better(const struct candidate *a, const struct candidate *b)
 	return ta && tb && strcmp(ta, tb) > 0;
 }
 
-/* The nested FitError's text over every node's preemption status. */
-static const char *fit_error(struct status *sts, size_t n, size_t all, char *buf, size_t len)
-{
-	struct strv lines = {0}, reasons = {0};
-	char *joined;
-	int *counts = NULL;
-
-	for (size_t i = 0; i < n; i++)
-		for (int r = 0; r < sts[i].n; r++) {
-			size_t at;
-			for (at = 0; at < reasons.n && strcmp(reasons.v[at], sts[i].reasons[r]); at++)
-				;
-			if (at == reasons.n) {
-				strv_push(&reasons, sts[i].reasons[r]);
-				if (!(counts = realloc(counts, reasons.n * sizeof(*counts))))
-					abort();
-				counts[at] = 0;
-			}
-			counts[at]++;
-		}
-	for (size_t i = 0; i < reasons.n; i++)
-		strv_pushf(&lines, "%d %s", counts[i], reasons.v[i]);
-	strv_sort(&lines);
-	joined = strv_join(&lines, ", ");
-	snprintf(buf, len, "0/%zu nodes are available:%s%s%s", all, *joined ? " " : "", joined,
-		 *joined ? "." : "");
-	free(joined);
-	free(counts);
-	strv_free(&lines);
-	strv_free(&reasons);
-	return buf;
-}
-
 /* podTerminatingByPreemption: being deleted by a preemption of ours. */
 static bool preempted(const json_t *pod)
 {
@@ -241,7 +208,8 @@ const char *preemption_post_filter(struct sched *s, struct cycle *cy, struct sta
 		}
 	}
 	if (!best.ni) {
-		snprintf(buf, len, "preemption: %s", fit_error(dry, n, n, inner, sizeof(inner)));
+		fit_error_text(inner, sizeof(inner), n, dry, n, NULL); /* the nested FitError */
+		snprintf(buf, len, "preemption: %s", inner);
 		free(dry);
 		return buf;
 	}

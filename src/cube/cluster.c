@@ -157,6 +157,8 @@ static int cm_start(struct component *c)
 	if (cl->o.cert_ttl_ns > 0)
 		o.cluster_signing_duration_ns = cl->o.cert_ttl_ns;
 	o.approve_kubelet_serving = cl->o.approve_kubelet_serving;
+	if (cl->o.controllers)
+		o.controllers = cl->o.controllers;
 	if (cl->o.node_monitor_period_ns > 0)
 		o.nlc.node_monitor_period_ns = cl->o.node_monitor_period_ns;
 	if (cl->o.node_monitor_grace_period_ns > 0)

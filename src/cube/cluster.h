@@ -18,6 +18,7 @@ struct cluster_opts {
 	int port;                 /* 0 = any free port (kubeconfigs are rewritten) */
 	int64_t cert_ttl_ns;      /* --cluster-signing-duration of the signer */
 	bool approve_kubelet_serving;
+	const char *controllers; /* the controller manager's --controllers, NULL: "*" */
 	int64_t node_monitor_period_ns, node_monitor_grace_period_ns; /* 0: upstream's */
 	int64_t pod_initial_backoff_ns, pod_max_backoff_ns;           /* the scheduler's, 0: 1s/10s */
 	/* --default-not-ready-toleration-seconds, --default-unreachable-... */

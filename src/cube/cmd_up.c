@@ -6,6 +6,8 @@
 #include "cube/cli.h"
 #include "cube/cluster.h"
 
+#include "controllers/controllers.h"
+
 #include "client/rest.h"
 #include "pki/kubeconfig.h"
 
@@ -59,6 +61,9 @@ static const char up_usage[] =
 	"      --default-unreachable-toleration-seconds N  NoExecute tolerations (default 300)\n"
 	"      --pod-initial-backoff DUR       the scheduler's podInitialBackoffSeconds (default 1s)\n"
 	"      --pod-max-backoff DUR           its podMaxBackoffSeconds (default 10s)\n"
+	"      --controllers LIST              the controller manager's --controllers, e.g.\n"
+	"                                      '*,-csrapproving' (no approver: kubelets stay\n"
+	"                                      without certificates until you approve their CSRs)\n"
 	"  -v, --v N                           log verbosity\n";
 
 static const char server_usage[] =
@@ -80,6 +85,9 @@ static const char server_usage[] =
 	"      --default-unreachable-toleration-seconds N  NoExecute tolerations (default 300)\n"
 	"      --pod-initial-backoff DUR       the scheduler's podInitialBackoffSeconds (default 1s)\n"
 	"      --pod-max-backoff DUR           its podMaxBackoffSeconds (default 10s)\n"
+	"      --controllers LIST              the controller manager's --controllers, e.g.\n"
+	"                                      '*,-csrapproving' (no approver: kubelets stay\n"
+	"                                      without certificates until you approve their CSRs)\n"
 	"  -v, --v N                           log verbosity\n";
 
 /* ---- progress: an admin client watching nodes become Ready ----------------- */
@@ -204,6 +212,7 @@ int cmd_up(int argc, char **argv)
 		{"default-unreachable-toleration-seconds", required_argument, NULL, 2},
 		{"pod-initial-backoff", required_argument, NULL, 3},
 		{"pod-max-backoff", required_argument, NULL, 4},
+		{"controllers", required_argument, NULL, 5},
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -239,6 +248,11 @@ int cmd_up(int argc, char **argv)
 		case 3: r = dur_flag("up", "--pod-initial-backoff", optarg,
 				     &o.pod_initial_backoff_ns); break;
 		case 4: r = dur_flag("up", "--pod-max-backoff", optarg, &o.pod_max_backoff_ns); break;
+		case 5:
+			if (controller_manager_check_controllers(optarg) < 0)
+				r = cli_usage_error("up", "%s", err_msg());
+			o.controllers = optarg;
+			break;
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(up_usage);
 		default: return cli_bad_flag("up", argv);
@@ -270,6 +284,7 @@ int cmd_server(int argc, char **argv)
 		{"default-unreachable-toleration-seconds", required_argument, NULL, 2},
 		{"pod-initial-backoff", required_argument, NULL, 3},
 		{"pod-max-backoff", required_argument, NULL, 4},
+		{"controllers", required_argument, NULL, 5},
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -294,6 +309,11 @@ int cmd_server(int argc, char **argv)
 		case 3: r = dur_flag("server", "--pod-initial-backoff", optarg,
 				     &o.pod_initial_backoff_ns); break;
 		case 4: r = dur_flag("server", "--pod-max-backoff", optarg, &o.pod_max_backoff_ns); break;
+		case 5:
+			if (controller_manager_check_controllers(optarg) < 0)
+				r = cli_usage_error("server", "%s", err_msg());
+			o.controllers = optarg;
+			break;
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(server_usage);
 		default: return cli_bad_flag("server", argv);

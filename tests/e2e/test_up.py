@@ -239,3 +239,25 @@ def test_up_resumes_the_same_cluster(up, run, tmp):
     boot = bootstrap_csrs(again)
     assert len(boot) == 3, boot
     assert again.stop() == 0
+
+
+def test_up_without_the_approver_nodes_wait_for_a_person(up, run):
+    """The seeds' "kubelet registration failure": the CSR approver is off
+    (`--controllers '*,-csrapproving'`). Every kubelet's bootstrap CSR stays
+    Pending and no node registers; `kubectl certificate approve` (what a
+    person does) lets the signer issue it, and that node becomes Ready."""
+    u = up("--controllers", "*,-csrapproving")
+    wait_for(lambda: len(bootstrap_csrs(u)) == 3, 30, "3 bootstrap CSRs")
+    time.sleep(5)  # an approver would have acted within a second: none does
+    table = bootstrap_csrs(u)
+    assert all(l.split()[-1] == "Pending" for l in table), table
+    assert ready_nodes(u) == set(), u.kubectl("get", "nodes").stdout
+    name = table[0].split()[0]
+    u.kubectl("certificate", "approve", name)
+    wait_for(lambda: len(ready_nodes(u)) == 1, 30, "the approved node Ready")
+    issued = [l for l in bootstrap_csrs(u) if "Approved,Issued" in l]
+    assert [l.split()[0] for l in issued] == [name]
+    assert len([l for l in bootstrap_csrs(u) if l.split()[-1] == "Pending"]) == 2
+    bad = run(u.cube, "up", "--controllers", "nope", check=False)
+    assert bad.returncode == 2 and '"nope" is not in the list of known controllers' in bad.stderr
+    assert u.stop() == 0

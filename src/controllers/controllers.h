@@ -25,6 +25,7 @@
 #define CUBE_CONTROLLERS_CONTROLLERS_H
 
 #include "base/loop.h"
+#include "net/secureserve.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -68,6 +69,10 @@ struct controller_manager_opts {
 	int64_t cleaner_period_ns;
 	int workers; /* per queue-driven controller, default 5 (upstream's) */
 	int64_t terminated_pod_gc_threshold; /* --terminated-pod-gc-threshold, 12500 */
+	/* --secure-port (10257; 0: none), --bind-address, --cert-dir,
+	 * --tls-cert-file, --tls-private-key-file, --client-ca-file: /healthz and
+	 * /metrics (net/secureserve.h). */
+	struct secure_serving_opts serving;
 	struct nlc_opts nlc;
 };
 

@@ -53,6 +53,7 @@ struct controller_manager {
 	} indexes[8]; /* every index asked for, to share them */
 	int nindexes;
 	struct metrics *metrics; /* the controllers' series (kube-controller-manager's /metrics) */
+	struct secure_server *serving; /* --secure-port, or NULL */
 	struct informer *csrs;
 	struct timer *sync_wait; /* "Caches are synced" once the first list is in */
 	bool synced_logged;

@@ -236,6 +236,8 @@ void controller_manager_opts_default(struct controller_manager_opts *o)
 	o->cleaner_period_ns = CONTROLLER_MANAGER_CLEANER_PERIOD;
 	o->workers = 5;
 	o->terminated_pod_gc_threshold = 12500;
+	o->serving.port = 10257;
+	o->serving.name = "kube-controller-manager";
 	nlc_opts_default(&o->nlc);
 }
 
@@ -330,6 +332,14 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 			informer_start(v);
 	}
 	timer_after(m->sync_wait, 0);
+	{
+		struct secure_serving_opts so = o->serving;
+		so.metrics = m->metrics;
+		if (!so.name)
+			so.name = "kube-controller-manager";
+		if (!(m->serving = secure_server_new(loop, &so)) && *err_msg())
+			goto fail;
+	}
 	return m;
 fail:
 	controller_manager_free(m);
@@ -348,6 +358,7 @@ void controller_manager_free(struct controller_manager *m)
 	/* The informers first (they stop their watches on the client), then
 	 * what else the controllers have on the client, then the client (no
 	 * callback runs after this), then the controllers and their jobs. */
+	secure_server_free(m->serving);
 	informers_free(m);
 	m->csrs = NULL;
 	nodelifecycle_stop(m->nodelifecycle);

@@ -34,6 +34,31 @@ int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_run_until_signal(struct loop *loop);
 /* A flag's boolean: "true"/"1" (or no value), "false"/"0"; -1 otherwise. */
 int cli_parse_bool(const char *s, bool *out);
+/* ---- the serving flags of the controller manager and the scheduler ---- */
+
+struct secure_serving_opts;
+/* getopt_long entries, values CLI_SERVING_BASE.. (append to a table). */
+#define CLI_SERVING_BASE 0x200
+#define CLI_SERVING_OPTIONS                                                                        \
+	{"secure-port", required_argument, NULL, CLI_SERVING_BASE},                                \
+	{"bind-address", required_argument, NULL, CLI_SERVING_BASE + 1},                           \
+	{"cert-dir", required_argument, NULL, CLI_SERVING_BASE + 2},                               \
+	{"tls-cert-file", required_argument, NULL, CLI_SERVING_BASE + 3},                          \
+	{"tls-private-key-file", required_argument, NULL, CLI_SERVING_BASE + 4},                   \
+	{"client-ca-file", required_argument, NULL, CLI_SERVING_BASE + 5}
+/* The help lines for them (default port given). */
+#define CLI_SERVING_HELP(port)                                                                     \
+	"      --secure-port N                 the HTTPS port for /healthz, /livez, /readyz and\n"  \
+	"                                      /metrics; 0: do not serve (default " port ")\n"      \
+	"      --bind-address IP               (default 0.0.0.0)\n"                                  \
+	"      --cert-dir DIR                  where the self-signed serving certificate is kept\n"  \
+	"                                      (default: in memory)\n"                               \
+	"      --tls-cert-file F, --tls-private-key-file F  the serving certificate instead\n"      \
+	"      --client-ca-file F              clients with a certificate this CA signed may read\n" \
+	"                                      /metrics (the cluster's pki/ca.crt); others get 403\n"
+/* 1: c was one of them (stored), 0: not, EXIT_USAGE: a bad value (printed). */
+int cli_serving_flag(const char *cmd, int c, const char *arg, struct secure_serving_opts *o);
+
 /* Print usage text (stdout) and return 0: for --help. */
 int cli_help(const char *usage);
 

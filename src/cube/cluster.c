@@ -150,6 +150,7 @@ static int cm_start(struct component *c)
 	char *key = path_in(cl, "pki/ca.key");
 
 	controller_manager_opts_default(&o);
+	o.serving.port = 0; /* in one process: no component ports */
 	o.kubeconfig = kc;
 	o.server = cl->server;
 	o.cluster_signing_cert_file = crt;
@@ -182,6 +183,7 @@ static int sched_start(struct component *c)
 	char *kc = path_in(cl, "scheduler.conf");
 
 	scheduler_opts_default(&o);
+	o.serving.port = 0;
 	o.kubeconfig = kc;
 	o.server = cl->server;
 	if (cl->o.pod_initial_backoff_ns > 0)

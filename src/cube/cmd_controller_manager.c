@@ -71,6 +71,7 @@ static const char usage[] =
 	"      --terminated-pod-gc-threshold N  terminated pods kept before the pod garbage\n"
 	"                                      collector deletes the oldest; <= 0 disables it\n"
 	"                                      (default 12500)\n"
+	CLI_SERVING_HELP("10257")
 	"  -v, --v N                           log verbosity (2: CA reloads and why a CSR is left\n"
 	"                                      pending; 4: every CSR event)\n"
 	"  -h, --help                          this help\n"
@@ -101,6 +102,7 @@ int cmd_controller_manager(int argc, char **argv)
 		{"unhealthy-zone-threshold", required_argument, NULL, 6},
 		{"large-cluster-size-threshold", required_argument, NULL, 7},
 		{"terminated-pod-gc-threshold", required_argument, NULL, 8},
+		CLI_SERVING_OPTIONS,
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -175,7 +177,12 @@ int cmd_controller_manager(int argc, char **argv)
 		}
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(usage);
-		default: return cli_bad_flag("controller-manager", argv);
+		default: {
+			int r = cli_serving_flag("controller-manager", c, optarg, &o.serving);
+			if (r == 1)
+				break;
+			return r ? r : cli_bad_flag("controller-manager", argv);
+		}
 		}
 	}
 	if (optind < argc)

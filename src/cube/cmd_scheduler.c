@@ -36,6 +36,7 @@ static const char usage[] =
 	"      --pod-max-in-unschedulable-pods-duration D\n"
 	"                             how long an unschedulable pod waits before it is tried\n"
 	"                             again anyway (default 5m0s)\n"
+	CLI_SERVING_HELP("10259")
 	"  -v, --v N                  log verbosity (2: bindings and why pods do not fit;\n"
 	"                             3: every attempt)\n"
 	"  -h, --help                 this help\n"
@@ -48,6 +49,7 @@ int cmd_scheduler(int argc, char **argv)
 		{"kubeconfig", required_argument, NULL, 'k'},
 		{"config", required_argument, NULL, 'c'},
 		{"pod-max-in-unschedulable-pods-duration", required_argument, NULL, 'u'},
+		CLI_SERVING_OPTIONS,
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -74,7 +76,12 @@ int cmd_scheduler(int argc, char **argv)
 			break;
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(usage);
-		default: return cli_bad_flag("scheduler", argv);
+		default: {
+			int r = cli_serving_flag("scheduler", c, optarg, &o.serving);
+			if (r == 1)
+				break;
+			return r ? r : cli_bad_flag("scheduler", argv);
+		}
 		}
 	}
 	if (optind < argc)

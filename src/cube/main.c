@@ -4,6 +4,8 @@
  */
 #include "cube/cli.h"
 
+#include "net/secureserve.h"
+
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -114,6 +116,28 @@ void cli_run_until_signal(struct loop *loop)
 	loop_run(loop);
 	event_free(term);
 	event_free(intr);
+}
+
+int cli_serving_flag(const char *cmd, int c, const char *arg, struct secure_serving_opts *o)
+{
+	char *end;
+	long port;
+
+	switch (c - CLI_SERVING_BASE) {
+	case 0:
+		port = strtol(arg, &end, 10);
+		if (!*arg || *end || port < 0 || port > 65535)
+			return cli_usage_error(cmd, "invalid argument \"%s\" for \"--secure-port\" flag",
+					       arg);
+		o->port = (int)port;
+		return 1;
+	case 1: o->bind_address = arg; return 1;
+	case 2: o->cert_dir = arg; return 1;
+	case 3: o->tls_cert_file = arg; return 1;
+	case 4: o->tls_key_file = arg; return 1;
+	case 5: o->client_ca_file = arg; return 1;
+	default: return 0;
+	}
 }
 
 int cli_parse_bool(const char *s, bool *out)

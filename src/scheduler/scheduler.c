@@ -79,6 +79,7 @@ struct sched {
 	struct write *writes;
 	struct metrics *metrics;
 	struct metric_family *m_attempts, *m_duration;
+	struct secure_server *serving;
 };
 
 struct scheduler {
@@ -951,6 +952,8 @@ void scheduler_opts_default(struct scheduler_opts *o)
 	o->pod_initial_backoff_ns = NS_PER_SEC;
 	o->pod_max_backoff_ns = 10 * NS_PER_SEC;
 	o->pod_max_in_unschedulable_ns = 5 * 60 * NS_PER_SEC;
+	o->serving.port = 10259;
+	o->serving.name = "kube-scheduler";
 }
 
 
@@ -1026,6 +1029,14 @@ struct scheduler *scheduler_new(struct loop *loop, const struct scheduler_opts *
 	informer_start(s->pods);
 	timer_after(s->flush, NS_PER_SEC);
 	timer_after(s->leftovers, 30 * NS_PER_SEC);
+	{
+		struct secure_serving_opts so = o.serving;
+		so.metrics = s->metrics;
+		if (!so.name)
+			so.name = "kube-scheduler";
+		if (!(s->serving = secure_server_new(loop, &so)) && *err_msg())
+			goto fail;
+	}
 	return sc;
 fail:
 	scheduler_free(sc);
@@ -1049,6 +1060,7 @@ void scheduler_free(struct scheduler *sc)
 	if (!sc)
 		return;
 	s = &sc->s;
+	secure_server_free(s->serving);
 	informer_free(s->pods);
 	informer_free(s->nodes);
 	while (s->binds) {

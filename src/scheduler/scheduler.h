@@ -19,7 +19,7 @@
  *     FailedScheduling with upstream's FitError text ("0/3 nodes are
  *     available: 3 node(s) had untolerated taint {...}. preemption: ...").
  *
- * Metrics (registry scheduler_metrics): scheduler_pending_pods{queue},
+ * Metrics (registry scheduler_metrics, served on --secure-port): scheduler_pending_pods{queue},
  * scheduler_schedule_attempts_total{result,profile},
  * scheduler_scheduling_attempt_duration_seconds{result,profile},
  * scheduler_queue_incoming_pods_total{queue,event}.
@@ -31,6 +31,7 @@
 #define CUBE_SCHEDULER_SCHEDULER_H
 
 #include "base/loop.h"
+#include "net/secureserve.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -49,6 +50,9 @@ struct scheduler_opts {
 	int64_t pod_max_backoff_ns;              /* podMaxBackoffSeconds, 10 s */
 	int64_t pod_max_in_unschedulable_ns;     /* --pod-max-in-unschedulable-pods-duration, 5m */
 	int percentage_of_nodes_to_score;        /* 0: adaptive */
+	/* --secure-port (10259; 0: none) and the rest of the serving flags:
+	 * /healthz and /metrics (net/secureserve.h). */
+	struct secure_serving_opts serving;
 };
 
 void scheduler_opts_default(struct scheduler_opts *o);

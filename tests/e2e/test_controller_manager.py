@@ -51,7 +51,7 @@ class ControllerManager:
         return [self.cube, "controller-manager", "--kubeconfig", str(self.conf),
                 "--cluster-signing-cert-file", str(self.server.pki / "ca.crt"),
                 "--cluster-signing-key-file", str(self.server.pki / "ca.key"),
-                "-v", "2", *self.extra]
+                "--secure-port", "0", "-v", "2", *self.extra]
 
     def start(self, wait_until):
         log = open(self.log_path, "ab")

@@ -94,11 +94,14 @@ class ControllerManager:
         conf.write_text(re.sub(r"(?m)^(\s*server:\s*).*$", rf"\g<1>{server.url}",
                                conf.read_text()))
         self.log_path = server.dir / "controller-manager.log"
+        self.port = free_port()  # /healthz and /metrics
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [str(cube), "controller-manager", "--kubeconfig", str(conf),
              "--cluster-signing-cert-file", str(server.pki / "ca.crt"),
              "--cluster-signing-key-file", str(server.pki / "ca.key"), "-v", "2",
+             "--secure-port", str(self.port), "--bind-address", "127.0.0.1",
+             "--client-ca-file", str(server.pki / "ca.crt"),
              # compressed node lifecycle timings: NotReady within seconds
              "--node-monitor-period", "1s", "--node-monitor-grace-period", "15s"],
             env=server.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)

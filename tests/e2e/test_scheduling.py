@@ -23,7 +23,7 @@ import subprocess
 import pytest
 
 from conftest import stop_process
-from test_kubelet import KUBECTL, ControllerManager, Kubelet
+from test_kubelet import KUBECTL, ControllerManager, Kubelet, free_port
 
 
 class Scheduler:
@@ -32,8 +32,11 @@ class Scheduler:
         conf.write_text(re.sub(r"(?m)^(\s*server:\s*).*$", rf"\g<1>{server.url}",
                                conf.read_text()))
         self.log_path = server.dir / "scheduler.log"
+        self.port = free_port()
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([str(cube), "scheduler", "--kubeconfig", str(conf),
+                                      "--secure-port", str(self.port), "--bind-address",
+                                      "127.0.0.1", "--client-ca-file", str(server.pki / "ca.crt"),
                                       "-v", "2"], env=server.env, stdout=log, stderr=log,
                                      stdin=subprocess.DEVNULL)
         log.close()
@@ -56,6 +59,7 @@ def world(cube, make_apiserver, tmp, run):
     def kubectl(*args, check=True, input=None):
         return run(KUBECTL, "--kubeconfig", server.admin_conf, *args, check=check,
                    input=input, timeout=30)
+    server.components = (cm, sched)
     yield server, kubectl, kubelets
     for k in kubelets:
         k.stop()
@@ -271,3 +275,34 @@ def test_every_node_down_no_eviction_pending_until_one_returns(world, wait_until
                20, "after to be bound")
     print(f"after bound {time.monotonic() - back:.1f}s after kl-a was Ready again")
     assert pod_json(kubectl, "after")["spec"]["nodeName"] == "kl-a"
+
+
+def metrics_text(run, server, port):
+    crt, key = server.node_identity("metrics-reader")
+    return run("curl", "-sS", "--cacert", "/dev/null", "-k", "--cert", crt, "--key", key,
+               f"https://127.0.0.1:{port}/metrics").stdout
+
+
+def test_component_ports_health_and_metrics(world, wait_until, run):
+    """The controller manager's and the scheduler's secure ports: /healthz
+    for anyone, /metrics only with a client certificate of the cluster CA
+    (upstream's 403 Status otherwise), with the series of this session's
+    controllers in them."""
+    server, kubectl, (a, b) = world
+    cm, sched = server.components
+    for port in (cm.port, sched.port):
+        wait_until(lambda port=port: run("curl", "-sk", f"https://127.0.0.1:{port}/healthz",
+                                         check=False).stdout == "ok", 10, "healthz")
+        anon = run("curl", "-sk", "-w", "%{http_code}", f"https://127.0.0.1:{port}/metrics").stdout
+        assert anon.endswith("403") and \
+            'forbidden: User \\"system:anonymous\\" cannot get path \\"/metrics\\"' in anon, anon
+    wait_until(lambda: node_column(kubectl, "kl-a", 1) == "Ready", 40, "kl-a Ready")
+    kubectl("run", "m1", "--image=nginx")
+    wait_until(lambda: 'scheduler_schedule_attempts_total{result="scheduled",'
+               'profile="default-scheduler"} 1' in metrics_text(run, server, sched.port), 20,
+               "a scheduled attempt counted")
+    text = metrics_text(run, server, sched.port)
+    assert 'scheduler_pending_pods{queue="active"}' in text
+    assert "scheduler_scheduling_attempt_duration_seconds_bucket" in text
+    text = metrics_text(run, server, cm.port)
+    assert "taint_eviction_controller_pod_deletions_total 0" in text, text

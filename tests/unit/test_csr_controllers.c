@@ -258,6 +258,7 @@ static void start_cm(struct world *w, bool serving, const char *controllers)
 {
 	struct controller_manager_opts o;
 	controller_manager_opts_default(&o);
+	o.serving.port = 0; /* tests run side by side: no fixed port */
 	o.kc = &w->cm_kc;
 	o.server = w->env.server;
 	o.cluster_signing_cert_file = w->ca_path;
@@ -898,6 +899,7 @@ static void test_bad_signing_files(void **state)
 
 	snprintf(missing, sizeof(missing), "%s/pki/nope.crt", w->env.dir);
 	controller_manager_opts_default(&o);
+	o.serving.port = 0; /* tests run side by side: no fixed port */
 	o.kc = &w->cm_kc;
 	o.server = w->env.server;
 	o.cluster_signing_cert_file = missing;

@@ -57,6 +57,7 @@ static int setup(void **state)
 	snprintf(path, sizeof(path), "%s/scheduler.conf", w->env.dir);
 	assert_int_equal(kubeconfig_load(path, &w->kc), 0);
 	scheduler_opts_default(&o);
+	o.serving.port = 0; /* tests run side by side: no fixed port */
 	o.kc = &w->kc;
 	o.server = w->env.server;
 	w->s = scheduler_new(w->env.loop, &o);
@@ -336,6 +337,7 @@ static void test_config_validation(void **state)
 	assert_int_equal(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
 	close(fd);
 	scheduler_opts_default(&o);
+	o.serving.port = 0; /* tests run side by side: no fixed port */
 	o.config = path;
 	o.kubeconfig = "/nonexistent";
 	assert_null(scheduler_new(loop, &o));

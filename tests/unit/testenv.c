@@ -139,6 +139,7 @@ struct controller_manager *testenv_cm_start(struct testenv *e, const char *tag,
 	snprintf(path, sizeof(path), "%s/controller-manager.conf", e->dir);
 	assert_int_equal(kubeconfig_load(path, kc), 0);
 	controller_manager_opts_default(&o);
+	o.serving.port = 0; /* tests run side by side: no fixed port */
 	o.kc = kc;
 	o.server = e->server;
 	o.controllers = controllers;

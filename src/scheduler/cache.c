@@ -236,6 +236,8 @@ void scache_node_set(struct cache *c, json_t *node)
 	json_decref(ni->node);
 	ni->node = json_incref(node);
 	node_allocatable(node, &ni->alloc);
+	ni->taints = jx_get(node, "spec.taints");
+	ni->unschedulable = json_is_true(jx_get(node, "spec.unschedulable"));
 	if (ni->order < 0) {
 		if (c->n == c->cap) {
 			c->cap = c->cap ? c->cap * 2 : 64;
@@ -258,6 +260,8 @@ void scache_node_del(struct cache *c, const char *name)
 	ni->order = -1;
 	json_decref(ni->node);
 	ni->node = NULL;
+	ni->taints = NULL;
+	ni->unschedulable = false;
 	if (!hmap_len(&ni->pods)) {
 		hmap_del(&c->nodes, name);
 		node_info_free(ni);

@@ -54,6 +54,10 @@ struct node_info {
 	int64_t nz_cpu, nz_memory;  /* their non-zero requests */
 	struct hmap pods;           /* pod key -> json_t* (reference) */
 	int order;                  /* position in the cache's node list */
+	/* What the filters read on every attempt, looked up once per Node
+	 * version (borrowed from node). */
+	const json_t *taints;
+	bool unschedulable;
 };
 
 struct cache {
@@ -150,6 +154,9 @@ struct cycle {
 	/* TaintToleration's scoring view: the tolerations with effect
 	 * PreferNoSchedule or none (computed once per pod, not per node). */
 	const json_t *prefer_tolerations;
+	const char *node_name;  /* spec.nodeName, NULL or "" for none */
+	const json_t *spec;     /* the pod's spec */
+	bool node_selector;     /* a nodeSelector or required node affinity to check */
 };
 
 /* DefaultPreemption's PostFilter: the message, and the node the pod is

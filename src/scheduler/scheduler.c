@@ -410,6 +410,12 @@ static void cycle_init(struct sched *s, struct cycle *cy, const json_t *pod, jso
 	cy->pod = pod;
 	cy->cache = &s->cache;
 	cy->tolerations = jx_get(pod, "spec.tolerations");
+	cy->spec = json_object_get(pod, "spec");
+	cy->node_name = jx_str(pod, "spec.nodeName");
+	cy->node_selector =
+		json_object_size(json_object_get(cy->spec, "nodeSelector")) ||
+		jx_get(cy->spec,
+		       "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution");
 	cy->prefer_tolerations = taint_toleration_prefer(cy->tolerations);
 	pod_requests(pod, &cy->req);
 	json_array_foreach(jx_get(pod, "spec.containers"), i, c)

@@ -12,7 +12,7 @@
 
 static void filter(const struct cycle *cy, const struct node_info *ni, struct status *st)
 {
-	if (!pod_node_selector_matches(jx_get(cy->pod, "spec"), ni->node))
+	if (cy->node_selector && !pod_node_selector_matches(cy->spec, ni->node))
 		status_add(st, CODE_UNRESOLVABLE, "node(s) didn't match Pod's node affinity/selector");
 }
 

@@ -9,7 +9,7 @@
 
 static void filter(const struct cycle *cy, const struct node_info *ni, struct status *st)
 {
-	const char *want = jx_str(cy->pod, "spec.nodeName");
+	const char *want = cy->node_name;
 	if (want && *want && strcmp(want, ni->name))
 		status_add(st, CODE_UNRESOLVABLE, "node(s) didn't match the requested node name");
 }

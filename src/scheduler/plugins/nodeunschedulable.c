@@ -22,7 +22,7 @@ static bool fits(const json_t *pod, const json_t *node)
 
 static void filter(const struct cycle *cy, const struct node_info *ni, struct status *st)
 {
-	if (!fits(cy->pod, ni->node))
+	if (ni->unschedulable && !tolerates_unschedulable(cy->pod))
 		status_add(st, CODE_UNRESOLVABLE, "node(s) were unschedulable");
 }
 

@@ -11,7 +11,9 @@
 
 static void filter(const struct cycle *cy, const struct node_info *ni, struct status *st)
 {
-	const json_t *t = taints_first_untolerated(jx_get(ni->node, "spec.taints"), cy->tolerations);
+	const json_t *t = json_array_size(ni->taints)
+				  ? taints_first_untolerated(ni->taints, cy->tolerations)
+				  : NULL;
 	if (t)
 		status_add(st, CODE_UNRESOLVABLE, "node(s) had untolerated taint {%s: %s}",
 			   jx_str(t, "key") ?: "", jx_str(t, "value") ?: "");
@@ -39,7 +41,7 @@ static int64_t score(const struct cycle *cy, const struct node_info *ni)
 	int64_t n = 0;
 	size_t i;
 
-	json_array_foreach(jx_get(ni->node, "spec.taints"), i, t) if (
+	json_array_foreach(ni->taints, i, t) if (
 		taint_effect_in(t, prefer) && !tolerations_find(cy->prefer_tolerations, t)) n++;
 	return n;
 }

@@ -20,6 +20,11 @@
  *     present are removed ("master disruption mode"). Removed at once when
  *     the node is Ready again.
  *
+ * Metrics node_collector_zone_health, _zone_size, _unhealthy_nodes_in_zone
+ * {zone}, _evictions_total{zone} (one per NoExecute tainting) and the
+ * _update_node_health / _update_all_nodes_health duration histograms (the
+ * pass's own work; the writes it starts are not waited for).
+ *
  * Events RegisteredNode, RemovingNode and NodeNotReady on the Node, from
  * component node-controller. When a node stops being Ready its pods' Ready
  * condition goes False, with a Warning NodeNotReady "Node is not ready" on
@@ -34,6 +39,7 @@
 #include "base/hmap.h"
 #include "base/jx.h"
 #include "base/log.h"
+#include "base/metrics.h"
 #include "base/strv.h"
 #include "base/timeutil.h"
 
@@ -76,6 +82,8 @@ struct nodelifecycle {
 	struct event_recorder *events;
 	struct job_list jobs;        /* status writes in flight */
 	struct taint_write *writes;  /* taint changes in flight */
+	struct metric_family *m_zone_health, *m_zone_size, *m_unhealthy, *m_evictions;
+	struct metric_series *m_node_health, *m_all_health;
 };
 
 /* ---- pure pieces ---------------------------------------------------------------- */
@@ -519,6 +527,7 @@ static struct zone *zone_of(struct nodelifecycle *c, const char *key)
 		z->refilled = clock_now();
 		hmap_put(&c->zones, key, z);
 		LOG_INFO("\"Initializing eviction metric for zone\" zone=\"%s\"", key);
+		metrics_add(metrics_with(c->m_evictions, key), 0);
 	}
 	return z;
 }
@@ -603,10 +612,14 @@ static void on_evict_tick(void *arg)
 			z->tokens -= 1.0;
 			dequeue(z, name);
 			/* doNoExecuteTaintingPass reads the node as it is now. */
-			if (ready && (!strcmp(ready, "False") || !strcmp(ready, "Unknown")))
+			if (ready && (!strcmp(ready, "False") || !strcmp(ready, "Unknown"))) {
+				char zk[512];
 				taint_no_execute(c, node,
 						 !strcmp(ready, "False") ? TAINT_NOT_READY
 									 : TAINT_UNREACHABLE);
+				zone_key(node, zk, sizeof(zk));
+				metrics_inc(metrics_with(c->m_evictions, zk));
+			}
 			else
 				LOG_V(4, "\"Node was in a taint queue, but it's ready now. Ignoring "
 					 "taint request\" node=\"%s\"",
@@ -762,8 +775,12 @@ static void handle_disruption(struct nodelifecycle *c, json_t **all, size_t n,
 	void *v;
 
 	for (size_t it = 0; hmap_next(counts, &it, &key, &v);) {
-		int *cnt = v;
+		int *cnt = v, size = cnt[0] + cnt[1];
 		any = true;
+		metrics_set(metrics_with(c->m_zone_size, key), size);
+		metrics_set(metrics_with(c->m_unhealthy, key), cnt[1]);
+		metrics_set(metrics_with(c->m_zone_health, key),
+			    size ? 100.0 * (double)cnt[0] / (double)size : 100.0);
 		all_full &= nlc_zone_state(cnt[0], cnt[1], c->o.unhealthy_zone_threshold) ==
 			    ZONE_FULL_DISRUPTION;
 	}
@@ -816,13 +833,16 @@ static void on_monitor(void *arg)
 	struct hmap counts = HMAP_INIT; /* zone -> int[2] {ready, not ready} */
 	const char *key;
 	void *v;
+	int64_t started;
 
 	timer_after(c->monitor, c->o.node_monitor_period_ns);
 	if (!informer_synced(c->nodes) || !informer_synced(c->leases) ||
 	    !informer_synced(c->pods))
 		return;
 	n = informer_list(c->nodes, &all);
+	started = clock_mono();
 	for (size_t i = 0; i < n; i++) {
+		int64_t t = clock_mono();
 		const char *observed, *ready = monitor_node(c, all[i], &observed);
 		char zk[512];
 		int *cnt;
@@ -839,8 +859,10 @@ static void on_monitor(void *arg)
 			hmap_put(&counts, zk, cnt);
 		}
 		cnt[ready && !strcmp(ready, "True") ? 0 : 1]++;
+		metrics_observe(c->m_node_health, (double)(clock_mono() - t) / (double)NS_PER_SEC);
 	}
 	handle_disruption(c, all, n, &counts);
+	metrics_observe(c->m_all_health, (double)(clock_mono() - started) / (double)NS_PER_SEC);
 	for (size_t it = 0; hmap_next(&counts, &it, &key, &v);)
 		free(v);
 	hmap_free(&counts);
@@ -919,6 +941,36 @@ struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const stru
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->by_node = cm_pods_by_node(m);
 	c->events = event_recorder_new(m->rest, "node-controller", NULL, 3);
+	{
+		double per_node[8], all_nodes[8];
+		for (int i = 0; i < 8; i++) {
+			per_node[i] = 0.001 * (double)(1 << (2 * i));
+			all_nodes[i] = 0.01 * (double)(1 << (2 * i));
+		}
+		c->m_zone_health = metrics_gauge(
+			m->metrics, "node_collector_zone_health",
+			"[ALPHA] Gauge measuring percentage of healthy nodes per zone.", "zone");
+		c->m_zone_size = metrics_gauge(
+			m->metrics, "node_collector_zone_size",
+			"[ALPHA] Gauge measuring number of registered Nodes per zones.", "zone");
+		c->m_unhealthy = metrics_gauge(
+			m->metrics, "node_collector_unhealthy_nodes_in_zone",
+			"[ALPHA] Gauge measuring number of not Ready Nodes per zones.", "zone");
+		c->m_evictions = metrics_counter(m->metrics, "node_collector_evictions_total",
+						 "[STABLE] Number of Node evictions that happened "
+						 "since current instance of NodeController started.",
+						 "zone");
+		c->m_node_health = metrics_with(metrics_histogram(
+			m->metrics, "node_collector_update_node_health_duration_seconds",
+			"[ALPHA] Duration in seconds for NodeController to update the health of a "
+			"single node.",
+			NULL, per_node, 8));
+		c->m_all_health = metrics_with(metrics_histogram(
+			m->metrics, "node_collector_update_all_nodes_health_duration_seconds",
+			"[ALPHA] Duration in seconds for NodeController to update the health of all "
+			"nodes.",
+			NULL, all_nodes, 8));
+	}
 	c->monitor = loop_timer(m->loop, on_monitor, c);
 	c->evict = loop_timer(m->loop, on_evict_tick, c);
 	LOG_INFO("\"Sending events to api server\"");

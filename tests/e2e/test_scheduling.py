@@ -304,5 +304,10 @@ def test_component_ports_health_and_metrics(world, wait_until, run):
     text = metrics_text(run, server, sched.port)
     assert 'scheduler_pending_pods{queue="active"}' in text
     assert "scheduler_scheduling_attempt_duration_seconds_bucket" in text
+    wait_until(lambda: 'node_collector_zone_size{zone=""} 2' in
+               metrics_text(run, server, cm.port), 20, "the zone's size")
     text = metrics_text(run, server, cm.port)
     assert "taint_eviction_controller_pod_deletions_total 0" in text, text
+    assert 'node_collector_evictions_total{zone=""} 0' in text, text
+    assert 'node_collector_zone_health{zone=""}' in text, text
+    assert "node_collector_update_all_nodes_health_duration_seconds_count" in text, text

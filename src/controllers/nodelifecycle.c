@@ -69,6 +69,7 @@ struct zone {
 };
 
 struct taint_write;
+struct health_write;
 
 struct nodelifecycle {
 	struct controller_manager *m;
@@ -82,6 +83,7 @@ struct nodelifecycle {
 	struct event_recorder *events;
 	struct job_list jobs;        /* status writes in flight */
 	struct taint_write *writes;  /* taint changes in flight */
+	struct health_write *health_writes; /* Unknown status writes in flight */
 	struct metric_family *m_zone_health, *m_zone_size, *m_unhealthy, *m_evictions;
 	struct metric_series *m_node_health, *m_all_health;
 };
@@ -731,6 +733,116 @@ static json_t *stale_status(const json_t *node, bool *ready_changed)
 	return copy;
 }
 
+/* ---- the Unknown status write, retried as upstream's tryUpdateNodeHealth ---------- */
+
+#define HEALTH_RETRIES 5                 /* NodeHealthUpdateRetry */
+#define HEALTH_RETRY_NS (20 * NS_PER_MS) /* retrySleepTime */
+
+struct health_write {
+	struct health_write *prev, *next;
+	struct nodelifecycle *c;
+	char name[256];
+	int tries;
+	struct rest_call *call;
+	struct timer *retry;
+};
+
+static void health_write_end(struct health_write *w)
+{
+	struct nodelifecycle *c = w->c;
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		c->health_writes = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	rest_cancel(w->call);
+	timer_free(w->retry);
+	free(w);
+}
+
+static void health_put(struct health_write *w, const json_t *node);
+
+static void on_health_got(void *arg, int status, json_t *node, const char *err)
+{
+	struct health_write *w = arg;
+	bool changed;
+	json_t *next;
+
+	(void)err;
+	w->call = NULL;
+	if (status != 200) {
+		LOG_ERROR("\"Failed while getting a Node to retry updating node health. Probably "
+			  "Node was deleted\" node=\"%s\"",
+			  w->name);
+		health_write_end(w);
+		return;
+	}
+	/* Someone else may have written it meanwhile (the kubelet is back, or
+	 * it is Unknown already): nothing to do then. */
+	if (!(next = stale_status(node, &changed))) {
+		health_write_end(w);
+		return;
+	}
+	json_decref(next);
+	health_put(w, node);
+}
+
+static void on_health_retry(void *arg)
+{
+	struct health_write *w = arg;
+	char path[300];
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s", w->name);
+	w->call = rest_do(w->c->m->rest, "GET", path, NULL, on_health_got, w);
+}
+
+static void on_health_put(void *arg, int status, json_t *body, const char *err)
+{
+	struct health_write *w = arg;
+	char why[512], q[600];
+
+	w->call = NULL;
+	if (status == 200 || status == 201) {
+		health_write_end(w);
+		return;
+	}
+	if (++w->tries < HEALTH_RETRIES) {
+		timer_after(w->retry, HEALTH_RETRY_NS);
+		return;
+	}
+	log_quote(q, sizeof(q), api_error(why, sizeof(why), status, body, err));
+	LOG_ERROR("\"Update health of Node from Controller error, Skipping - no pods will be "
+		  "evicted\" err=\"%s\" node=\"%s\"",
+		  q, w->name);
+	health_write_end(w);
+}
+
+static void health_put(struct health_write *w, const json_t *node)
+{
+	bool changed;
+	json_t *status = stale_status(node, &changed);
+	char path[300];
+
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", w->name);
+	w->call = rest_do(w->c->m->rest, "PUT", path, status, on_health_put, w);
+	json_decref(status);
+}
+
+static void write_health(struct nodelifecycle *c, const json_t *node)
+{
+	struct health_write *w = calloc(1, sizeof(*w));
+	if (!w)
+		abort();
+	w->c = c;
+	snprintf(w->name, sizeof(w->name), "%s", node_name(node));
+	w->retry = loop_timer(c->m->loop, on_health_retry, w);
+	w->next = c->health_writes;
+	if (c->health_writes)
+		c->health_writes->prev = w;
+	c->health_writes = w;
+	health_put(w, node);
+}
+
 /* One node of monitorNodeHealth. Returns the Ready status it should be
  * counted with (after a stale update). */
 static const char *monitor_node(struct nodelifecycle *c, const json_t *node,
@@ -740,7 +852,6 @@ static const char *monitor_node(struct nodelifecycle *c, const json_t *node,
 	const char *ready = ready_status(node), *observed = ready;
 	int64_t grace = ready ? c->o.node_monitor_grace_period_ns
 			      : c->o.node_startup_grace_period_ns;
-	char path[300];
 	bool ready_changed;
 	json_t *status;
 
@@ -749,9 +860,8 @@ static const char *monitor_node(struct nodelifecycle *c, const json_t *node,
 		goto out;
 	if (!(status = stale_status(node, &ready_changed)))
 		goto out;
-	snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", node_name(node));
-	nlc_write(c, "update node health", "PUT", path, NULL, status);
 	json_decref(status);
+	write_health(c, node);
 	ready = "Unknown";
 out:
 	/* Only this controller's own True → Unknown: a kubelet that posts
@@ -986,6 +1096,8 @@ void nodelifecycle_stop(struct nodelifecycle *c)
 	event_recorder_free(c->events);
 	timer_free(c->monitor);
 	timer_free(c->evict);
+	while (c->health_writes)
+		health_write_end(c->health_writes);
 	c->events = NULL;
 	c->nodes = c->leases = c->pods = NULL; /* the manager's */
 	c->monitor = c->evict = NULL;

@@ -3,6 +3,7 @@
 #include "base/clock.h"
 #include "base/hmap.h"
 #include "base/log.h"
+#include "base/rand.h"
 #include "base/strv.h"
 #include "base/timeutil.h"
 
@@ -47,9 +48,19 @@ struct write {
 	json_t *event; /* to create if a patch finds nothing */
 	char *key;     /* the correlator's */
 	char *what;    /* "namespace/name" of the Event, for the log */
+	/* what to send again after a transport error (recordToSink's retries) */
+	const char *method, *ct;
+	char *path;
+	json_t *body;
+	int tries;
+	struct timer *retry;
 };
 
+#define MAX_TRIES 12                  /* maxTriesPerEvent */
+#define RETRY_NS (10 * NS_PER_SEC)    /* sleepDuration */
+
 struct event_recorder {
+	struct loop *loop;
 	struct rest_client *c;
 	char *component, *host;
 	int log_v;
@@ -69,12 +80,13 @@ struct event_ref event_ref_of(const json_t *obj, const char *api_version, const 
 				  json_string_value(json_object_get(md, "uid"))};
 }
 
-struct event_recorder *event_recorder_new(struct rest_client *c, const char *component,
-					  const char *host, int log_v)
+struct event_recorder *event_recorder_new(struct loop *loop, struct rest_client *c,
+					  const char *component, const char *host, int log_v)
 {
 	struct event_recorder *r = calloc(1, sizeof(*r));
 	if (!r)
 		abort();
+	r->loop = loop;
 	r->c = c;
 	r->component = str_dup(component);
 	r->host = str_dup(host ? host : "");
@@ -100,8 +112,11 @@ static void write_free(struct write *w)
 	if (w->next)
 		w->next->prev = w->prev;
 	json_decref(w->event);
+	json_decref(w->body);
+	timer_free(w->retry);
 	free(w->key);
 	free(w->what);
+	free(w->path);
 	free(w);
 }
 
@@ -236,12 +251,40 @@ static void next_for(struct event_recorder *r, const char *key)
 	}
 }
 
+static void on_written(void *arg, int status, json_t *body, const char *err);
+
+static void send_write(struct write *w)
+{
+	w->call = rest_do_ct(w->r->c, w->method, w->path, w->ct, w->body, on_written, w);
+}
+
+static void on_retry(void *arg)
+{
+	send_write(arg);
+}
+
 static void on_written(void *arg, int status, json_t *body, const char *err)
 {
 	struct write *w = arg;
 	struct event_recorder *r = w->r;
 
 	w->call = NULL;
+	if (status == 0) {
+		/* Not an answer (the server is away): try again, the first time
+		 * after a random part of the pause so that clients do not come
+		 * back together. */
+		if (++w->tries < MAX_TRIES) {
+			if (!w->retry)
+				w->retry = loop_timer(r->loop, on_retry, w);
+			timer_after(w->retry, w->tries == 1
+						      ? (int64_t)(rand_double() * (double)RETRY_NS)
+						      : RETRY_NS);
+			return;
+		}
+		LOG_ERROR("\"Unable to write event (retry limit exceeded!)\" event=\"%s\"",
+			  s(w->what));
+		status = -1; /* fall through to the end of this write */
+	}
 	if (status == 404 && w->event) {
 		/* The Event we meant to bump is gone (its TTL): create it anew. */
 		json_t *ev = json_incref(w->event);
@@ -253,7 +296,7 @@ static void on_written(void *arg, int status, json_t *body, const char *err)
 		free(key);
 		return;
 	}
-	if (status != 200 && status != 201) {
+	if (status > 0 && status != 200 && status != 201) {
 		char q[1024];
 		log_quote(q, sizeof(q), status ? s(json_string_value(json_object_get(body,
 										 "message")))
@@ -299,7 +342,10 @@ static void create(struct event_recorder *r, json_t *event, const char *key)
 	if (l)
 		l->in_flight = true;
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", s(ns));
-	w->call = rest_do(r->c, "POST", path, event, on_written, w);
+	w->method = "POST";
+	w->path = str_dup(path);
+	w->body = json_incref(event);
+	send_write(w);
 }
 
 static void bump(struct event_recorder *r, struct logged *l, json_t *event, const char *key)
@@ -324,9 +370,11 @@ static void bump(struct event_recorder *r, struct logged *l, json_t *event, cons
 	json_object_set_new(json_object_get(event, "metadata"), "name", json_string(l->name));
 	w->event = json_incref(event);
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events/%s", l->ns, l->name);
-	w->call = rest_do_ct(r->c, "PATCH", path, "application/strategic-merge-patch+json", patch,
-			     on_written, w);
-	json_decref(patch);
+	w->method = "PATCH";
+	w->ct = "application/strategic-merge-patch+json";
+	w->path = str_dup(path);
+	w->body = patch;
+	send_write(w);
 }
 
 /* ---- recording -------------------------------------------------------------------- */

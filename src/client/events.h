@@ -23,11 +23,13 @@
  *
  * Each recorded event is also logged at the recorder's verbosity as
  * StartStructuredLogging does ("Event occurred" object=... reason=...).
- * Writes are fire-and-forget: a failed write is logged and dropped
- * (client-go retries 12 times 10 s apart; cube does not).
+ * A write the server answers with an error is logged and dropped
+ * ("Server rejected event (will not retry!)"); one that gets no answer is
+ * sent again, up to 12 tries 10 s apart (the first pause a random part of
+ * that), as recordToSink does.
  *
- * Ownership: the recorder is the caller's and borrows the rest client, which
- * must outlive it; writes in flight are cancelled by event_recorder_free.
+ * Ownership: the recorder is the caller's and borrows the loop and the rest
+ * client, which must outlive it; writes in flight are cancelled by event_recorder_free.
  * Threads: the loop's.
  */
 #ifndef CUBE_CLIENT_EVENTS_H
@@ -50,8 +52,8 @@ struct event_recorder;
 /* component: source.component ("node-controller", "default-scheduler");
  * host: source.host / reportingInstance (may be NULL or ""). log_v: the
  * verbosity of the "Event occurred" line. */
-struct event_recorder *event_recorder_new(struct rest_client *c, const char *component,
-					  const char *host, int log_v);
+struct event_recorder *event_recorder_new(struct loop *loop, struct rest_client *c,
+					  const char *component, const char *host, int log_v);
 void event_recorder_free(struct event_recorder *r);
 
 /* type "Normal" or "Warning". */

@@ -1083,7 +1083,7 @@ struct deployment *deployment_new(struct controller_manager *m)
 		c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	}
 	c->pods_by_owner = cm_index(m, "/api/v1/pods", index_controller_uid);
-	c->events = event_recorder_new(m->rest, NAME, NULL, 3);
+	c->events = event_recorder_new(m->loop, m->rest, NAME, NULL, 3);
 	c->work = keyed_new(m, m->workers, sync_deployment, c, "error syncing deployment %s: %s");
 	LOG_INFO("\"Starting controller\" controller=\"deployment\"");
 	return c;

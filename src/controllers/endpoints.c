@@ -518,7 +518,7 @@ static struct endpoints *endpoints_make(struct controller_manager *m, bool slice
 	c->targets = cm_informer(m, slices ? SLICE_PATH : EP_PATH, &th);
 	if (slices)
 		c->targets_by_service = cm_index(m, SLICE_PATH, index_slice_service);
-	c->events = event_recorder_new(m->rest,
+	c->events = event_recorder_new(m->loop, m->rest,
 				       slices ? "endpoint-slice-controller" : "endpoint-controller",
 				       NULL, 3);
 	c->work = keyed_new(m, m->workers, sync_service, c,

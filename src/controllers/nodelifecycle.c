@@ -1050,7 +1050,7 @@ struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const stru
 	c->leases = cm_informer(m, LEASES_PATH, &lh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->by_node = cm_pods_by_node(m);
-	c->events = event_recorder_new(m->rest, "node-controller", NULL, 3);
+	c->events = event_recorder_new(m->loop, m->rest, "node-controller", NULL, 3);
 	{
 		double per_node[8], all_nodes[8];
 		for (int i = 0; i < 8; i++) {

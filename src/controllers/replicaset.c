@@ -667,7 +667,7 @@ struct replicaset *replicaset_new(struct controller_manager *m)
 	c->sets = cm_informer(m, RS_PATH, &sh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->pods_by_ns = cm_index(m, "/api/v1/pods", index_namespace);
-	c->events = event_recorder_new(m->rest, NAME, NULL, 3);
+	c->events = event_recorder_new(m->loop, m->rest, NAME, NULL, 3);
 	c->work = keyed_new(m, m->workers, sync_set, c, "sync %s failed with %s");
 	LOG_INFO("\"Starting controller\" name=\"replicaset\"");
 	return c;

@@ -492,7 +492,7 @@ struct tainteviction *tainteviction_new(struct controller_manager *m)
 	c->nodes = cm_informer(m, "/api/v1/nodes", &nh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->by_node = cm_pods_by_node(m);
-	c->events = event_recorder_new(m->rest, NAME, NULL, 3);
+	c->events = event_recorder_new(m->loop, m->rest, NAME, NULL, 3);
 	c->m_deletions = metrics_with(metrics_counter(
 		m->metrics, "taint_eviction_controller_pod_deletions_total",
 		"[ALPHA] Total number of Pods deleted by TaintEvictionController since its start.",

@@ -1022,7 +1022,7 @@ struct scheduler *scheduler_new(struct loop *loop, const struct scheduler_opts *
 	}
 	if (!(s->rest = rest_client_for_component(loop, o.kubeconfig, o.kc, o.server, USER_AGENT)))
 		goto fail;
-	s->events = event_recorder_new(s->rest, DEFAULT_SCHEDULER, NULL, 6);
+	s->events = event_recorder_new(loop, s->rest, DEFAULT_SCHEDULER, NULL, 6);
 	s->kick = loop_timer(loop, on_kick, s);
 	s->flush = loop_timer(loop, on_flush, s);
 	s->leftovers = loop_timer(loop, on_leftovers, s);

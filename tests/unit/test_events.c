@@ -58,7 +58,7 @@ static json_t *events_about(const char *ns, const char *name)
 
 static void test_event_and_repeats(void **state)
 {
-	struct event_recorder *rec = event_recorder_new(env.admin, "node-controller", NULL, 3);
+	struct event_recorder *rec = event_recorder_new(env.loop, env.admin, "node-controller", NULL, 3);
 	struct event_ref ref = {"v1", "Node", NULL, "n1", "uid-1"};
 	json_t *evs, *ev;
 	char first[TIME_BUF];
@@ -110,7 +110,7 @@ static void test_event_and_repeats(void **state)
 
 static void test_aggregation_and_spam(void **state)
 {
-	struct event_recorder *rec = event_recorder_new(env.admin, "default-scheduler", "h", 3);
+	struct event_recorder *rec = event_recorder_new(env.loop, env.admin, "default-scheduler", "h", 3);
 	struct event_ref ref = {"v1", "Pod", "default", "p1", "uid-p1"};
 	json_t *evs, *ev;
 	size_t i;

@@ -238,25 +238,54 @@ static json_t *subsets_for(struct endpoints *c, const json_t *svc)
 	return subsets;
 }
 
+/* Which write a callback answers: the event names it as upstream does. */
+struct ep_write {
+	struct endpoints *c;
+	bool create; /* POST of an Endpoints object */
+};
+
 static void on_written(struct ksync *s, void *arg, int status, json_t *body, const char *err)
 {
-	struct endpoints *c = arg;
+	struct ep_write *w = arg;
+	struct endpoints *c = w->c;
 	char why[512], ns[256];
 	const char *key = ksync_key(s), *slash = strchr(key, '/');
 	struct event_ref ref;
 
-	if (status == 200 || status == 201 || status == 404)
+	if (status == 200 || status == 201 || status == 404) {
+		free(w);
 		return;
+	}
 	api_error(why, sizeof(why), status, body, err);
 	snprintf(ns, sizeof(ns), "%.*s", slash ? (int)(slash - key) : 0, key);
-	ref = (struct event_ref){"v1", "Service", ns, slash ? slash + 1 : key, NULL};
-	if (c->slices)
+	if (c->slices) {
+		ref = (struct event_ref){"v1", "Service", ns, slash ? slash + 1 : key, NULL};
 		event_record(c->events, &ref, "Warning", "FailedToUpdateEndpointSlices",
 			     "Error updating Endpoint Slices for Service %s: %s", key, why);
-	else
-		event_record(c->events, &ref, "Warning", "FailedToUpdateEndpoint",
-			     "Failed to update endpoint %s: %s", key, why);
+	} else {
+		/* On the Endpoints object, as the endpoints controller records it. */
+		ref = (struct event_ref){"v1", "Endpoints", ns, slash ? slash + 1 : key, NULL};
+		if (w->create)
+			event_record(c->events, &ref, "Warning", "FailedToCreateEndpoint",
+				     "Failed to create endpoint for service %s: %s", key, why);
+		else
+			event_record(c->events, &ref, "Warning", "FailedToUpdateEndpoint",
+				     "Failed to update endpoint %s: %s", key, why);
+	}
+	free(w);
 	ksync_fail(s, "%s", why);
+}
+
+/* A write to the API with its callback's context. */
+static void ep_call(struct endpoints *c, struct ksync *s, const char *method, const char *path,
+		    const json_t *body, bool create)
+{
+	struct ep_write *w = calloc(1, sizeof(*w));
+	if (!w)
+		abort();
+	w->c = c;
+	w->create = create;
+	ksync_call_owned(s, method, path, NULL, body, on_written, w, free);
 }
 
 static void sync_endpoints(struct endpoints *c, struct ksync *s, const json_t *svc)
@@ -286,10 +315,10 @@ static void sync_endpoints(struct endpoints *c, struct ksync *s, const json_t *s
 			    "endpoints.kubernetes.io/last-change-trigger-time", json_string(now));
 	if (have) {
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/endpoints/%s", ns, name);
-		ksync_call(s, "PUT", path, NULL, ep, on_written, c);
+		ep_call(c, s, "PUT", path, ep, false);
 	} else {
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/endpoints", ns);
-		ksync_call(s, "POST", path, NULL, ep, on_written, c);
+		ep_call(c, s, "POST", path, ep, true);
 	}
 	json_decref(ep);
 }
@@ -378,7 +407,7 @@ static void sync_slices(struct endpoints *c, struct ksync *s, const json_t *svc)
 			snprintf(path, sizeof(path),
 				 "/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices/%s", ns,
 				 s_(jx_str(old, "metadata.name")));
-			ksync_call(s, "PUT", path, NULL, want, on_written, c);
+			ep_call(c, s, "PUT", path, want, false);
 		} else {
 			char prefix[300];
 			snprintf(prefix, sizeof(prefix), "%s-", name);
@@ -389,7 +418,7 @@ static void sync_slices(struct endpoints *c, struct ksync *s, const json_t *svc)
 					 "addressType", "IPv4", "endpoints", list, "ports", ports);
 			snprintf(path, sizeof(path),
 				 "/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices", ns);
-			ksync_call(s, "POST", path, NULL, want, on_written, c);
+			ep_call(c, s, "POST", path, want, false);
 		}
 		json_decref(want);
 	}
@@ -397,7 +426,7 @@ static void sync_slices(struct endpoints *c, struct ksync *s, const json_t *svc)
 	for (size_t k = nslices; k < nhave; k++) {
 		snprintf(path, sizeof(path), "/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices/%s",
 			 ns, s_(jx_str(have[k], "metadata.name")));
-		ksync_call(s, "DELETE", path, NULL, NULL, on_written, c);
+		ep_call(c, s, "DELETE", path, NULL, false);
 	}
 	for (size_t i = 0; i < neps; i++)
 		json_decref(eps[i]);
@@ -419,7 +448,7 @@ static void sync_service(void *ctl, struct ksync *s)
 		if (!c->slices && slash && informer_get(c->targets, key)) {
 			snprintf(path, sizeof(path), "/api/v1/namespaces/%.*s/endpoints/%s",
 				 (int)(slash - key), key, slash + 1);
-			ksync_call(s, "DELETE", path, NULL, NULL, on_written, c);
+			ep_call(c, s, "DELETE", path, NULL, false);
 		}
 		return;
 	}

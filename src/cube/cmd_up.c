@@ -192,6 +192,29 @@ static int seconds_flag(const char *cmd, const struct option *opts, int c, const
 	return 0;
 }
 
+/* The control-plane flags `cube up` and `cube server` share: 0 taken, a
+ * usage error's exit code, or -1 when c is none of them. */
+static int control_plane_flag(const char *cmd, const struct option *opts, int c,
+			      const char *arg, struct cluster_opts *o)
+{
+	switch (c) {
+	case 'A': o->approve_kubelet_serving = true; return 0;
+	case 'M': return dur_flag(cmd, "--node-monitor-period", arg, &o->node_monitor_period_ns);
+	case 'G':
+		return dur_flag(cmd, "--node-monitor-grace-period", arg,
+				&o->node_monitor_grace_period_ns);
+	case 1: case 2: return seconds_flag(cmd, opts, c, arg, o);
+	case 3: return dur_flag(cmd, "--pod-initial-backoff", arg, &o->pod_initial_backoff_ns);
+	case 4: return dur_flag(cmd, "--pod-max-backoff", arg, &o->pod_max_backoff_ns);
+	case 5:
+		o->controllers = arg;
+		return controller_manager_check_controllers(arg) < 0
+			       ? cli_usage_error(cmd, "%s", err_msg())
+			       : 0;
+	default: return -1;
+	}
+}
+
 int cmd_up(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -239,23 +262,11 @@ int cmd_up(int argc, char **argv)
 		case 'x': r = dur_flag("up", "--exit-after", optarg, &o.exit_after_ns); break;
 		case 'H': o.self_heal = true; break;
 		case 'S': o.server_tls_bootstrap = true; break;
-		case 'A': o.approve_kubelet_serving = true; break;
-		case 'M': r = dur_flag("up", "--node-monitor-period", optarg,
-				       &o.node_monitor_period_ns); break;
-		case 'G': r = dur_flag("up", "--node-monitor-grace-period", optarg,
-				       &o.node_monitor_grace_period_ns); break;
-		case 1: case 2: r = seconds_flag("up", opts, c, optarg, &o); break;
-		case 3: r = dur_flag("up", "--pod-initial-backoff", optarg,
-				     &o.pod_initial_backoff_ns); break;
-		case 4: r = dur_flag("up", "--pod-max-backoff", optarg, &o.pod_max_backoff_ns); break;
-		case 5:
-			if (controller_manager_check_controllers(optarg) < 0)
-				r = cli_usage_error("up", "%s", err_msg());
-			o.controllers = optarg;
-			break;
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(up_usage);
-		default: return cli_bad_flag("up", argv);
+		default:
+			if ((r = control_plane_flag("up", opts, c, optarg, &o)) < 0)
+				return cli_bad_flag("up", argv);
 		}
 	}
 	if (r)
@@ -300,23 +311,11 @@ int cmd_server(int argc, char **argv)
 		case 'b': o.bind_address = optarg; break;
 		case 't': r = dur_flag("server", "--cluster-signing-duration", optarg,
 				       &o.cert_ttl_ns); break;
-		case 'A': o.approve_kubelet_serving = true; break;
-		case 'M': r = dur_flag("server", "--node-monitor-period", optarg,
-				       &o.node_monitor_period_ns); break;
-		case 'G': r = dur_flag("server", "--node-monitor-grace-period", optarg,
-				       &o.node_monitor_grace_period_ns); break;
-		case 1: case 2: r = seconds_flag("server", opts, c, optarg, &o); break;
-		case 3: r = dur_flag("server", "--pod-initial-backoff", optarg,
-				     &o.pod_initial_backoff_ns); break;
-		case 4: r = dur_flag("server", "--pod-max-backoff", optarg, &o.pod_max_backoff_ns); break;
-		case 5:
-			if (controller_manager_check_controllers(optarg) < 0)
-				r = cli_usage_error("server", "%s", err_msg());
-			o.controllers = optarg;
-			break;
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(server_usage);
-		default: return cli_bad_flag("server", argv);
+		default:
+			if ((r = control_plane_flag("server", opts, c, optarg, &o)) < 0)
+				return cli_bad_flag("server", argv);
 		}
 	}
 	if (r)

@@ -43,16 +43,6 @@ struct kserver {
 
 /* ---- replies ------------------------------------------------------------------------ */
 
-static void reply(struct evhttp_request *req, int code, const char *reason, const char *ct,
-		  const char *body)
-{
-	struct evbuffer *b = evbuffer_new();
-
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ct);
-	evbuffer_add(b, body, strlen(body));
-	evhttp_send_reply(req, code, reason, b);
-	evbuffer_free(b);
-}
 
 static void handle(struct evhttp_request *req, void *arg)
 {
@@ -64,26 +54,26 @@ static void handle(struct evhttp_request *req, void *arg)
 	if (!path)
 		path = "/";
 	if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
-		reply(req, 405, "Method Not Allowed", "text/plain; charset=utf-8",
+		httpd_reply(req, 405, "Method Not Allowed", "text/plain; charset=utf-8",
 		      "405 method not allowed\n");
 		return;
 	}
 	if (!strcmp(path, "/healthz")) {
-		reply(req, 200, "OK", "text/plain; charset=utf-8", "ok");
+		httpd_reply(req, 200, "OK", "text/plain; charset=utf-8", "ok");
 	} else if (!strcmp(path, "/metrics")) {
 		char *text = metrics_render(s->k->metrics);
-		reply(req, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", text);
+		httpd_reply(req, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", text);
 		free(text);
 	} else if (!strcmp(path, "/pods") || !strcmp(path, "/pods/")) {
 		json_t *list = s->k->pods ? pods_list(s->k->pods)
 					  : json_pack("{s:s,s:s,s:{},s:[]}", "kind", "PodList",
 						      "apiVersion", "v1", "metadata", "items");
 		char *text = jx_dump(list);
-		reply(req, 200, "OK", "application/json", text);
+		httpd_reply(req, 200, "OK", "application/json", text);
 		free(text);
 		json_decref(list);
 	} else {
-		reply(req, 404, "Not Found", "text/plain; charset=utf-8", "404 page not found\n");
+		httpd_reply(req, 404, "Not Found", "text/plain; charset=utf-8", "404 page not found\n");
 	}
 }
 

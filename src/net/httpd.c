@@ -117,3 +117,13 @@ const char *httpd_peer(struct evhttp_request *req, char *buf, size_t n)
 	snprintf(buf, n, "%s:%u", addr ? addr : "?", port);
 	return buf;
 }
+
+void httpd_reply(struct evhttp_request *req, int code, const char *reason, const char *ct,
+		 const char *body)
+{
+	struct evbuffer *b = evbuffer_new();
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ct);
+	evbuffer_add(b, body, strlen(body));
+	evhttp_send_reply(req, code, reason, b);
+	evbuffer_free(b);
+}

@@ -42,6 +42,9 @@ SSL *httpd_ssl(struct evhttp_request *req);
 
 /* Keep a streaming reply open however long it stays quiet. */
 void httpd_stream_no_timeout(struct evhttp_request *req);
+/* A complete reply: status line, Content-Type and body (a C string). */
+void httpd_reply(struct evhttp_request *req, int code, const char *reason, const char *ct,
+		 const char *body);
 /* "127.0.0.1:54321" of the peer, into buf. */
 const char *httpd_peer(struct evhttp_request *req, char *buf, size_t n);
 

@@ -26,15 +26,6 @@ struct secure_server {
 	bool client_auth;
 };
 
-static void reply(struct evhttp_request *req, int code, const char *reason, const char *ct,
-		  const char *body)
-{
-	struct evbuffer *b = evbuffer_new();
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ct);
-	evbuffer_add(b, body, strlen(body));
-	evhttp_send_reply(req, code, reason, b);
-	evbuffer_free(b);
-}
 
 /* A client certificate the client CA verifies (and that has not expired). */
 static bool authenticated(struct secure_server *s, struct evhttp_request *req, char *user,
@@ -60,16 +51,16 @@ static void handle(struct evhttp_request *req, void *arg)
 	if (!path)
 		path = "/";
 	if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
-		reply(req, 405, "Method Not Allowed", "text/plain; charset=utf-8",
+		httpd_reply(req, 405, "Method Not Allowed", "text/plain; charset=utf-8",
 		      "405 method not allowed\n");
 		return;
 	}
 	if (!strcmp(path, "/healthz") || !strcmp(path, "/livez") || !strcmp(path, "/readyz")) {
-		reply(req, 200, "OK", "text/plain; charset=utf-8", "ok");
+		httpd_reply(req, 200, "OK", "text/plain; charset=utf-8", "ok");
 		return;
 	}
 	if (strcmp(path, "/metrics")) {
-		reply(req, 404, "Not Found", "text/plain; charset=utf-8", "404 page not found\n");
+		httpd_reply(req, 404, "Not Found", "text/plain; charset=utf-8", "404 page not found\n");
 		return;
 	}
 	if (!authenticated(s, req, user, sizeof(user))) {
@@ -77,12 +68,12 @@ static void handle(struct evhttp_request *req, void *arg)
 			 "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":"
 			 "\"Failure\",\"message\":\"forbidden: User \\\"system:anonymous\\\" cannot get "
 			 "path \\\"/metrics\\\"\",\"reason\":\"Forbidden\",\"details\":{},\"code\":403}\n");
-		reply(req, 403, "Forbidden", "application/json", body);
+		httpd_reply(req, 403, "Forbidden", "application/json", body);
 		return;
 	}
 	{
 		char *text = metrics_render(s->metrics);
-		reply(req, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", text);
+		httpd_reply(req, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", text);
 		free(text);
 	}
 }

@@ -311,3 +311,54 @@ def test_component_ports_health_and_metrics(world, wait_until, run):
     assert 'node_collector_evictions_total{zone=""} 0' in text, text
     assert 'node_collector_zone_health{zone=""}' in text, text
     assert "node_collector_update_all_nodes_health_duration_seconds_count" in text, text
+
+
+def test_expired_certificate_node_loses_its_pods_then_plan_two(world, wait_until, run, tmp):
+    """The seeds' first row as it really happens: a kubelet without rotation
+    whose client certificate expires (signed for 20 s). Its heartbeats are
+    refused (401), the node goes NotReady, is tainted, its Deployment pod is
+    evicted after the 4 s toleration and replaced on a healthy node; the
+    seeds' plan 2 (a new certificate signed by hand, the kubelet restarted
+    with it) brings the node back and the Terminating pod goes."""
+    import json
+    from test_kubelet import short_lived_kubeconfig
+    server, kubectl, (a, b) = world
+    c = Kubelet(server.cube, server, tmp / "kl-c", "kl-c", "--port", "0")
+    world_kubelets = [c]
+    try:
+        conf = short_lived_kubeconfig(server, c, 20)
+        c.start("--kubeconfig", conf)
+        for k in (a, b, c):
+            wait_until(lambda k=k: node_column(kubectl, k.name, 1) == "Ready", 40,
+                       f"{k.name} Ready")
+        kubectl("create", "deployment", "web", "--image=nginx", "--replicas=3")
+        kubectl("rollout", "status", "deployment/web", "--timeout=60s")
+
+        def pods():
+            return json.loads(kubectl("get", "pods", "-l", "app=web", "-o",
+                                      "json").stdout)["items"]
+        on_c = [p["metadata"]["name"] for p in pods() if p["spec"].get("nodeName") == "kl-c"]
+        assert on_c, "the scheduler spread the 3 pods over the 3 nodes"
+
+        wait_until(lambda: node_column(kubectl, "kl-c", 1) == "NotReady", 60,
+                   "kl-c NotReady after its certificate expired")
+        assert '"Failed to update lease" err="Unauthorized"' in c.log(), c.tail()
+        wait_until(lambda: all((p := pod_json(kubectl, n)) and p["metadata"].get(
+            "deletionTimestamp") for n in on_c), 30, "kl-c's pod marked for deletion")
+        wait_until(lambda: len([p for p in pods() if not p["metadata"].get("deletionTimestamp")
+                                and p.get("status", {}).get("phase") == "Running"]) == 3,
+                   30, "3 replicas running elsewhere")
+        assert all(p["spec"].get("nodeName") != "kl-c" for p in pods()
+                   if not p["metadata"].get("deletionTimestamp"))
+
+        # Plan 2: a certificate signed by hand, the kubelet restarted with it.
+        c.stop()
+        crt, key = server.node_identity("kl-c", duration="1h")
+        c.start("--kubeconfig", server.write_kubeconfig(c.root / "renewed.conf", crt, key))
+        wait_until(lambda: node_column(kubectl, "kl-c", 1) == "Ready", 40, "kl-c Ready again")
+        wait_until(lambda: not [n for n in on_c if pod_json(kubectl, n)], 30,
+                   "the Terminating pod confirmed gone")
+        assert len(pods()) == 3
+    finally:
+        for k in world_kubelets:
+            k.stop()

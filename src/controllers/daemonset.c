@@ -276,13 +276,6 @@ static void on_created(struct ksync *s, void *arg, int status, json_t *body, con
 	ksync_fail(s, "%s", why);
 }
 
-static void on_written(struct ksync *s, void *arg, int status, json_t *body, const char *err)
-{
-	char why[512];
-	(void)arg;
-	if (status != 200 && status != 201 && status != 202 && status != 404)
-		ksync_fail(s, "%s", api_error(why, sizeof(why), status, body, err));
-}
 
 static void ds_event(struct daemonset *c, const json_t *ds, const char *type, const char *reason,
 		     const char *msg)
@@ -291,18 +284,51 @@ static void ds_event(struct daemonset *c, const json_t *ds, const char *type, co
 	event_record(c->events, &ref, type, reason, "%s", msg);
 }
 
-static void delete_pod(struct daemonset *c, struct ksync *s, const json_t *ds, const json_t *pod)
-{
-	char path[768], msg[512], pkey[512];
-	struct dsexpect *e = expect_get(c, ksync_key(s), true);
+/* The answer to a daemon pod's DELETE: the event says how it went. */
+struct ds_delete {
+	struct daemonset *c;
+	char pod[256], pkey[512];
+};
 
-	strv_push_unique(&e->dels, obj_key(pod, pkey, sizeof(pkey)));
+static void on_deleted(struct ksync *s, void *arg, int status, json_t *body, const char *err)
+{
+	struct ds_delete *d = arg;
+	json_t *ds = informer_get(d->c->sets, ksync_key(s));
+	char msg[1024], why[512];
+
+	if (status == 200 || status == 202 || status == 404) {
+		snprintf(msg, sizeof(msg), "Deleted pod: %s", d->pod);
+		if (ds && status != 404)
+			ds_event(d->c, ds, "Normal", "SuccessfulDelete", msg);
+	} else {
+		struct dsexpect *e = expect_get(d->c, ksync_key(s), false);
+		if (e)
+			strv_remove(&e->dels, d->pkey); /* never to be observed */
+		api_error(why, sizeof(why), status, body, err);
+		snprintf(msg, sizeof(msg), "Error deleting: %s", why);
+		if (ds)
+			ds_event(d->c, ds, "Warning", "FailedDelete", msg);
+		ksync_fail(s, "%s", why);
+	}
+	free(d);
+}
+
+static void delete_pod(struct daemonset *c, struct ksync *s, const json_t *pod)
+{
+	struct ds_delete *d = calloc(1, sizeof(*d));
+	struct dsexpect *e = expect_get(c, ksync_key(s), true);
+	char path[768];
+
+	if (!d)
+		abort();
+	d->c = c;
+	snprintf(d->pod, sizeof(d->pod), "%s", s_(jx_str(pod, "metadata.name")));
+	obj_key(pod, d->pkey, sizeof(d->pkey));
+	strv_push_unique(&e->dels, d->pkey);
 	e->stamp = clock_mono();
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s",
-		 s_(jx_str(pod, "metadata.namespace")), s_(jx_str(pod, "metadata.name")));
-	ksync_call(s, "DELETE", path, NULL, NULL, on_written, NULL);
-	snprintf(msg, sizeof(msg), "Deleted pod: %s", s_(jx_str(pod, "metadata.name")));
-	ds_event(c, ds, "Normal", "SuccessfulDelete", msg);
+		 s_(jx_str(pod, "metadata.namespace")), d->pod);
+	ksync_call_owned(s, "DELETE", path, NULL, NULL, on_deleted, d, free);
 }
 
 /* maxUnavailable: a number, or a percentage of the desired pods rounded up. */
@@ -416,11 +442,11 @@ static void sync_ds(void *ctl, struct ksync *s)
 					 s_(jx_str(p, "metadata.namespace")),
 					 s_(jx_str(p, "metadata.name")), name);
 				ds_event(c, ds, "Warning", "FailedDaemonPod", msg);
-				delete_pod(c, s, ds, p);
+				delete_pod(c, s, p);
 				continue;
 			}
 			if (!keep || mine) {
-				delete_pod(c, s, ds, p); /* not wanted here, or a duplicate */
+				delete_pod(c, s, p); /* not wanted here, or a duplicate */
 				continue;
 			}
 			mine = p;
@@ -445,7 +471,7 @@ static void sync_ds(void *ctl, struct ksync *s)
 			if (manage && run && rolling && !current(ds, mine) && (!ok || budget > 0)) {
 				if (ok)
 					budget--;
-				delete_pod(c, s, ds, mine);
+				delete_pod(c, s, mine);
 			}
 		} else if (run && !any && manage) {
 			json_t *pod = daemon_pod(ds, name);

@@ -243,31 +243,11 @@ static bool value_equal(const json_t *a, const json_t *b)
 
 /* ---------------------------- merge patch ---------------------------- */
 
-/* jsonpatch's pruneNulls: drop null members of objects, also inside arrays. */
-static void prune_nulls(json_t *v)
-{
-	const char *k;
-	json_t *x;
-	void *tmp;
-	size_t i;
-
-	if (json_is_object(v)) {
-		json_object_foreach_safe(v, tmp, k, x)
-		{
-			if (json_is_null(x))
-				json_object_del(v, k);
-			else
-				prune_nulls(x);
-		}
-	} else if (json_is_array(v)) {
-		json_array_foreach(v, i, x) prune_nulls(x);
-	}
-}
 
 static json_t *pruned_copy(const json_t *v)
 {
 	json_t *c = copy(v);
-	prune_nulls(c);
+	jx_prune_nulls(c);
 	return c;
 }
 

@@ -120,3 +120,23 @@ json_t *jx_condition(const json_t *status, const char *type)
 	}
 	return NULL;
 }
+
+void jx_prune_nulls(json_t *v)
+{
+	const char *k;
+	json_t *x;
+	void *tmp;
+	size_t i;
+
+	if (json_is_object(v)) {
+		json_object_foreach_safe(v, tmp, k, x)
+		{
+			if (json_is_null(x))
+				json_object_del(v, k);
+			else
+				jx_prune_nulls(x);
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, x) jx_prune_nulls(x);
+	}
+}

@@ -39,6 +39,8 @@ int jx_set_str(json_t *root, const char *path, const char *s);
  * "type" is `type`, or NULL. Borrowed: the condition lookup every
  * controller and the kubelet need. */
 json_t *jx_condition(const json_t *status, const char *type);
+/* Drop null members of objects, also inside arrays (jsonpatch's pruneNulls). */
+void jx_prune_nulls(json_t *v);
 
 /* Compact JSON with key order kept; malloc'd. */
 char *jx_dump(const json_t *v);

@@ -172,19 +172,7 @@ static const char *pod_node(const json_t *pod)
  * alphabet): the controller-revision-hash label that tells old pods from new. */
 static void template_hash(const json_t *ds, char *out, size_t n)
 {
-	static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-	char *text = json_dumps(jx_get(ds, "spec.template") ?: json_null(),
-				JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-	char digits[16];
-	uint32_t h = 2166136261u;
-	size_t i;
-	for (const char *p = text ? text : ""; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	free(text);
-	snprintf(digits, sizeof(digits), "%u", h);
-	for (i = 0; digits[i] && i + 1 < n; i++)
-		out[i] = alphabet[(unsigned char)digits[i] % 27];
-	out[i] = '\0';
+	hash_encode(fnv32_json(jx_get(ds, "spec.template"), FNV32_OFFSET, true), out, n);
 }
 
 static json_t *daemon_pod(const json_t *ds, const char *node)

@@ -81,53 +81,23 @@ static int32_t replicas_of(const json_t *obj)
 
 static void template_hash(const json_t *tmpl, const json_t *collisions, char *out, size_t n)
 {
-	static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-	char *text = json_dumps(tmpl, JSON_COMPACT | JSON_SORT_KEYS), digits[16];
-	uint32_t h = 2166136261u;
-	size_t i;
-
-	for (const char *p = text ? text : ""; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
+	uint32_t h = fnv32_json(tmpl, FNV32_OFFSET, true);
 	if (json_is_integer(collisions)) {
 		uint32_t c = (uint32_t)json_integer_value(collisions);
 		unsigned char b[8] = {c & 0xff, (c >> 8) & 0xff, (c >> 16) & 0xff, c >> 24, 0, 0, 0, 0};
-		for (i = 0; i < sizeof(b); i++)
-			h = (h ^ b[i]) * 16777619u;
+		h = fnv32_bytes(b, sizeof(b), h, true);
 	}
-	free(text);
-	snprintf(digits, sizeof(digits), "%u", h);
-	for (i = 0; digits[i] && i + 1 < n; i++)
-		out[i] = alphabet[(unsigned char)digits[i] % 27];
-	out[i] = '\0';
+	hash_encode(h, out, n);
 }
 
-/* Nulls out: Go decodes "creationTimestamp": null (which kubectl sends
- * in a template) to the zero value, the same as no field at all. */
-static void strip_nulls(json_t *v)
-{
-	const char *k;
-	json_t *x;
-	void *tmp;
-	size_t i;
-
-	if (json_is_object(v)) {
-		json_object_foreach_safe(v, tmp, k, x)
-		{
-			if (json_is_null(x))
-				json_object_del(v, k);
-			else
-				strip_nulls(x);
-		}
-	} else if (json_is_array(v)) {
-		json_array_foreach(v, i, x) strip_nulls(x);
-	}
-}
 
 /* The template without the hash label, for comparison (EqualIgnoreHash). */
 static json_t *without_hash(const json_t *tmpl)
 {
 	json_t *t = json_deep_copy(tmpl ? tmpl : json_null());
-	strip_nulls(t);
+	/* Go decodes "creationTimestamp": null (which kubectl sends in a
+	 * template) to the zero value, the same as no field at all. */
+	jx_prune_nulls(t);
 	json_t *labels = jx_get(t, "metadata.labels");
 	json_object_del(labels, HASH_LABEL);
 	if (labels && !json_object_size(labels))

@@ -105,6 +105,15 @@ json_t *owner_ref_to(const json_t *owner, const char *api_version, const char *k
  * template, generateName "<owner>-", the controller ownerReference. */
 json_t *pod_from_template(const json_t *tmpl, const json_t *owner, const char *api_version,
 			  const char *kind);
+/* The pod-template hashes (Deployment, DaemonSet, ControllerRevision):
+ * fnv-32a (fnv-32 when a is false) over the canonical JSON of v, continued
+ * from h (2166136261 to start), then over `extra` bytes; and the decimal
+ * form of a hash in upstream's rand.SafeEncodeString alphabet. */
+#define FNV32_OFFSET 2166136261u
+uint32_t fnv32_json(const json_t *v, uint32_t h, bool a);
+uint32_t fnv32_bytes(const void *extra, size_t n, uint32_t h, bool a);
+void hash_encode(uint32_t h, char *out, size_t n);
+
 /* "ns/name" of an object, into buf. */
 const char *obj_key(const json_t *obj, char *buf, size_t n);
 

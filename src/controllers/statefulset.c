@@ -79,22 +79,13 @@ static json_t *revision_data(const json_t *set)
  * the collision count, in upstream's alphabet. */
 static void revision_name(const json_t *set, const json_t *data, char *out, size_t n)
 {
-	static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-	char *text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS), digits[16], hash[16];
-	uint32_t h = 2166136261u;
-	size_t i;
+	char digits[24], hash[16];
+	uint32_t h = fnv32_json(data, FNV32_OFFSET, false);
 
-	for (const char *p = text ? text : ""; *p; p++)
-		h = (h * 16777619u) ^ (unsigned char)*p;
 	/* The count is always hashed, 0 while status has none. */
 	snprintf(digits, sizeof(digits), "%lld", (long long)jx_int(set, "status.collisionCount", 0));
-	for (const char *p = digits; *p; p++)
-		h = (h * 16777619u) ^ (unsigned char)*p;
-	free(text);
-	snprintf(digits, sizeof(digits), "%u", h);
-	for (i = 0; digits[i] && i + 1 < sizeof(hash); i++)
-		hash[i] = alphabet[(unsigned char)digits[i] % 27];
-	hash[i] = '\0';
+	h = fnv32_bytes(digits, strlen(digits), h, false);
+	hash_encode(h, hash, sizeof(hash));
 	snprintf(out, n, "%.223s-%s", s_(jx_str(set, "metadata.name")), hash);
 }
 

@@ -6,6 +6,7 @@
 #include "base/timeutil.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const json_t *controller_ref(const json_t *obj)
@@ -92,4 +93,33 @@ json_t *pod_from_template(const json_t *tmpl, const json_t *owner, const char *a
 	json_object_set_new(meta, "ownerReferences",
 			    json_pack("[o]", owner_ref_to(owner, api_version, kind)));
 	return pod;
+}
+
+uint32_t fnv32_bytes(const void *extra, size_t n, uint32_t h, bool a)
+{
+	const unsigned char *p = extra;
+	for (size_t i = 0; i < n; i++)
+		h = a ? (h ^ p[i]) * 16777619u : (h * 16777619u) ^ p[i];
+	return h;
+}
+
+uint32_t fnv32_json(const json_t *v, uint32_t h, bool a)
+{
+	char *text = json_dumps(v ? v : json_null(), JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+	if (text)
+		h = fnv32_bytes(text, strlen(text), h, a);
+	free(text);
+	return h;
+}
+
+void hash_encode(uint32_t h, char *out, size_t n)
+{
+	static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+	char digits[16];
+	size_t i;
+
+	snprintf(digits, sizeof(digits), "%u", h);
+	for (i = 0; digits[i] && i + 1 < n; i++)
+		out[i] = alphabet[(unsigned char)digits[i] % 27];
+	out[i] = '\0';
 }

@@ -26,6 +26,19 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The flags control_plane_flag() takes, shared by `cube up` and `cube server`. */
+#define CONTROL_PLANE_HELP                                                                         \
+	"      --node-monitor-period DUR       the node lifecycle controller's check (default 5s)\n" \
+	"      --node-monitor-grace-period DUR  how long a silent node stays Ready (default 50s)\n" \
+	"      --default-not-ready-toleration-seconds N    the API server's default\n"              \
+	"      --default-unreachable-toleration-seconds N  NoExecute tolerations (default 300)\n"   \
+	"      --pod-initial-backoff DUR       the scheduler's podInitialBackoffSeconds (default 1s)\n" \
+	"      --pod-max-backoff DUR           its podMaxBackoffSeconds (default 10s)\n"            \
+	"      --controllers LIST              the controller manager's --controllers, e.g.\n"      \
+	"                                      '*,-csrapproving' (no approver: kubelets stay\n"     \
+	"                                      without certificates until you approve their CSRs)\n" \
+	"  -v, --v N                           log verbosity\n"
+
 static const char up_usage[] =
 	"Usage: cube up [flags]\n"
 	"\n"
@@ -55,16 +68,7 @@ static const char up_usage[] =
 	"                                      certificate expires, instead of exiting (cube's)\n"
 	"      --server-tls-bootstrap          kubelets request serving certificates too\n"
 	"      --approve-kubelet-serving       ...and the controller manager approves them\n"
-	"      --node-monitor-period DUR       the node lifecycle controller's check (default 5s)\n"
-	"      --node-monitor-grace-period DUR  how long a silent node stays Ready (default 50s)\n"
-	"      --default-not-ready-toleration-seconds N    the API server's default\n"
-	"      --default-unreachable-toleration-seconds N  NoExecute tolerations (default 300)\n"
-	"      --pod-initial-backoff DUR       the scheduler's podInitialBackoffSeconds (default 1s)\n"
-	"      --pod-max-backoff DUR           its podMaxBackoffSeconds (default 10s)\n"
-	"      --controllers LIST              the controller manager's --controllers, e.g.\n"
-	"                                      '*,-csrapproving' (no approver: kubelets stay\n"
-	"                                      without certificates until you approve their CSRs)\n"
-	"  -v, --v N                           log verbosity\n";
+	CONTROL_PLANE_HELP;
 
 static const char server_usage[] =
 	"Usage: cube server [flags]\n"
@@ -79,16 +83,7 @@ static const char server_usage[] =
 	"      --bind-address IP               (default 127.0.0.1)\n"
 	"      --cluster-signing-duration DUR  (default 8760h)\n"
 	"      --approve-kubelet-serving       approve valid kubelet serving CSRs\n"
-	"      --node-monitor-period DUR       the node lifecycle controller's check (default 5s)\n"
-	"      --node-monitor-grace-period DUR  how long a silent node stays Ready (default 50s)\n"
-	"      --default-not-ready-toleration-seconds N    the API server's default\n"
-	"      --default-unreachable-toleration-seconds N  NoExecute tolerations (default 300)\n"
-	"      --pod-initial-backoff DUR       the scheduler's podInitialBackoffSeconds (default 1s)\n"
-	"      --pod-max-backoff DUR           its podMaxBackoffSeconds (default 10s)\n"
-	"      --controllers LIST              the controller manager's --controllers, e.g.\n"
-	"                                      '*,-csrapproving' (no approver: kubelets stay\n"
-	"                                      without certificates until you approve their CSRs)\n"
-	"  -v, --v N                           log verbosity\n";
+	CONTROL_PLANE_HELP;
 
 /* ---- progress: an admin client watching nodes become Ready ----------------- */
 

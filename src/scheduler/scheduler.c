@@ -803,10 +803,6 @@ static void on_leftovers(void *arg)
 
 /* ---- informers ------------------------------------------------------------------------- */
 
-struct hint_arg {
-	struct sched *s;
-};
-
 /* isPodWorthRequeuing: any rejecting plugin registered for ev whose hint
  * says the change may help. */
 static bool worth(void *arg, struct qpod *p, unsigned ev, const json_t *obj)

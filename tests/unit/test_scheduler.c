@@ -295,6 +295,46 @@ static void test_preemption(void **state)
 			    "0/1 nodes are available: 1 Insufficient cpu.");
 }
 
+/* NodeAffinity and NodePorts: a nodeSelector picks the labelled node; a
+ * second pod asking for the same host port finds no room there. */
+static void test_selector_and_ports(void **state)
+{
+	struct world *w = *state;
+	char buf[2048];
+	struct testenv_result r;
+	json_t *n, *p;
+
+	node(w, "plain", "4", NULL);
+	node(w, "fast", "4", NULL);
+	r = call(w, "GET", "/api/v1/nodes/fast", NULL);
+	n = json_deep_copy(r.body);
+	json_decref(r.body);
+	jx_set(n, "metadata.labels", json_pack("{s:s}", "disk", "ssd"));
+	r = call(w, "PUT", "/api/v1/nodes/fast", n);
+	assert_int_equal(r.status, 200);
+	json_decref(r.body);
+	json_decref(n);
+	settle(w, 0);
+	for (int i = 0; i < 2; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "web-%d", i);
+		p = json_pack("{s:s,s:s,s:{s:s},s:{s:{s:s},s:[{s:s,s:s,s:[{s:i,s:i}]}]}}", "apiVersion",
+			      "v1", "kind", "Pod", "metadata", "name", name, "spec", "nodeSelector",
+			      "disk", "ssd", "containers", "name", "c", "image", "nginx", "ports",
+			      "containerPort", 80, "hostPort", 8080);
+		create(w, "/api/v1/namespaces/default/pods", p);
+		settle(w, 1);
+	}
+	assert_string_equal(node_of(w, "web-0", buf, sizeof(buf)), "fast");
+	assert_string_equal(node_of(w, "web-1", buf, sizeof(buf)), "");
+	assert_string_equal(last_event(w, "web-1", "FailedScheduling", buf, sizeof(buf)),
+			    "0/2 nodes are available: 1 node(s) didn't have free ports for the "
+			    "requested pod ports, 1 node(s) didn't match Pod's node "
+			    "affinity/selector. preemption: 0/2 nodes are available: 1 No preemption "
+			    "victims found for incoming pod, 1 Preemption is not helpful for "
+			    "scheduling.");
+}
+
 /* SchedulingGates: a gated pod is not tried; once the gates go it is bound. */
 static void test_scheduling_gates(void **state)
 {
@@ -354,6 +394,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fit_error_texts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_preemption, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_scheduling_gates, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_selector_and_ports, setup, teardown),
 		cmocka_unit_test(test_config_validation),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

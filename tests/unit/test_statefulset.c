@@ -10,7 +10,8 @@
  * — and is made again once it is gone; the headless Service's Endpoints list
  * Ready pods in addresses and the others in notReadyAddresses, leave the
  * Terminating one out, while its EndpointSlice keeps it with
- * terminating=true, serving and ready as upstream sets them.
+ * terminating=true, serving and ready as upstream sets them; the Endpoints
+ * go when the Service does.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -259,6 +260,17 @@ static void test_ordered_never_two_and_endpoints(void **state)
 	assert_non_null(p);
 	assert_null(jx_get(p, "metadata.deletionTimestamp"));
 	json_decref(p);
+
+	/* The Service goes: its Endpoints go with it. */
+	{
+		struct testenv_result r = call(w, "DELETE", "/api/v1/namespaces/default/services/db",
+					       NULL);
+		assert_int_equal(r.status, 200);
+		json_decref(r.body);
+	}
+	until(w, !(ep = get(w, "/api/v1/namespaces/default/endpoints/db")) ||
+		     (json_decref(ep), false));
+	assert_null(get(w, "/api/v1/namespaces/default/endpoints/db"));
 }
 
 int main(void)

@@ -163,39 +163,200 @@ static void pod_defaults(json_t *obj)
 	default_str(status, "qosClass", "BestEffort");
 }
 
+/* The fields a user cannot see through ValidatePodUpdate's comparison: every
+ * one a pod update may change, copied from the old spec into new. */
+static void pod_spec_munge(json_t *spec, const json_t *old)
+{
+	static const char *const lists[] = {"containers", "initContainers"};
+	static const char *const taken[] = {"activeDeadlineSeconds", "schedulingGates",
+					    "tolerations"};
+	json_t *c, *t;
+	size_t i;
+
+	for (size_t l = 0; l < 2; l++) {
+		json_t *was = json_object_get(old, lists[l]);
+		json_array_foreach(json_object_get(spec, lists[l]), i, c)
+		{
+			json_t *img = json_object_get(json_array_get(was, i), "image");
+			if (img)
+				json_object_set(c, "image", img);
+			else
+				json_object_del(c, "image");
+		}
+	}
+	for (size_t k = 0; k < 3; k++) {
+		if ((t = json_object_get(old, taken[k])))
+			json_object_set(spec, taken[k], t);
+		else
+			json_object_del(spec, taken[k]);
+	}
+	/* A negative grace period (an old client's) may become 1. */
+	t = json_object_get(old, "terminationGracePeriodSeconds");
+	if (json_integer_value(t) < 0 &&
+	    json_integer_value(json_object_get(spec, "terminationGracePeriodSeconds")) == 1)
+		json_object_set(spec, "terminationGracePeriodSeconds", t);
+	/* A gated pod's node selector may grow (not shrink, not change). */
+	if (json_array_size(json_object_get(old, "schedulingGates")) > 0) {
+		json_t *now = json_object_get(spec, "nodeSelector"), *had = json_object_get(old,
+											    "nodeSelector");
+		const char *k;
+		bool kept = true;
+		json_object_foreach(had, k, t) kept = kept && json_equal(t, json_object_get(now, k));
+		if (kept) {
+			if (had)
+				json_object_set(spec, "nodeSelector", had);
+			else
+				json_object_del(spec, "nodeSelector");
+		}
+	}
+}
+
+/* "\n-  key: old\n+  key: new" for each top-level spec field that differs. */
+static void spec_diff(char *out, size_t cap, const json_t *old, const json_t *now)
+{
+	size_t len = strlen(out);
+	const char *k;
+	json_t *val;
+	json_t *keys = json_object();
+
+	json_object_foreach((json_t *)old, k, val) json_object_set(keys, k, json_true());
+	json_object_foreach((json_t *)now, k, val) json_object_set(keys, k, json_true());
+	json_object_foreach(keys, k, val)
+	{
+		json_t *a = json_object_get(old, k), *b = json_object_get(now, k);
+		if (json_equal(a, b) || len + 8 >= cap)
+			continue;
+		char *sa = a ? json_dumps(a, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+		char *sb = b ? json_dumps(b, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+		if (sa)
+			len += (size_t)snprintf(out + len, cap - len, "\n-  %s: %s", k, sa);
+		if (sb && len < cap)
+			len += (size_t)snprintf(out + len, cap - len, "\n+  %s: %s", k, sb);
+		free(sa);
+		free(sb);
+	}
+	json_decref(keys);
+}
+
+/* A toleration with tolerationSeconds taken out, for comparison. */
+static json_t *toleration_sans_seconds(const json_t *t)
+{
+	json_t *c = json_deep_copy(t);
+	if (json_is_object(c))
+		json_object_del(c, "tolerationSeconds");
+	return c;
+}
+
+/* Existing tolerations stay (their tolerationSeconds may change); new ones may join. */
+static void only_added_tolerations(struct validation *v, const json_t *now, const json_t *old)
+{
+	json_t *o, *n;
+	size_t i, j;
+
+	json_array_foreach(old, i, o)
+	{
+		json_t *a = toleration_sans_seconds(o);
+		bool found = false;
+		json_array_foreach(now, j, n)
+		{
+			json_t *b = toleration_sans_seconds(n);
+			found = json_equal(a, b);
+			json_decref(b);
+			if (found)
+				break;
+		}
+		json_decref(a);
+		if (!found) {
+			val_forbidden(v, "spec.tolerations",
+				      "existing toleration can not be modified except its "
+				      "tolerationSeconds");
+			return;
+		}
+	}
+}
+
+/* Scheduling gates may only go. */
+static void only_deleted_gates(struct validation *v, const json_t *now, const json_t *old)
+{
+	json_t *g, *h;
+	size_t i, j;
+	char field[96], msg[320];
+
+	json_array_foreach(now, i, g)
+	{
+		const char *name = jx_str(g, "name");
+		bool had = false;
+		json_array_foreach(old, j, h)
+		{
+			const char *was = jx_str(h, "name");
+			had = had || (name && was && !strcmp(was, name));
+		}
+		if (had)
+			continue;
+		snprintf(field, sizeof(field), "spec.schedulingGates[%zu].name", i);
+		snprintf(msg, sizeof(msg), "only deletion is allowed, but found new scheduling gate '%s'",
+			 name ? name : "");
+		val_forbidden(v, field, msg);
+	}
+}
+
+/* ValidatePodUpdate: only images, a shorter activeDeadlineSeconds, added
+ * tolerations, removed scheduling gates (and what pod_spec_munge names) may
+ * change in a pod's spec. */
+static void pod_update_validate(struct validation *v, const json_t *spec, const json_t *old)
+{
+	json_t *now_ads = json_object_get(spec, "activeDeadlineSeconds");
+	json_t *old_ads = json_object_get(old, "activeDeadlineSeconds");
+
+	if (json_array_size(json_object_get(spec, "containers")) !=
+		    json_array_size(json_object_get(old, "containers")) ||
+	    json_array_size(json_object_get(spec, "initContainers")) !=
+		    json_array_size(json_object_get(old, "initContainers"))) {
+		val_forbidden(v, "spec.containers", "pod updates may not add or remove containers");
+		return;
+	}
+	if (now_ads && !json_is_null(now_ads)) {
+		json_int_t n = json_integer_value(now_ads);
+		if (!json_is_integer(now_ads) || n < 0 || n > 2147483647) {
+			val_invalid(v, "spec.activeDeadlineSeconds", now_ads,
+				    "must be between 0 and 2147483647, inclusive");
+			return;
+		}
+		if (json_is_integer(old_ads) && json_integer_value(old_ads) < n) {
+			val_invalid(v, "spec.activeDeadlineSeconds", now_ads,
+				    "must be less than or equal to previous value");
+			return;
+		}
+	} else if (old_ads && !json_is_null(old_ads)) {
+		val_invalid(v, "spec.activeDeadlineSeconds", json_null(),
+			    "must not update from a positive integer to nil value");
+	}
+	only_added_tolerations(v, json_object_get(spec, "tolerations"),
+			       json_object_get(old, "tolerations"));
+	only_deleted_gates(v, json_object_get(spec, "schedulingGates"),
+			   json_object_get(old, "schedulingGates"));
+
+	json_t *munged = json_deep_copy(spec);
+	pod_spec_munge(munged, old);
+	if (!json_equal(munged, old)) {
+		char msg[2048] = "pod updates may not change fields other than "
+				 "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec."
+				 "activeDeadlineSeconds`,`spec.tolerations` (only additions to "
+				 "existing tolerations),`spec.terminationGracePeriodSeconds` (allow "
+				 "it to be set to 1 if it was previously negative)";
+		spec_diff(msg, sizeof(msg), old, munged);
+		val_forbidden(v, "spec", msg);
+	}
+	json_decref(munged);
+}
+
 static void pod_validate(const json_t *obj, const json_t *old, struct validation *v)
 {
 	const json_t *spec = json_object_get(obj, "spec");
 	validate_containers(v, spec, "spec");
 	validate_tolerations(v, spec, "spec");
-	if (old) {
-		/* Pod updates may change little; nodeName only by binding. */
-		json_t *was = json_object_get(json_object_get(old, "spec"), "nodeName");
-		json_t *now = json_object_get(spec, "nodeName");
-		if (json_string_length(was) && !json_equal(was, now))
-			val_immutable(v, "spec.nodeName", now, was);
-		if (!json_equal(json_object_get(json_object_get(old, "spec"), "containers"),
-				json_object_get(spec, "containers"))) {
-			/* Only images may change in place. */
-			json_t *a = json_deep_copy(json_object_get(json_object_get(old, "spec"),
-								   "containers"));
-			json_t *b = json_deep_copy(json_object_get(spec, "containers"));
-			size_t i;
-			json_t *c;
-			json_array_foreach(a, i, c) json_object_del(c, "image");
-			json_array_foreach(b, i, c) json_object_del(c, "image");
-			if (!json_equal(a, b))
-				val_forbidden(v, "spec",
-					      "pod updates may not change fields other than "
-					      "`spec.containers[*].image`,`spec.initContainers[*]."
-					      "image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
-					      "(only additions to existing tolerations),`spec."
-					      "terminationGracePeriodSeconds` (allow it to be set to 1 "
-					      "if it was previously negative)");
-			json_decref(a);
-			json_decref(b);
-		}
-	}
+	if (old)
+		pod_update_validate(v, spec, json_object_get(old, "spec"));
 }
 
 static void node_validate(const json_t *obj, const json_t *old, struct validation *v)

@@ -154,7 +154,10 @@ static void default_tolerations(struct req *r, json_t *obj)
 	int64_t secs[2] = {r->s->o.not_ready_toleration_s, r->s->o.unreachable_toleration_s};
 	size_t i;
 
-	if (!json_is_object(spec) || !is(r->verb, "create") || r->sub)
+	/* Upstream's plugin admits updates too: a pod whose tolerations are
+	 * replaced (the seeds' plan 3) gets back the ones it lost. */
+	if (!json_is_object(spec) || r->sub ||
+	    !(is(r->verb, "create") || is(r->verb, "update") || is(r->verb, "patch")))
 		return;
 	tols = json_object_get(spec, "tolerations");
 	if (!json_is_array(tols) && tols)

@@ -755,6 +755,84 @@ def test_patch_pod(kubectl, ptype):
         assert out.strip() == f"pod/{name} patched (no change)", out
 
 
+POD_UPDATE_FORBIDDEN = ("pod updates may not change fields other than "
+                        "`spec.containers[*].image`,`spec.initContainers[*].image`,"
+                        "`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
+                        "additions to existing tolerations),"
+                        "`spec.terminationGracePeriodSeconds` (allow it to be set "
+                        "to 1 if it was previously negative)")
+
+
+def test_pod_update_may_change_only_what_upstream_allows(kubectl):
+    """ValidatePodUpdate: images, a shorter activeDeadlineSeconds, added
+    tolerations; everything else in the spec is Forbidden with upstream's
+    text, and the pod is left as it was."""
+    name = "update-rules"
+    create(kubectl, pod_manifest(name))
+    before = get_json(kubectl, "pod", name)
+    r = kubectl("patch", "pod", name, "-p",
+                '{"spec":{"restartPolicy":"Never"}}', check=False)
+    assert r.returncode != 0
+    assert (f'The Pod "{name}" is invalid: spec: Forbidden: '
+            + POD_UPDATE_FORBIDDEN) in r.stderr, r.stderr
+    assert '"Always"' in r.stderr and '"Never"' in r.stderr, r.stderr
+    r = kubectl("patch", "pod", name, "--type", "json", "-p",
+                '[{"op":"add","path":"/spec/containers/-",'
+                '"value":{"name":"extra","image":"busybox"}}]', check=False)
+    assert "spec.containers: Forbidden: pod updates may not add or remove " \
+        "containers" in r.stderr, r.stderr
+    assert get_json(kubectl, "pod", name)["spec"] == before["spec"]
+    # What may change does.
+    kubectl("patch", "pod", name, "-p",
+            '{"spec":{"activeDeadlineSeconds":600,'
+            '"containers":[{"name":"app","image":"nginx:2"}]}}')
+    r = kubectl("patch", "pod", name, "-p",
+                '{"spec":{"activeDeadlineSeconds":601}}', check=False)
+    assert "spec.activeDeadlineSeconds: Invalid value: 601: must be less " \
+        "than or equal to previous value" in r.stderr, r.stderr
+    r = kubectl("patch", "pod", name, "--type", "json", "-p",
+                '[{"op":"add","path":"/spec/schedulingGates",'
+                '"value":[{"name":"late"}]}]', check=False)
+    assert "spec.schedulingGates[0].name: Forbidden: only deletion is " \
+        "allowed, but found new scheduling gate 'late'" in r.stderr, r.stderr
+
+
+def test_pod_toleration_update_plan_3(kubectl):
+    """The seeds' plan 3 patch replaces the tolerations list; upstream
+    accepts it because DefaultTolerationSeconds runs on update too and puts
+    back the not-ready toleration the patch dropped, and the unreachable one
+    only lost its tolerationSeconds. Dropping a toleration is Forbidden."""
+    name = "plan-3"
+    create(kubectl, pod_manifest(name))
+    tols = get_json(kubectl, "pod", name)["spec"]["tolerations"]
+    assert sorted((t["key"], t["tolerationSeconds"]) for t in tols) == [
+        ("node.kubernetes.io/not-ready", 300),
+        ("node.kubernetes.io/unreachable", 300)], tols
+    out = kubectl("patch", "pod", name, "-p",
+                  '{"spec":{"tolerations":[{"key":"node.kubernetes.io/'
+                  'unreachable","operator":"Exists","effect":"NoExecute"}]}}')
+    assert out.stdout.strip() == f"pod/{name} patched", out
+    tols = get_json(kubectl, "pod", name)["spec"]["tolerations"]
+    assert tols == [
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+         "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+         "effect": "NoExecute", "tolerationSeconds": 300}], tols
+    # A toleration the user added cannot be taken away again.
+    kubectl("patch", "pod", name, "--type", "json", "-p",
+            '[{"op":"add","path":"/spec/tolerations/-","value":'
+            '{"key":"dedicated","operator":"Equal","value":"db",'
+            '"effect":"NoSchedule"}}]')
+    r = kubectl("patch", "pod", name, "-p",
+                '{"spec":{"tolerations":[{"key":"node.kubernetes.io/'
+                'unreachable","operator":"Exists","effect":"NoExecute"}]}}',
+                check=False)
+    assert r.returncode != 0
+    assert (f'The Pod "{name}" is invalid: spec.tolerations: Forbidden: '
+            "existing toleration can not be modified except its "
+            "tolerationSeconds") in r.stderr, r.stderr
+
+
 NODE_PATCHES = {
     "strategic": '{"metadata":{"labels":{"patched":"strategic"}},'
                  '"spec":{"taints":[{"key":"k","value":"v","effect":"NoSchedule"}]}}',

@@ -179,6 +179,59 @@ def test_dead_node_tainted_avoided_and_evicted(world, wait_until):
                "kl-b's taints to come off")
 
 
+UNREACHABLE_NOEXECUTE = ('{"key":"node.kubernetes.io/unreachable","operator":"Exists",'
+                         '"effect":"NoExecute"}')
+PLAN_3 = '{"spec":{"tolerations":[%s]}}' % UNREACHABLE_NOEXECUTE
+
+
+def test_plan_three_toleration_keeps_a_pod_and_lets_one_schedule(world, wait_until):
+    """The seeds' plan 3: `kubectl patch pod` with an unbounded unreachable
+    toleration. That pod is never evicted while its neighbour is; a new pod
+    that also tolerates unreachable:NoSchedule is bound to the unreachable
+    node, one that tolerates only NoExecute is not."""
+    server, kubectl, (a, b) = world
+    for k in (a, b):
+        wait_until(lambda k=k: node_column(kubectl, k.name, 1) == "Ready", 40,
+                   f"{k.name} Ready")
+    pin = '{"spec":{"nodeSelector":{"kubernetes.io/hostname":"kl-b"}}}'
+    for name in ("kept", "evicted"):
+        kubectl("run", name, "--image=nginx", f"--overrides={pin}")
+    for name in ("kept", "evicted"):
+        wait_until(lambda n=name: (pod_json(kubectl, n) or {}).get("status", {})
+                   .get("phase") == "Running", 20, f"{name} Running on kl-b")
+    # Patched before the node fails: the 4 s toleration of this world leaves
+    # no room to patch reliably between NotReady and the eviction.
+    out = kubectl("patch", "pod", "kept", "-p", PLAN_3).stdout
+    assert out.strip() == "pod/kept patched", out
+
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait(10)
+    wait_until(lambda: "node.kubernetes.io/unreachable:NoExecute" in
+               kubectl("describe", "node", "kl-b").stdout, 40, "the NoExecute taint")
+    wait_until(lambda: (pod_json(kubectl, "evicted") or {}).get("metadata", {})
+               .get("deletionTimestamp"), 20, "evicted to be marked for deletion")
+    # Twice the toleration later, the patched pod is still untouched.
+    time.sleep(8)
+    kept = pod_json(kubectl, "kept")
+    assert "deletionTimestamp" not in kept["metadata"], kept["metadata"]
+    assert events(kubectl, "kept", "TaintManagerEviction") == []
+
+    no_schedule = UNREACHABLE_NOEXECUTE.replace("NoExecute", "NoSchedule")
+    for name, tols in (("tolerant", [no_schedule, UNREACHABLE_NOEXECUTE]),
+                       ("intolerant", [UNREACHABLE_NOEXECUTE])):
+        over = ('{"spec":{"nodeSelector":{"kubernetes.io/hostname":"kl-b"},'
+                '"tolerations":[%s]}}' % ",".join(tols))
+        kubectl("run", name, "--image=nginx", f"--overrides={over}")
+    wait_until(lambda: (pod_json(kubectl, "tolerant") or {}).get("spec", {})
+               .get("nodeName") == "kl-b", 15, "tolerant bound to the unreachable node")
+    want = ("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+            "1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }.")
+    wait_until(lambda: any(m.startswith(want) for m in
+                           events(kubectl, "intolerant", "FailedScheduling")), 15,
+               "intolerant's FailedScheduling")
+    assert not pod_json(kubectl, "intolerant")["spec"].get("nodeName")
+
+
 def test_dead_node_pods_replaced_then_over_repair_resolves(world, wait_until):
     """The seeds' failure chain on a Deployment: a node's kubelet stops,
     its pods are evicted after the toleration and replaced on the healthy

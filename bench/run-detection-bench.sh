@@ -143,7 +143,8 @@ wait "$TAIL_PID" 2>/dev/null || true
 
 zs=$(grep -o 'zone is now in new state" zone="[^"]*" newState="[^"]*"' "$dir/controller-manager.log" |
 	sed 's/.*zone="\([^"]*\)" newState="\([^"]*\)"/\1 -> \2;/; s/^:\\x00://' | tr '\n' ' ')
-echo "RESULT zone states the controller logged, in order: ${zs:-none}$(grep -q 'Entering master disruption' "$dir/controller-manager.log" && echo ' + master disruption mode' || true)"
+frac=$(awk -v f="$FAIL" -v h="$HEALTHY" 'BEGIN{printf "%.2f", f/(f+h)}')
+echo "RESULT zone $ZONE: $FAIL of $((FAIL + HEALTHY)) nodes failed ($frac; --unhealthy-zone-threshold $THRESHOLD); zone states the controller logged, in order: ${zs:-none}$(grep -q 'Entering master disruption' "$dir/controller-manager.log" && echo ' + master disruption mode' || true)"
 # (the kubelets' E lines are the expected 401s before each certificate is issued)
 for c in apiserver controller-manager kubelet-ok; do
 	e=$(grep -c '^[EF][0-9]' "$dir/$c.log" || true)

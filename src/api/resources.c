@@ -550,7 +550,9 @@ static const char *const no_fields[] = {NULL};
 
 const struct resource resources[] = {
 	{"", "v1", "Namespace", "namespaces", "namespace", {"ns"}, {NULL}, false,
-	 VERBS_ALL & ~VERB_DELETECOLLECTION, {STATUS_SUB("", "v1", "Namespace")}, ns_fields,
+	 VERBS_ALL & ~VERB_DELETECOLLECTION,
+	 {{"finalize", "", "v1", "Namespace", VERB_UPDATE}, STATUS_SUB("", "v1", "Namespace")},
+	 ns_fields,
 	 namespace_defaults, namespace_validate},
 	{"", "v1", "Node", "nodes", "node", {"no"}, {NULL}, false, VERBS_ALL,
 	 {STATUS_SUB("", "v1", "Node")}, node_fields, NULL, node_validate},

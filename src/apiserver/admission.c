@@ -38,11 +38,15 @@ static int forbid(struct req *r, const char *fmt, const char *a, const char *b)
 }
 
 /* No new objects in a namespace that is missing or going away. */
-static int namespace_lifecycle(struct req *r)
+static int namespace_lifecycle(struct req *r, const json_t *obj)
 {
 	char key[300], msg[512];
 	json_t *ns;
 
+	/* The namespaces the cluster is made of cannot go. */
+	if (is(r->res->plural, "namespaces") && is(r->verb, "delete") &&
+	    (is(r->name, "default") || is(r->name, "kube-system") || is(r->name, "kube-public")))
+		return forbid(r, "this namespace may not be deleted%s%s", "", "");
 	if (!r->res->namespaced || !is(r->verb, "create") || r->sub)
 		return 0;
 	snprintf(key, sizeof(key), "/registry/namespaces/%s", r->ns);
@@ -54,12 +58,26 @@ static int namespace_lifecycle(struct req *r)
 	}
 	if (jx_get(ns, "metadata.deletionTimestamp") ||
 	    is(jx_str(ns, "status.phase"), "Terminating")) {
-		snprintf(msg, sizeof(msg),
+		/* NewForbidden's "<resource> \"<name>\" is forbidden: ...", with
+		 * the NamespaceTerminating cause clients look for. */
+		const char *name = jx_str(obj, "metadata.name");
+		char q[128], why[384], cause[320];
+		json_t *st, *causes;
+		resource_qualified(r->res, q, sizeof(q));
+		snprintf(why, sizeof(why),
 			 "unable to create new content in namespace %s because it is being "
 			 "terminated",
 			 r->ns);
-		req_fail_status(r, status_failure(ERR_FORBIDDEN, msg, r->res->group,
-						  r->res->plural, r->name));
+		snprintf(msg, sizeof(msg), "%s \"%s\" is forbidden: %s", q, name ? name : "", why);
+		st = status_failure(ERR_FORBIDDEN, msg, r->res->group, r->res->plural, name);
+		snprintf(cause, sizeof(cause), "namespace %s is being terminated", r->ns);
+		causes = json_pack("[{s:s,s:s,s:s}]", "reason", "NamespaceTerminating", "message",
+				   cause, "field", "metadata.namespace");
+		if (json_is_object(json_object_get(st, "details")))
+			json_object_set_new(json_object_get(st, "details"), "causes", causes);
+		else
+			json_decref(causes);
+		req_fail_status(r, st);
 		return ERR_FORBIDDEN;
 	}
 	return 0;
@@ -231,7 +249,7 @@ static void csr_requestor(struct req *r, json_t *obj)
 int admit(struct req *r, json_t *obj, const json_t *old)
 {
 	int rc;
-	if ((rc = namespace_lifecycle(r)) < 0 || (rc = node_restriction(r, obj, old)) < 0)
+	if ((rc = namespace_lifecycle(r, obj)) < 0 || (rc = node_restriction(r, obj, old)) < 0)
 		return rc;
 	if (obj && is(r->res->plural, "pods") && !r->sub)
 		default_tolerations(r, obj);

@@ -214,26 +214,6 @@ static enum plan plan_delete(const json_t *obj, int64_t grace, const char *polic
 	return PLAN_MARK;
 }
 
-static void delete_namespace_contents(struct apiserver *s, const char *ns)
-{
-	for (size_t i = 0; i < resources_count; i++) {
-		json_t **objs;
-		size_t n;
-		char *pfx;
-		if (!resources[i].namespaced)
-			continue;
-		pfx = prefix_key(&resources[i], ns);
-		n = cache_list(s->cache, pfx, NULL, 0, &objs, NULL);
-		for (size_t j = 0; j < n; j++) {
-			char *key = object_key(&resources[i], ns, jx_str(objs[j], "metadata.name"));
-			delete_internal(s, key, 0, "Background");
-			free(key);
-		}
-		free(objs);
-		free(pfx);
-	}
-}
-
 /* Finish a foreground deletion: dependents first, then the owner itself. */
 static void finish_foreground(struct apiserver *s, const char *key, const char *uid)
 {
@@ -316,15 +296,25 @@ static void delete_with(struct req *r, const json_t *old, struct delete_opts *o,
 		req_fail(r, ERR_CONFLICT, msg);
 		goto out;
 	}
-	if (is(r->res->plural, "namespaces")) {
-		json_t *t = json_deep_copy(old);
-		char when[TIME_BUF];
-		jx_set_str(t, "status.phase", "Terminating");
-		jx_set_str(t, "metadata.deletionTimestamp", time_format_rfc3339(clock_now(), when));
-		delete_namespace_contents(r->s, r->name);
-		write_and_reply(r, key, t, false, 200);
-		delete_internal(r->s, key, 0, "Background");
-		json_decref(answer);
+	/* A namespace with finalizers is only marked: the namespace controller
+	 * empties it and takes "kubernetes" off through /finalize, and the
+	 * last finalizer gone deletes it (handlers.c). */
+	if (is(r->res->plural, "namespaces") &&
+	    (json_array_size(jx_get(old, "spec.finalizers")) ||
+	     json_array_size(jx_get(old, "metadata.finalizers")))) {
+		if (jx_get(old, "metadata.deletionTimestamp")) {
+			json_decref(answer);
+			reply_object(r, 200, json_incref((json_t *)old));
+		} else {
+			json_t *t = json_deep_copy(old);
+			char when[TIME_BUF];
+			jx_set_str(t, "status.phase", "Terminating");
+			jx_set_str(t, "metadata.deletionTimestamp",
+				   time_format_rfc3339(clock_now(), when));
+			jx_set(t, "metadata.deletionGracePeriodSeconds", json_integer(0));
+			json_decref(answer);
+			write_and_reply(r, key, t, false, 200);
+		}
 		goto out;
 	}
 	switch (plan_delete(old, o->grace, o->policy, &marked)) {

@@ -665,6 +665,19 @@ static json_t *merge_for_sub(struct req *r, const json_t *old, json_t *body)
 			else
 				json_object_del(out, "status");
 		}
+		/* A namespace's spec.finalizers change only through /finalize. */
+		if (is(r->res->plural, "namespaces")) {
+			json_t *f = jx_get(old, "spec.finalizers");
+			if (!json_is_object(json_object_get(out, "spec")))
+				json_object_set_new(out, "spec", json_object());
+			if (f)
+				jx_set(out, "spec.finalizers", json_incref(f));
+			else
+				json_object_del(json_object_get(out, "spec"), "finalizers");
+		}
+	} else if (is(sub, "finalize")) {
+		json_t *f = jx_get(body, "spec.finalizers");
+		jx_set(out, "spec.finalizers", f ? json_incref(f) : json_array());
 	} else if (is(sub, "status")) {
 		if (json_object_get(body, "status"))
 			json_object_set(out, "status", json_object_get(body, "status"));
@@ -812,10 +825,16 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 		jx_set(next, "metadata.generation",
 		       json_integer(jx_int(old, "metadata.generation", 0) + 1));
 	key = object_key(r->res, r->ns, r->name);
-	/* The last finalizer gone from an object being deleted: delete it now. */
+	/* The last finalizer gone from an object being deleted: delete it now.
+	 * A namespace has two lists: spec.finalizers (the namespace
+	 * controller's "kubernetes") and metadata.finalizers. */
 	if (jx_get(next, "metadata.deletionTimestamp") &&
 	    json_array_size(jx_get(next, "metadata.finalizers")) == 0 &&
-	    json_array_size(jx_get(old, "metadata.finalizers")) > 0) {
+	    (json_array_size(jx_get(old, "metadata.finalizers")) > 0 ||
+	     (is(r->res->plural, "namespaces") &&
+	      json_array_size(jx_get(old, "spec.finalizers")) > 0)) &&
+	    (!is(r->res->plural, "namespaces") ||
+	     json_array_size(jx_get(next, "spec.finalizers")) == 0)) {
 		write_and_reply(r, key, next, false, 200);
 		delete_internal(r->s, key, 0, "Background");
 		free(key);

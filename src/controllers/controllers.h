@@ -12,10 +12,14 @@
  * past the grace period, not-ready / unreachable taints, rate-limited
  * NoExecute tainting per zone.
  *
- * Upstream names are accepted in opts.controllers: csrapproving, csrsigning,
- * csrcleaner, nodelifecycle, or the canonical certificatesigningrequest-
- * {approving,signing,cleaner}-controller and node-lifecycle-controller; "*"
- * enables all, "-name" disables one.
+ * and the workload and clean-up controllers (one file each): taint
+ * eviction, ReplicaSet, Deployment, StatefulSet, DaemonSet, Endpoints,
+ * EndpointSlices, pod GC, namespaces.
+ *
+ * Upstream names are accepted in opts.controllers: each controller's alias
+ * (csrapproving, nodelifecycle, replicaset, podgc, namespace, ...) or its
+ * canonical <name>-controller (manager.c's table); "*" enables all, "-name"
+ * disables one.
  *
  * Ownership: the manager is the caller's; strings in opts are copied, a
  * kubeconfig passed as opts.kc is borrowed for the call only.

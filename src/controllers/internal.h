@@ -41,6 +41,7 @@ struct statefulset;
 struct endpoints;
 struct podgc;
 struct daemonset;
+struct nsctl;
 
 struct controller_manager {
 	struct loop *loop;
@@ -72,6 +73,7 @@ struct controller_manager {
 	struct endpoints *endpoints, *endpointslice;
 	struct podgc *podgc;
 	struct daemonset *daemonset;
+	struct nsctl *namespaces;
 };
 
 /* The manager's informer on a collection ("/api/v1/pods"), shared by every
@@ -170,6 +172,12 @@ void podgc_free(struct podgc *c);
 struct daemonset *daemonset_new(struct controller_manager *m);
 void daemonset_stop(struct daemonset *c);
 void daemonset_free(struct daemonset *c);
+
+/* namespace-controller: a Terminating namespace's content deleted, then
+ * the "kubernetes" finalizer removed. */
+struct nsctl *namespace_new(struct controller_manager *m);
+void namespace_stop(struct nsctl *c);
+void namespace_free(struct nsctl *c);
 
 /* ---- CSR helpers (manager.c) --------------------------------------------- */
 

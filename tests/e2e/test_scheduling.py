@@ -415,3 +415,40 @@ def test_expired_certificate_node_loses_its_pods_then_plan_two(world, wait_until
     finally:
         for k in world_kubelets:
             k.stop()
+
+
+def test_namespace_deletion_waits_for_its_pods(world, wait_until):
+    """`kubectl delete namespace`: Terminating (new content refused, the
+    controller's conditions in `kubectl describe`), its pods terminated
+    gracefully through their kubelet — never force-removed — and the
+    namespace gone once they are, after upstream's 30/2 + 1 s recheck."""
+    server, kubectl, (a, b) = world
+    for k in (a, b):
+        wait_until(lambda k=k: node_column(kubectl, k.name, 1) == "Ready", 40,
+                   f"{k.name} Ready")
+    kubectl("create", "namespace", "team")
+    kubectl("-n", "team", "create", "deployment", "web", "--image=nginx", "--replicas=2")
+    wait_until(lambda: kubectl("-n", "team", "get", "pods", "--no-headers").stdout
+               .count("Running") == 2, 30, "two web pods Running")
+    start = time.monotonic()
+    out = kubectl("delete", "namespace", "team", "--wait=false").stdout
+    assert out.strip() == 'namespace "team" deleted', out
+    assert node_column(kubectl, "kl-a", 1) == "Ready"
+    r = kubectl("-n", "team", "create", "configmap", "late", check=False)
+    assert r.returncode != 0
+    assert ('configmaps "late" is forbidden: unable to create new content in namespace team '
+            "because it is being terminated") in r.stderr, r.stderr
+    wait_until(lambda: "SomeResourcesRemain" in kubectl("describe", "namespace", "team",
+                                                        check=False).stdout,
+               10, "the NamespaceContentRemaining condition")
+    desc = kubectl("describe", "namespace", "team").stdout
+    assert re.search(r"(?m)^Status:\s+Terminating", desc), desc
+    assert "Some resources are remaining: pods. has 2 resource instances" in desc, desc
+    # The kubelets confirm the graceful deletions.
+    wait_until(lambda: kubectl("-n", "team", "get", "pods", "--no-headers",
+                               check=False).stdout.strip() == "", 20, "the pods gone")
+    wait_until(lambda: kubectl("get", "namespace", "team", check=False).returncode != 0, 30,
+               "the namespace gone")
+    took = time.monotonic() - start
+    print(f"namespace gone {took:.1f}s after kubectl delete (pods' grace 30s: recheck at 16s)")
+    assert 15 <= took <= 30, took

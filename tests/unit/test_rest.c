@@ -234,8 +234,21 @@ static void test_informer(void **state)
 	while (ch.updates < 1)
 		event_base_loop(loop_base(w->env.loop), EVLOOP_ONCE);
 	assert_string_equal(jx_str(informer_get(inf, "team-a"), "metadata.labels.x"), "y");
+	/* Deleting marks it Terminating (an update); the namespace controller's
+	 * finalize — done here by hand — removes it (a delete). */
 	call(w, "DELETE", "/api/v1/namespaces/team-a", NULL, &r);
 	json_decref(r.body);
+	while (ch.updates < 2)
+		event_base_loop(loop_base(w->env.loop), EVLOOP_ONCE);
+	assert_string_equal(jx_str(informer_get(inf, "team-a"), "status.phase"), "Terminating");
+	{
+		json_t *fin = json_deep_copy(informer_get(inf, "team-a"));
+		jx_set(fin, "spec.finalizers", json_array());
+		call(w, "PUT", "/api/v1/namespaces/team-a/finalize", fin, &r);
+		assert_int_equal(r.status, 200);
+		json_decref(r.body);
+		json_decref(fin);
+	}
 	while (ch.deletes < 1)
 		event_base_loop(loop_base(w->env.loop), EVLOOP_ONCE);
 	assert_null(informer_get(inf, "team-a"));

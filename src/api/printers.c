@@ -163,6 +163,17 @@ static const struct col daemonset_cols[] = {
 	{C_WIDE("Selector", "A label query over pods that are managed by the daemon set.")},
 };
 
+static const struct col job_cols[] = {
+	{C_NAME},
+	{C_STR("Status", "Status of the job.")},
+	{C_STR("Completions", "The number of pods which reached phase Succeeded.")},
+	{C_STR("Duration", "Time required to complete the job.")},
+	{C_AGE},
+	{C_WIDE("Containers", D_CONTAINERS)},
+	{C_WIDE("Images", D_IMAGES)},
+	{C_WIDE("Selector", "A label query over pods that should match the pod count.")},
+};
+
 static const struct col statefulset_cols[] = {
 	{C_NAME},
 	{C_STR("Ready", "Number of the pod with ready state")},
@@ -856,6 +867,55 @@ static json_t *statefulset_cells(const json_t *ss, int64_t now)
 	return cells;
 }
 
+/* ---- batch ------------------------------------------------------------- */
+
+/* printJob's STATUS: the first of these that holds. */
+static const char *job_status(const json_t *job)
+{
+	const json_t *conds = jx_get(job, "status.conditions");
+	if (cond_true(conds, "Complete"))
+		return "Complete";
+	if (cond_true(conds, "Failed"))
+		return "Failed";
+	if (jx_get(job, "metadata.deletionTimestamp"))
+		return "Terminating";
+	if (cond_true(conds, "Suspended"))
+		return "Suspended";
+	if (cond_true(conds, "FailureTarget"))
+		return "FailureTarget";
+	if (cond_true(conds, "SuccessCriteriaMet"))
+		return "SuccessCriteriaMet";
+	return "Running";
+}
+
+static json_t *job_cells(const json_t *job, int64_t now)
+{
+	json_t *cells = json_array();
+	int64_t done = jx_int(job, "status.succeeded", 0), par = jx_int(job, "spec.parallelism", 0);
+	int64_t start, end;
+	char took[DURATION_BUF] = "";
+
+	json_array_append_new(cells, name(job));
+	json_array_append_new(cells, json_string(job_status(job)));
+	if (json_is_integer(jx_get(job, "spec.completions")))
+		json_array_append_new(cells, fmt_cell("%" PRId64 "/%" PRId64, done,
+						      jx_int(job, "spec.completions", 0)));
+	else if (par > 1)
+		json_array_append_new(cells, fmt_cell("%" PRId64 "/1 of %" PRId64, done, par));
+	else
+		json_array_append_new(cells, fmt_cell("%" PRId64 "/1", done));
+	if (time_parse_rfc3339(str_or(job, "status.startTime", ""), &start) == 0) {
+		if (time_parse_rfc3339(str_or(job, "status.completionTime", ""), &end) != 0)
+			end = now;
+		duration_human(end - start, took);
+	}
+	json_array_append_new(cells, json_string(took));
+	json_array_append_new(cells, age(job, now));
+	container_cells(cells, jx_get(job, "spec.template.spec"));
+	json_array_append_new(cells, format_label_selector(jx_get(job, "spec.selector")));
+	return cells;
+}
+
 /* ---- core: namespaces, services, endpoints, config --------------------- */
 
 static json_t *namespace_cells(const json_t *ns, int64_t now)
@@ -1105,6 +1165,7 @@ static const struct printer printers[] = {
 	P("ReplicaSet", replicaset_cols, replicaset_cells),
 	P("DaemonSet", daemonset_cols, daemonset_cells),
 	P("StatefulSet", statefulset_cols, statefulset_cells),
+	P("Job", job_cols, job_cells),
 	P("Namespace", namespace_cols, namespace_cells),
 	P("Service", service_cols, service_cells),
 	P("Endpoints", endpoints_cols, endpoints_cells),

@@ -451,6 +451,71 @@ static void statefulset_defaults(json_t *obj)
 	default_str(obj_at(obj, "spec.updateStrategy"), "type", "RollingUpdate");
 }
 
+/* batch/v1 Job: SetDefaults_Job, and on create generateSelector — the
+ * controller-uid and job-name labels on the template (both spellings),
+ * the selector on batch.kubernetes.io/controller-uid — unless
+ * manualSelector. The uid is the server's by now (prepare_create). */
+static void job_defaults(json_t *obj)
+{
+	static const char *const name_labels[] = {"job-name", "batch.kubernetes.io/job-name"};
+	static const char *const uid_labels[] = {"controller-uid",
+						 "batch.kubernetes.io/controller-uid"};
+	json_t *spec = obj_at(obj, "spec");
+	const char *uid = jx_str(obj, "metadata.uid"), *name = jx_str(obj, "metadata.name");
+
+	if (!json_object_get(spec, "completions") && !json_object_get(spec, "parallelism")) {
+		json_object_set_new(spec, "completions", json_integer(1));
+		json_object_set_new(spec, "parallelism", json_integer(1));
+	}
+	default_int(spec, "parallelism", 1);
+	default_int(spec, "backoffLimit", 6);
+	default_str(spec, "completionMode", "NonIndexed");
+	if (!json_object_get(spec, "suspend"))
+		json_object_set_new(spec, "suspend", json_false());
+	default_str(spec, "podReplacementPolicy",
+		    json_object_get(spec, "podFailurePolicy") ? "Failed" : "TerminatingOrFailed");
+	default_pod_spec(obj_at(obj, "spec.template.spec"));
+	if (json_is_true(json_object_get(spec, "manualSelector")) || !uid || !name)
+		return;
+	json_t *labels = obj_at(obj, "spec.template.metadata.labels");
+	if (json_object_get(labels, uid_labels[1]))
+		return; /* generated at create already */
+	for (int i = 0; i < 2; i++) {
+		if (!json_object_get(labels, name_labels[i]))
+			json_object_set_new(labels, name_labels[i], json_string(name));
+		if (!json_object_get(labels, uid_labels[i]))
+			json_object_set_new(labels, uid_labels[i], json_string(uid));
+	}
+	json_t *ml = obj_at(obj, "spec.selector.matchLabels");
+	if (!json_object_get(ml, uid_labels[1]))
+		json_object_set_new(ml, uid_labels[1], json_string(uid));
+}
+
+static void job_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	static const char *const policies[] = {"OnFailure", "Never", NULL};
+	static const char *const counts[] = {"spec.parallelism", "spec.completions",
+					     "spec.backoffLimit", "spec.activeDeadlineSeconds", NULL};
+	const char *rp = jx_str(obj, "spec.template.spec.restartPolicy");
+
+	workload_validate(obj, old, v);
+	if (!rp || !in_list(policies, rp))
+		val_unsupported(v, "spec.template.spec.restartPolicy", rp ? rp : "", policies);
+	for (size_t i = 0; counts[i]; i++) {
+		json_t *n = jx_get(obj, counts[i]);
+		if (json_is_integer(n) && json_integer_value(n) < 0)
+			val_invalid(v, counts[i], n, "must be greater than or equal to 0");
+	}
+	if (old) {
+		val_immutable(v, "spec.completions", jx_get(obj, "spec.completions"),
+			      jx_get(old, "spec.completions"));
+		/* The template may change only while the Job is suspended. */
+		if (!json_is_true(jx_get(old, "spec.suspend")))
+			val_immutable(v, "spec.template", jx_get(obj, "spec.template"),
+				      jx_get(old, "spec.template"));
+	}
+}
+
 static void csr_validate(const json_t *obj, const json_t *old, struct validation *v)
 {
 	const char *req = jx_str(obj, "spec.request");
@@ -588,6 +653,8 @@ const struct resource resources[] = {
 	{"apps", "v1", "DaemonSet", "daemonsets", "daemonset", {"ds"}, {"all"}, true,
 	 VERBS_ALL, {STATUS_SUB("apps", "v1", "DaemonSet")}, no_fields, daemonset_defaults,
 	 workload_validate},
+	{"batch", "v1", "Job", "jobs", "job", {NULL}, {"all"}, true, VERBS_ALL,
+	 {STATUS_SUB("batch", "v1", "Job")}, no_fields, job_defaults, job_validate},
 	{"certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests",
 	 "certificatesigningrequest", {"csr"}, {NULL}, false, VERBS_ALL,
 	 {STATUS_SUB("certificates.k8s.io", "v1", "CertificateSigningRequest"),

@@ -8,6 +8,16 @@
  * and the kubelet confirms the deletion with gracePeriodSeconds=0 and a UID
  * precondition — the API server then removes it.
  *
+ * A container runs its image's entrypoint forever — a server. One with a
+ * command runs it, as far as the simulation understands it: `sleep D`
+ * waits D (seconds, or with an s/m/h/d suffix), `exit N` ends with N,
+ * `false` with 1, anything else takes no time and succeeds; `sh -c
+ * "<script>"` runs the script's statements in turn. Where the pod's
+ * restartPolicy is Never the pod ends Succeeded (every container exited 0)
+ * or Failed; with OnFailure a failing container is restarted in place
+ * (restartCount, lastState) after upstream's first 10 s back-off; with
+ * Always the program is ignored and the container keeps running.
+ *
  * The desired status is re-asserted whenever the API's copy differs (for
  * instance after the node lifecycle controller marked the pod not ready
  * while the kubelet was away), as upstream's status manager does.
@@ -39,6 +49,16 @@ struct pod_state {
 	int64_t stop_at;       /* mono time they stop; 0 = not stopping */
 	int64_t stopped_wall;
 	bool terminated;       /* the terminated status has been written */
+	int64_t finish_at;     /* mono time the program ends; 0 = runs forever */
+	int64_t finished_wall;
+	int exit_code;         /* of the program that ended (first non-zero container) */
+	int restarts;          /* OnFailure restarts so far */
+	int last_exit;         /* the exit code of the run before the last restart */
+	int64_t last_started_wall, last_finished_wall;
+	bool done;             /* ended for good: phase Succeeded or Failed */
+	bool planned;          /* the program has been read */
+	int64_t restart_at;    /* mono end of a CrashLoopBackOff; 0 = none */
+	int64_t backoff_ns;    /* its length */
 	char ip[32];
 	struct timer *timer;
 	struct rest_call *call;
@@ -106,6 +126,99 @@ static void assign_ip(struct pods *p, struct pod_state *st, const json_t *pod)
 	snprintf(st->ip, sizeof(st->ip), "10.244.%u.%u", h[0], 2 + p->next_ip++ % 253);
 }
 
+/* ---- what a container runs ----------------------------------------------------------- */
+
+/* One statement of a simulated program: time it takes, and its exit code
+ * (-1: none, keep going). */
+static void statement(const char *stmt, int64_t *ns, int *code)
+{
+	char verb[32] = "", arg[64] = "";
+	int64_t d;
+
+	if (sscanf(stmt, " %31s %63s", verb, arg) < 1)
+		return;
+	if (!strcmp(verb, "sleep") && *arg) {
+		char unit = arg[strlen(arg) - 1], num[64];
+		double mult = unit == 'm' ? 60 : unit == 'h' ? 3600 : unit == 'd' ? 86400 : 1;
+		snprintf(num, sizeof(num), "%.*s",
+			 (int)strlen(arg) - (strchr("smhd", unit) ? 1 : 0), arg);
+		d = (int64_t)(strtod(num, NULL) * mult * 1e9);
+		*ns += d > 0 ? d : 0;
+	} else if (!strcmp(verb, "exit")) {
+		*code = *arg ? atoi(arg) : 0;
+	} else if (!strcmp(verb, "false")) {
+		*code = 1;
+	}
+}
+
+/* A container's command + args as the simulation runs them: false when it
+ * runs its entrypoint (forever); else its duration and exit code. */
+static bool container_program(const json_t *c, int64_t *ns, int *code)
+{
+	json_t *cmd = json_object_get(c, "command"), *args = json_object_get(c, "args"), *w;
+	char script[2048] = "";
+	size_t i, len = 0;
+
+	*ns = 0;
+	*code = 0;
+	if (!json_array_size(cmd) && !json_array_size(args))
+		return false;
+	/* sh -c "<script>": the script; else the words themselves. */
+	json_t *words = json_array();
+	json_array_foreach(cmd, i, w) json_array_append(words, w);
+	json_array_foreach(args, i, w) json_array_append(words, w);
+	for (i = 0; i + 1 < json_array_size(words); i++)
+		if (!strcmp(json_string_value(json_array_get(words, i)) ?: "", "-c")) {
+			snprintf(script, sizeof(script), "%s",
+				 json_string_value(json_array_get(words, i + 1)) ?: "");
+			break;
+		}
+	if (!*script)
+		json_array_foreach(words, i, w) if (len < sizeof(script))
+			len += (size_t)snprintf(script + len, sizeof(script) - len, "%s%s",
+						i ? " " : "", json_string_value(w) ?: "");
+	json_decref(words);
+	/* Statements split on ; && || and newlines, run until an exit. */
+	for (char *save = NULL, *stmt = strtok_r(script, ";&|\n", &save); stmt;
+	     stmt = strtok_r(NULL, ";&|\n", &save)) {
+		int rc = -1;
+		statement(stmt, ns, &rc);
+		if (rc >= 0) {
+			*code = rc;
+			if (!strncmp(stmt + strspn(stmt, " "), "exit", 4))
+				break;
+		}
+	}
+	return true;
+}
+
+/* The pod's program: how long until every container has ended, and the
+ * first non-zero exit code. False when any container runs forever, or
+ * the restartPolicy is Always. */
+static bool pod_program(const json_t *pod, int64_t *ns, int *code)
+{
+	const char *rp = jx_str(pod, "spec.restartPolicy") ?: "Always";
+	json_t *c;
+	size_t i;
+
+	*ns = 0;
+	*code = 0;
+	if (!strcmp(rp, "Always") || !json_array_size(jx_get(pod, "spec.containers")))
+		return false;
+	json_array_foreach(jx_get(pod, "spec.containers"), i, c)
+	{
+		int64_t d;
+		int rc;
+		if (!container_program(c, &d, &rc))
+			return false;
+		if (d > *ns)
+			*ns = d;
+		if (rc && !*code)
+			*code = rc;
+	}
+	return true;
+}
+
 /* ---- what the runtime reports ------------------------------------------------------- */
 
 static void hex_digest(const char *a, const char *b, char out[65])
@@ -147,12 +260,28 @@ static size_t repo_len(const char *img)
 	return strlen(img);
 }
 
-static json_t *container_status(const struct pod_state *st, const json_t *c, bool running)
+static json_t *terminated_state(const struct pod_state *st, int code, int64_t started,
+				int64_t finished, const char *container_id)
+{
+	char a[TIME_BUF], b[TIME_BUF];
+	return json_pack("{s:{s:i,s:s,s:s,s:s,s:s}}", "terminated", "exitCode", code, "reason",
+			 code ? "Error" : "Completed", "startedAt", time_format_rfc3339(started, a),
+			 "finishedAt", time_format_rfc3339(finished, b), "containerID",
+			 container_id);
+}
+
+static bool in_backoff(const struct pod_state *st)
+{
+	return st->restart_at && clock_mono() < st->restart_at;
+}
+
+static json_t *container_status(const struct pod_state *st, const json_t *pod, const json_t *c,
+				bool running)
 {
 	const char *name = jx_str(c, "name") ?: "", *image = jx_str(c, "image") ?: "";
-	char img[512], id[65], digest[65], started[TIME_BUF], finished[TIME_BUF];
+	char img[512], id[65], digest[65], started[TIME_BUF];
 	char image_id[640], container_id[80];
-	json_t *state;
+	json_t *state, *last = json_object();
 
 	full_image(image, img, sizeof(img));
 	hex_digest(st->uid, name, id);
@@ -160,16 +289,31 @@ static json_t *container_status(const struct pod_state *st, const json_t *c, boo
 	snprintf(image_id, sizeof(image_id), "%.*s@sha256:%s", (int)repo_len(img), img, digest);
 	snprintf(container_id, sizeof(container_id), "cube://%s", id);
 	time_format_rfc3339(st->started_wall, started);
-	if (running)
+	bool waiting = running && in_backoff(st);
+	if (waiting) {
+		char msg[768];
+		snprintf(msg, sizeof(msg),
+			 "back-off %llds restarting failed container=%s pod=%s_%s(%s)",
+			 (long long)(st->backoff_ns / NS_PER_SEC), name,
+			 jx_str(pod, "metadata.name") ?: "", jx_str(pod, "metadata.namespace") ?: "",
+			 st->uid);
+		state = json_pack("{s:{s:s,s:s}}", "waiting", "reason", "CrashLoopBackOff", "message",
+				  msg);
+		running = false;
+	} else if (running)
 		state = json_pack("{s:{s:s}}", "running", "startedAt", started);
 	else
-		state = json_pack("{s:{s:i,s:s,s:s,s:s,s:s}}", "terminated", "exitCode", 0,
-				  "reason", "Completed", "startedAt", started, "finishedAt",
-				  time_format_rfc3339(st->stopped_wall, finished), "containerID",
-				  container_id);
-	return json_pack("{s:s,s:o,s:{},s:b,s:i,s:s,s:s,s:s,s:b}", "name", name, "state", state,
-			 "lastState", "ready", running, "restartCount", 0, "image", img, "imageID",
-			 image_id, "containerID", container_id, "started", running);
+		state = terminated_state(st, st->done ? st->exit_code : 0, st->started_wall,
+					 st->done ? st->finished_wall : st->stopped_wall,
+					 container_id);
+	if (st->restarts) {
+		json_decref(last);
+		last = terminated_state(st, st->last_exit, st->last_started_wall,
+					st->last_finished_wall, container_id);
+	}
+	return json_pack("{s:s,s:o,s:o,s:b,s:i,s:s,s:s,s:s,s:b}", "name", name, "state", state,
+			 "lastState", last, "ready", running, "restartCount", st->restarts, "image",
+			 img, "imageID", image_id, "containerID", container_id, "started", running);
 }
 
 static json_t *pod_condition(const json_t *pod, const char *type, bool ok, const char *reason,
@@ -197,17 +341,20 @@ static json_t *runtime_status(struct pods *p, const struct pod_state *st, const 
 	json_t *containers = json_array(), *c;
 	char now[TIME_BUF], start[TIME_BUF];
 	size_t i;
+	bool ready = running && !in_backoff(st);
 
+	if (running && !ready)
+		done = "ContainersNotReady";
 	time_format_rfc3339(clock_now(), now);
 	json_array_foreach(jx_get(pod, "spec.containers"), i, c)
-		json_array_append_new(containers, container_status(st, c, running));
+		json_array_append_new(containers, container_status(st, pod, c, running));
 	return json_pack(
 		"{s:s,s:[o,o,o,o,o],s:s,s:[{s:s}],s:s,s:[{s:s}],s:s,s:o}", "phase",
-		running ? "Running" : "Succeeded", "conditions",
+		running ? "Running" : st->done && st->exit_code ? "Failed" : "Succeeded", "conditions",
 		pod_condition(pod, "PodReadyToStartContainers", running, NULL, now),
 		pod_condition(pod, "Initialized", true, NULL, now),
-		pod_condition(pod, "Ready", running, done, now),
-		pod_condition(pod, "ContainersReady", running, done, now),
+		pod_condition(pod, "Ready", ready, done, now),
+		pod_condition(pod, "ContainersReady", ready, done, now),
 		pod_condition(pod, "PodScheduled", true, NULL, now), "hostIP", p->k->cfg.node_ip,
 		"hostIPs", "ip", p->k->cfg.node_ip, "podIP", st->ip, "podIPs", "ip", st->ip,
 		"startTime", time_format_rfc3339(st->seen_wall, start), "containerStatuses",
@@ -221,9 +368,12 @@ static bool reported_running(const struct pod_state *st, const json_t *pod)
 	const json_t *c = jx_condition(json_object_get(pod, "status"), "Ready");
 	bool ready = c && !strcmp(jx_str(c, "status") ?: "", "True");
 
-	return phase && !strcmp(phase, "Running") && ready && ip && !strcmp(ip, st->ip) &&
+	return phase && !strcmp(phase, "Running") && ready == !in_backoff(st) && ip &&
+	       !strcmp(ip, st->ip) &&
 	       json_array_size(jx_get(pod, "status.containerStatuses")) ==
-		       json_array_size(jx_get(pod, "spec.containers"));
+		       json_array_size(jx_get(pod, "spec.containers")) &&
+	       jx_int(json_array_get(jx_get(pod, "status.containerStatuses"), 0), "restartCount",
+		      0) == st->restarts;
 }
 
 /* ---- talking to the API server ------------------------------------------------------- */
@@ -351,6 +501,37 @@ static void sync_deleting(struct pods *p, struct pod_state *st, const json_t *po
 	patch_status(st, runtime_status(p, st, pod, false), on_terminated_reported);
 }
 
+/* The program ended: the pod is done (Never, or success), or OnFailure
+ * restarts the container in place after a back-off of 10 s doubling to
+ * 5 min, as the kubelet's CrashLoopBackOff. */
+static void program_ended(struct pods *p, struct pod_state *st, const json_t *pod)
+{
+	const char *rp = jx_str(pod, "spec.restartPolicy") ?: "Always";
+
+	if (st->exit_code && !strcmp(rp, "OnFailure")) {
+		int64_t backoff = 10 * NS_PER_SEC << (st->restarts < 5 ? st->restarts : 5), d;
+		if (backoff > 300 * NS_PER_SEC)
+			backoff = 300 * NS_PER_SEC;
+		st->last_exit = st->exit_code;
+		st->last_started_wall = st->started_wall;
+		st->last_finished_wall = clock_now();
+		st->restarts++;
+		st->started_wall = clock_now() + backoff;
+		st->backoff_ns = backoff;
+		st->restart_at = clock_mono() + backoff;
+		pod_program(pod, &d, &st->exit_code);
+		st->finish_at = st->restart_at + d;
+		LOG_INFO("\"Container exited, restarting\" pod=\"%s\" exitCode=%d restartCount=%d",
+			 st->key, st->last_exit, st->restarts);
+		patch_status(st, runtime_status(p, st, pod, true), on_status_patched);
+		return;
+	}
+	st->done = true;
+	st->finished_wall = clock_now();
+	LOG_V(2, "\"Pod completed\" pod=\"%s\" exitCode=%d", st->key, st->exit_code);
+	patch_status(st, runtime_status(p, st, pod, false), on_status_patched);
+}
+
 static void sync_running(struct pods *p, struct pod_state *st, const json_t *pod)
 {
 	const char *phase = jx_str(pod, "status.phase");
@@ -376,7 +557,22 @@ static void sync_running(struct pods *p, struct pod_state *st, const json_t *pod
 					 "state.running.startedAt");
 		st->started_wall = was && time_parse_rfc3339(was, &t) == 0 ? t : clock_now();
 	}
+	if (!st->planned) {
+		int64_t d;
+		st->planned = true;
+		if (pod_program(pod, &d, &st->exit_code))
+			st->finish_at = clock_mono() + d;
+	}
+	if (st->finish_at && clock_mono() >= st->finish_at) {
+		program_ended(p, st, pod);
+		return;
+	}
 	if (reported_running(st, pod)) {
+		/* The timer wakes the key when the back-off or the program ends. */
+		if (in_backoff(st))
+			wait_until(st, st->restart_at);
+		else if (st->finish_at)
+			wait_until(st, st->finish_at);
 		workqueue_done(p->q, st->key);
 		return;
 	}

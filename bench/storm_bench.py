@@ -355,9 +355,20 @@ def main():
         print("RESULT apiserver requests by verb/resource (mean /s over kill..done, /metrics "
               "scrapes included): " + ", ".join("%s %.1f" % (k, v / w) for k, v in
                                                 sorted(by.items(), key=lambda kv: -kv[1])[:12]))
-        step = max(1, len(rates) // 40)
-        print("# requests/s from the kill: " + " ".join(
-            "%.0f:%.0f" % (t, r) for t, r in rates[::step]))
+        # Means over windows (not every n-th sample: the Lease renewals come in
+        # bursts every 10 s, and a sample every 20 s would alias them).
+        span = samples[-1][0] - t_kill
+        win = 1 if span <= 60 else 10 * max(1, int(span / 400 + 0.999))
+        rows, i = [], 0
+        while i < len(samples) - 1:
+            j = i
+            while j < len(samples) - 1 and samples[j + 1][0] - samples[i][0] <= win + 0.01:
+                j += 1
+            j = max(j, i + 1)
+            (ta, ma), (tb, mb) = samples[i], samples[j]
+            rows.append("%d:%.0f" % (max(0, round(ta - t_kill)), (total_requests(mb) - total_requests(ma)) / (tb - ta)))
+            i = j
+        print("# requests/s from the kill, mean per %d s window (start:rate): %s" % (win, " ".join(rows)))
     if cpu0:
         print("RESULT cpu kill..done: " + ", ".join("%s %.1fs (%.2f cores)" % (
             k, (cpu1[k] - cpu0[k]) / CLK_TCK, (cpu1[k] - cpu0[k]) / CLK_TCK / (t_end - t_kill))

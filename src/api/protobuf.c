@@ -183,6 +183,22 @@ PB_MSG(DaemonSetStatus, I32(1, "currentNumberScheduled"), I32(2, "numberMissched
 PB_MSG(DaemonSet, M(1, "metadata", ObjectMeta), M(2, "spec", DaemonSetSpec),
        M(3, "status", DaemonSetStatus));
 
+/* batch/v1 (kubectl create job); no podFailurePolicy or successPolicy. */
+PB_MSG(JobSpec, I32P(1, "parallelism"), I32P(2, "completions"), I64P(3, "activeDeadlineSeconds"),
+       I32P(7, "backoffLimit"), I32P(12, "backoffLimitPerIndex"), I32P(13, "maxFailedIndexes"),
+       MP(4, "selector", LabelSelector), BP(5, "manualSelector"),
+       M(6, "template", PodTemplateSpec), I32P(8, "ttlSecondsAfterFinished"),
+       SP(9, "completionMode"), BP(10, "suspend"), SP(14, "podReplacementPolicy"),
+       SP(15, "managedBy"));
+PB_MSG(JobCondition, S(1, "type"), S(2, "status"), TM(3, "lastProbeTime"),
+       TM(4, "lastTransitionTime"), S(5, "reason"), S(6, "message"));
+PB_MSG(UncountedTerminatedPods, SR(1, "succeeded"), SR(2, "failed"));
+PB_MSG(JobStatus, MR(1, "conditions", JobCondition), TM(2, "startTime"),
+       TM(3, "completionTime"), I32(4, "active"), I32(5, "succeeded"), I32(6, "failed"),
+       I32P(11, "terminating"), S(7, "completedIndexes"), SP(10, "failedIndexes"),
+       MP(8, "uncountedTerminatedPods", UncountedTerminatedPods), I32P(9, "ready"));
+PB_MSG(Job, M(1, "metadata", ObjectMeta), M(2, "spec", JobSpec), M(3, "status", JobStatus));
+
 /* certificates.k8s.io/v1 */
 PB_MSG(CertificateSigningRequestCondition, S(1, "type"), S(6, "status"), S(2, "reason"),
        S(3, "message"), TM(4, "lastUpdateTime"), TM(5, "lastTransitionTime"));
@@ -244,6 +260,7 @@ static const struct pb_root {
     {"apps/v1", "ReplicaSet", &ReplicaSet},
     {"apps/v1", "StatefulSet", &StatefulSet},
     {"apps/v1", "DaemonSet", &DaemonSet},
+    {"batch/v1", "Job", &Job},
     {"v1", "Pod", &Pod},
     {"v1", "Node", &Node},
     {"authentication.k8s.io/v1", "SelfSubjectReview", &SelfSubjectReview},

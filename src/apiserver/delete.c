@@ -193,12 +193,15 @@ static enum plan plan_delete(const json_t *obj, int64_t grace, const char *polic
 
 	if (!graceful && !foreground && json_array_size(fins) == 0)
 		return PLAN_NOW;
-	/* Already going, and not sooner than asked: nothing changes. */
-	if (dts && (!graceful || jx_int(obj, "metadata.deletionGracePeriodSeconds", 0) <= grace) &&
-	    !foreground)
+	/* Already going, and not sooner than asked: nothing changes. Sooner
+	 * (a kubelet's confirmation of a pod still held by a finalizer) moves
+	 * the grace period down, so the finalizer's removal deletes it. */
+	int64_t asked = graceful ? grace : 0;
+	bool sooner = dts && jx_int(obj, "metadata.deletionGracePeriodSeconds", 0) > asked;
+	if (dts && !sooner && !foreground)
 		return json_array_size(fins) || graceful ? PLAN_ALREADY : PLAN_NOW;
 	*marked = json_deep_copy(obj);
-	if (!dts || graceful)
+	if (!dts || graceful || sooner)
 		jx_set_str(*marked, "metadata.deletionTimestamp",
 			   time_format_rfc3339(clock_now() + (graceful ? grace : 0) * NS_PER_SEC,
 					       when));

@@ -825,10 +825,13 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 		jx_set(next, "metadata.generation",
 		       json_integer(jx_int(old, "metadata.generation", 0) + 1));
 	key = object_key(r->res, r->ns, r->name);
-	/* The last finalizer gone from an object being deleted: delete it now.
-	 * A namespace has two lists: spec.finalizers (the namespace
+	/* The last finalizer gone from an object being deleted: delete it now
+	 * — unless a graceful deletion is still running (a bound pod waits for
+	 * its kubelet; upstream's ShouldDeleteDuringUpdate wants a grace period
+	 * of 0). A namespace has two lists: spec.finalizers (the namespace
 	 * controller's "kubernetes") and metadata.finalizers. */
 	if (jx_get(next, "metadata.deletionTimestamp") &&
+	    jx_int(old, "metadata.deletionGracePeriodSeconds", 0) == 0 &&
 	    json_array_size(jx_get(next, "metadata.finalizers")) == 0 &&
 	    (json_array_size(jx_get(old, "metadata.finalizers")) > 0 ||
 	     (is(r->res->plural, "namespaces") &&

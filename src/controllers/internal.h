@@ -42,6 +42,7 @@ struct endpoints;
 struct podgc;
 struct daemonset;
 struct nsctl;
+struct jobctl;
 
 struct controller_manager {
 	struct loop *loop;
@@ -74,6 +75,7 @@ struct controller_manager {
 	struct podgc *podgc;
 	struct daemonset *daemonset;
 	struct nsctl *namespaces;
+	struct jobctl *jobs;
 };
 
 /* The manager's informer on a collection ("/api/v1/pods"), shared by every
@@ -178,6 +180,12 @@ void daemonset_free(struct daemonset *c);
 struct nsctl *namespace_new(struct controller_manager *m);
 void namespace_stop(struct nsctl *c);
 void namespace_free(struct nsctl *c);
+
+/* job-controller: a Job's pods run to completion, counted through the
+ * job-tracking finalizer. */
+struct jobctl *jobctl_new(struct controller_manager *m);
+void jobctl_stop(struct jobctl *c);
+void jobctl_free(struct jobctl *c);
 
 /* ---- CSR helpers (manager.c) --------------------------------------------- */
 

@@ -26,7 +26,7 @@
 
 enum { CTL_SIGNING, CTL_APPROVING, CTL_CLEANER, CTL_NODELIFECYCLE, CTL_TAINTEVICTION,
        CTL_REPLICASET, CTL_DEPLOYMENT, CTL_STATEFULSET,
-       CTL_DAEMONSET, CTL_ENDPOINTSLICE, CTL_ENDPOINTS, CTL_PODGC, CTL_NAMESPACE, CTL_N };
+       CTL_DAEMONSET, CTL_ENDPOINTSLICE, CTL_ENDPOINTS, CTL_PODGC, CTL_NAMESPACE, CTL_JOB, CTL_N };
 
 /* In upstream's registration order; alias first, as users type it. */
 static const struct {
@@ -46,6 +46,7 @@ static const struct {
 	[CTL_ENDPOINTS] = {"endpoint", "endpoints-controller"},
 	[CTL_PODGC] = {"podgc", "pod-garbage-collector-controller"},
 	[CTL_NAMESPACE] = {"namespace", "namespace-controller"},
+	[CTL_JOB] = {"job", "job-controller"},
 };
 
 static int canonical(const char *s, size_t n)
@@ -323,6 +324,8 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 			m->podgc = podgc_new(m, o->terminated_pod_gc_threshold);
 		} else if (i == CTL_NAMESPACE) {
 			m->namespaces = namespace_new(m);
+		} else if (i == CTL_JOB) {
+			m->jobs = jobctl_new(m);
 		} else {
 			m->cleaner = csrcleaner_new(m);
 		}
@@ -374,6 +377,7 @@ void controller_manager_free(struct controller_manager *m)
 	podgc_stop(m->podgc);
 	daemonset_stop(m->daemonset);
 	namespace_stop(m->namespaces);
+	jobctl_stop(m->jobs);
 	rest_client_free(m->rest);
 	m->rest = NULL;
 	timer_free(m->sync_wait);
@@ -387,6 +391,7 @@ void controller_manager_free(struct controller_manager *m)
 	podgc_free(m->podgc);
 	daemonset_free(m->daemonset);
 	namespace_free(m->namespaces);
+	jobctl_free(m->jobs);
 	metrics_free(m->metrics);
 	csrcleaner_free(m->cleaner);
 	csrapproving_free(m->approving);

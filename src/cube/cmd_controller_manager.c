@@ -53,7 +53,7 @@ static const char usage[] =
 	"                                      taint-eviction-controller, replicaset,\n"
 	"                                      deployment, statefulset, daemonset,\n"
 	"                                      endpointslice,\n"
-	"                                      endpoint, podgc, namespace (or\n"
+	"                                      endpoint, podgc, namespace, job (or\n"
 	"                                      <name>-controller; endpoints-controller for\n"
 	"                                      endpoint, pod-garbage-collector-controller for\n"
 	"                                      podgc)\n"

@@ -942,6 +942,39 @@ def test_delete_bound_pod_is_graceful_until_the_node_confirms(kubectl, server):
     assert gone.returncode == 1 and "NotFound" in gone.stderr, gone.stderr
 
 
+@pytest.mark.parametrize("first", ["kubelet", "finalizer"])
+def test_bound_pod_with_a_finalizer_goes_when_both_let_go(kubectl, server, first):
+    """A bound pod held by a finalizer (a Job's job-tracking one) goes only
+    once its kubelet confirmed and the finalizer is off, in either order:
+    taking the finalizer off mid-grace does not cut the kubelet short, and
+    the kubelet's confirmation brings the grace period down to 0 so the
+    finalizer's removal then deletes it (upstream's ShouldDeleteDuringUpdate)."""
+    node, name = "held-node", f"held-{first}"
+    pod = pod_manifest(name, node=node)
+    pod["metadata"]["finalizers"] = ["example.com/hold"]
+    create(kubectl, pod)
+    kubectl("delete", "pod", name, "--wait=false")
+
+    def confirm():
+        r = server.request("DELETE", f"{CORE}/namespaces/default/pods/{name}"
+                           "?gracePeriodSeconds=0", auth=server.node_identity(node))
+        assert r.status == 200, r
+
+    def release():
+        kubectl("patch", "pod", name, "--type=json", "-p",
+                '[{"op":"remove","path":"/metadata/finalizers/0"}]')
+
+    steps = (confirm, release) if first == "kubelet" else (release, confirm)
+    steps[0]()
+    left = get_json(kubectl, "pod", name)
+    assert left["metadata"]["deletionTimestamp"], left["metadata"]
+    if first == "kubelet":
+        assert left["metadata"]["deletionGracePeriodSeconds"] == 0
+    steps[1]()
+    gone = kubectl("get", "pod", name, check=False)
+    assert gone.returncode == 1 and "NotFound" in gone.stderr, gone.stderr
+
+
 def test_delete_waits_until_the_node_confirms(kubectl, server, popen_kubectl,
                                               wait_until):
     node = "grace-node"

@@ -452,3 +452,58 @@ def test_namespace_deletion_waits_for_its_pods(world, wait_until):
     took = time.monotonic() - start
     print(f"namespace gone {took:.1f}s after kubectl delete (pods' grace 30s: recheck at 16s)")
     assert 15 <= took <= 30, took
+
+
+JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: batch}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: work, image: busybox, command: ["sh", "-c", "sleep 8"]}]
+"""
+
+
+def test_job_pod_lost_to_eviction_is_replaced(world, wait_until):
+    """A Job's pod on a node that dies is evicted (counted failed), replaced
+    on the healthy node after the 10 s back-off, and the Job ends Complete
+    — but only once the evicted pod is really gone, when its kubelet
+    returns (upstream 1.31+: SuccessCriteriaMet first)."""
+    server, kubectl, kubelets = world
+    for k in kubelets:
+        wait_until(lambda k=k: node_column(kubectl, k.name, 1) == "Ready", 40,
+                   f"{k.name} Ready")
+    kubectl("apply", "-f", "-", input=JOB)
+    header = kubectl("get", "jobs").stdout.splitlines()[0].split()
+    assert header == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"], header
+
+    def pods():
+        import json
+        out = kubectl("get", "pods", "-l", "job-name=batch", "-o", "json").stdout
+        return json.loads(out)["items"]
+    wait_until(lambda: [p for p in pods() if p["status"].get("phase") == "Running"], 20,
+               "the Job's pod Running")
+    first = pods()[0]
+    dead = next(k for k in kubelets if k.name == first["spec"]["nodeName"])
+    dead.proc.send_signal(signal.SIGKILL)
+    dead.proc.wait(10)
+    wait_until(lambda: (pod_json(kubectl, first["metadata"]["name"]) or {})
+               .get("metadata", {}).get("deletionTimestamp"), 40, "the pod evicted")
+    wait_until(lambda: len(pods()) == 2, 20, "a replacement")
+    other = [p for p in pods() if p["metadata"]["name"] != first["metadata"]["name"]][0]
+    assert other["spec"]["nodeName"] != dead.name
+    job = kubectl("get", "job", "batch", "-o", "jsonpath={.status.failed}").stdout
+    assert job == "1", job
+    # The replacement finishes; the evicted pod is still Terminating.
+    wait_until(lambda: "SuccessCriteriaMet" in kubectl("get", "jobs").stdout, 30,
+               "SuccessCriteriaMet")
+    assert "Complete" not in kubectl("get", "job", "batch", "-o",
+                                     "jsonpath={.status.conditions[*].type}").stdout
+    dead.start()
+    wait_until(lambda: re.search(r"(?m)^batch\s+Complete\s+1/1",
+                                 kubectl("get", "jobs").stdout), 40, "Complete")
+    events = kubectl("get", "events", "--field-selector", "involvedObject.name=batch",
+                     "-o", "custom-columns=R:.reason", "--no-headers").stdout.split()
+    assert events.count("SuccessfulCreate") == 2 and "Completed" in events, events

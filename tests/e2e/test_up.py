@@ -261,3 +261,41 @@ def test_up_without_the_approver_nodes_wait_for_a_person(up, run):
     bad = run(u.cube, "up", "--controllers", "nope", check=False)
     assert bad.returncode == 2 and '"nope" is not in the list of known controllers' in bad.stderr
     assert u.stop() == 0
+
+
+def test_up_kubelet_with_a_foreign_ca_certificate_never_returns(up, run, tmp):
+    """The seeds' registration failure, second form: a node's client
+    certificate signed by another cluster's CA (a restore from the wrong
+    backup). On resume that kubelet is refused — the API server logs
+    upstream's unknown-authority line — and its node goes NotReady and
+    stays so, while the others are Ready."""
+    data = tmp / "cluster"
+    u = up(data=data)
+    wait_for(lambda: ready_nodes(u) == set(NODES), 30, "3 Ready nodes")
+    assert u.stop() == 0
+    other = tmp / "other-cluster"
+    run(u.cube, "pki", "init", "--dir", other)
+    d = tmp / "foreign"
+    d.mkdir()
+    run(u.cube, "certs", "new-csr", "--node", "node-1", "--key-out", d / "key.pem",
+        "--out", d / "req.pem")
+    run(u.cube, "certs", "sign-csr", "--ca-dir", other, "--in", d / "req.pem",
+        "--out", d / "crt.pem")
+    pki = data / "nodes" / "node-1" / "pki"
+    foreign = pki / "kubelet-client-foreign.pem"
+    foreign.write_text((d / "crt.pem").read_text() + (d / "key.pem").read_text())
+    current = pki / "kubelet-client-current.pem"
+    current.unlink()
+    current.symlink_to(foreign.name)
+
+    again = up("--node-monitor-period", "1s", "--node-monitor-grace-period", "5s", data=data)
+    wait_for(lambda: re.search(r"Unable to authenticate the request.*x509: certificate "
+                               r"signed by unknown authority", again.output()),
+             30, "the unknown-authority line")
+    wait_for(lambda: ready_nodes(again) == {"node-0", "node-2"} and "node-1" in
+             again.kubectl("get", "nodes").stdout, 30, "node-1 NotReady, the others Ready")
+    time.sleep(3)
+    assert ready_nodes(again) == {"node-0", "node-2"}
+    desc = again.kubectl("describe", "node", "node-1").stdout
+    assert "NodeStatusUnknown" in desc and "node.kubernetes.io/unreachable:NoSchedule" in desc
+    assert again.stop() == 0

@@ -7,8 +7,9 @@
 # kubelets' starts) and the API server's request rate meanwhile
 # (apiserver_request_total deltas, scraped with the admin certificate).
 #
-#   bench/run-storm-bench.sh          # 1,000 nodes, 100 lost, 3,000 pods; rates 1000 then 0.1: ~25 min
-#   RATES=1000 bench/run-storm-bench.sh   # the replacement machinery alone: ~3 min
+#   bench/run-storm-bench.sh          # 1,000 nodes, 100 lost, 3,000 pods; rates 1000 then 0.1: ~20 min
+#   RATES=1000 bench/run-storm-bench.sh   # the replacement machinery alone: ~2 min
+#   RATES=0.1 NODES=800 LOST=80 REPLICAS=2400 bench/run-storm-bench.sh  # upstream rate, <15 min
 #   QUICK=1 bench/run-storm-bench.sh  # 100 nodes, 10 lost, 300 pods, rate 1000: ~1.5 min
 #
 # One run per --node-eviction-rate in RATES, each on a fresh `cube pki init`

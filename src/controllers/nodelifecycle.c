@@ -84,6 +84,7 @@ struct nodelifecycle {
 	struct job_list jobs;        /* status writes in flight */
 	struct taint_write *writes;  /* taint changes in flight */
 	struct health_write *health_writes; /* Unknown status writes in flight */
+	struct strv pods_retry;      /* nodes whose pods could not all be marked not ready */
 	struct metric_family *m_zone_health, *m_zone_size, *m_unhealthy, *m_evictions;
 	struct metric_series *m_node_health, *m_all_health;
 };
@@ -184,24 +185,6 @@ static bool has_taint(const json_t *node, const char *key, const char *effect)
 
 /* ---- writing ------------------------------------------------------------------------ */
 
-static void on_written(void *arg, int status, json_t *body, const char *err)
-{
-	struct job *j = arg;
-	struct nodelifecycle *c = j->ctl;
-	char why[512];
-
-	if (status != 200 && status != 201)
-		LOG_UNHANDLED(NULL, "%s: %s", j->key, api_error(why, sizeof(why), status, body, err));
-	job_done(&c->jobs, j, false);
-}
-
-static void nlc_write(struct nodelifecycle *c, const char *what, const char *method, const char *path,
-		  const char *ct, json_t *body)
-{
-	struct job *j = job_new(&c->jobs, NULL, what, c);
-	rest_do_ct(c->m->rest, method, path, ct, body, on_written, j);
-}
-
 /* Events from component node-controller: on the Node (namespace "default")
  * or on a pod. */
 #define node_event(c, node, ...)                                                                   \
@@ -216,6 +199,22 @@ static void nlc_write(struct nodelifecycle *c, const char *what, const char *met
 	} while (0)
 
 /* ---- pods on a node that is not Ready (MarkPodsNotReady) ---------------------------- */
+
+/* A pod that could not be marked: its node is marked again at the next
+ * monitor pass (upstream's nodesToRetry). */
+static void on_pod_marked(void *arg, int status, json_t *body, const char *err)
+{
+	struct job *j = arg;
+	struct nodelifecycle *c = j->ctl;
+	char why[512];
+
+	if (status != 200 && status != 404) {
+		LOG_UNHANDLED(NULL, "unable to mark all pods NotReady on node %s: %s; queuing for retry",
+			      j->key, api_error(why, sizeof(why), status, body, err));
+		strv_push_unique(&c->pods_retry, j->key);
+	}
+	job_done(&c->jobs, j, false);
+}
 
 /* The pod's Ready condition to False, and upstream's Warning on the pod;
  * nothing when it has no Ready condition or it is False already. */
@@ -238,7 +237,10 @@ static void mark_pod_not_ready(struct nodelifecycle *c, const json_t *pod)
 	}
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/status",
 		 jx_str(pod, "metadata.namespace") ?: "", jx_str(pod, "metadata.name") ?: "");
-	nlc_write(c, "mark pod not ready", "PUT", path, NULL, copy);
+	{
+		struct job *j = job_new(&c->jobs, NULL, jx_str(pod, "spec.nodeName") ?: "", c);
+		rest_do(c->m->rest, "PUT", path, copy, on_pod_marked, j);
+	}
 	json_decref(copy);
 	pod_event(c, pod, "Warning", "NodeNotReady", "Node is not ready");
 }
@@ -372,7 +374,10 @@ struct taint_write {
 	enum taint_op op;
 	char key[64]; /* OP_SET_NO_EXECUTE: which taint */
 	int tries;
+	bool from_queue; /* OP_SET_NO_EXECUTE through the zone's rate limiter */
 };
+
+static void no_execute_outcome(struct taint_write *t, bool ok);
 
 static const char *const no_execute_keys[] = {TAINT_NOT_READY, TAINT_UNREACHABLE, NULL};
 
@@ -424,6 +429,7 @@ static void on_taint_put(void *arg, int status, json_t *body, const char *err)
 	if (status != 200)
 		LOG_UNHANDLED(NULL, "failed to update taints of node %s: %s", t->node,
 			      api_error(why, sizeof(why), status, body, err));
+	no_execute_outcome(t, status == 200);
 	taint_end(t);
 }
 
@@ -437,6 +443,8 @@ static void on_taint_get(void *arg, int status, json_t *body, const char *err)
 		if (status != 404)
 			LOG_UNHANDLED(NULL, "failed to get node %s: %s", t->node,
 				      api_error(why, sizeof(why), status, body, err));
+		/* A node gone needs no taint; one that could not be read does. */
+		no_execute_outcome(t, status == 404);
 		taint_end(t);
 		return;
 	}
@@ -464,8 +472,8 @@ static void taint_get(struct taint_write *t)
 }
 
 /* Start a taint change when the informer's copy says one is needed. */
-static void taint_write(struct nodelifecycle *c, const json_t *node, enum taint_op op,
-			const char *key)
+static struct taint_write *taint_write(struct nodelifecycle *c, const json_t *node,
+				       enum taint_op op, const char *key)
 {
 	struct taint_write *t = calloc(1, sizeof(*t));
 	json_t *need;
@@ -477,7 +485,7 @@ static void taint_write(struct nodelifecycle *c, const json_t *node, enum taint_
 	snprintf(t->key, sizeof(t->key), "%s", key ? key : "");
 	if (!(need = apply_op(t, node))) {
 		free(t);
-		return;
+		return NULL;
 	}
 	json_decref(need);
 	snprintf(t->node, sizeof(t->node), "%s", node_name(node));
@@ -486,6 +494,7 @@ static void taint_write(struct nodelifecycle *c, const json_t *node, enum taint_
 		c->writes->prev = t;
 	c->writes = t;
 	taint_get(t);
+	return t;
 }
 
 static void sync_no_schedule(struct nodelifecycle *c, const json_t *node)
@@ -495,9 +504,15 @@ static void sync_no_schedule(struct nodelifecycle *c, const json_t *node)
 
 /* ---- NoExecute ------------------------------------------------------------------------- */
 
+/* The zone's token bucket: burst 1, as upstream's. Upstream's queue makes
+ * each taint call inside its loop, so the bucket refills while the calls
+ * run and a rate above one node per tick still drains at that rate; the
+ * calls here are asynchronous, so a tick may hold what it earned — never
+ * less than the one token of upstream's burst. */
 static void refill(struct zone *z, int64_t now)
 {
-	z->tokens = fmin(1.0, z->tokens + z->qps * (double)(now - z->refilled) / 1e9);
+	double cap = fmax(1.0, z->qps * (double)EVICTION_TICK_NS / 1e9);
+	z->tokens = fmin(cap, z->tokens + z->qps * (double)(now - z->refilled) / 1e9);
 	z->refilled = now;
 }
 
@@ -544,10 +559,35 @@ static bool queued(const struct zone *z, const char *name)
 	return strv_has(&z->queue, name);
 }
 
-/* A NoExecute taint for the node's Ready state now, replacing the other. */
-static void taint_no_execute(struct nodelifecycle *c, const json_t *node, const char *key)
+/* A NoExecute taint for the node's Ready state now, replacing the other;
+ * from_queue: the zone's limiter let it through, so its outcome counts. */
+static void taint_no_execute(struct nodelifecycle *c, const json_t *node, const char *key,
+			     bool from_queue)
 {
-	taint_write(c, node, OP_SET_NO_EXECUTE, key);
+	struct taint_write *t = taint_write(c, node, OP_SET_NO_EXECUTE, key);
+	if (t)
+		t->from_queue = from_queue;
+}
+
+/* SwapNodeControllerTaint's result in doNoExecuteTaintingPass: done, the
+ * eviction counted; or the node back in its zone's queue, tried again. */
+static void no_execute_outcome(struct taint_write *t, bool ok)
+{
+	struct nodelifecycle *c = t->c;
+	json_t *node;
+	char zk[512];
+
+	if (t->op != OP_SET_NO_EXECUTE || !t->from_queue ||
+	    !(node = informer_get(c->nodes, t->node)))
+		return;
+	zone_key(node, zk, sizeof(zk));
+	if (ok) {
+		metrics_inc(metrics_with(c->m_evictions, zk));
+		return;
+	}
+	struct zone *z = zone_of(c, zk);
+	if (!queued(z, t->node))
+		strv_push(&z->queue, t->node);
 }
 
 static void untaint_no_execute(struct nodelifecycle *c, const json_t *node)
@@ -582,7 +622,7 @@ static void process_no_execute(struct nodelifecycle *c, const json_t *node, stru
 		return;
 	if (has_taint(node, other, "NoExecute")) {
 		/* The two are exclusive: swapped at once, no rate limit. */
-		taint_no_execute(c, node, want);
+		taint_no_execute(c, node, want, false);
 		return;
 	}
 	if (!queued(z, name)) {
@@ -614,14 +654,11 @@ static void on_evict_tick(void *arg)
 			z->tokens -= 1.0;
 			dequeue(z, name);
 			/* doNoExecuteTaintingPass reads the node as it is now. */
-			if (ready && (!strcmp(ready, "False") || !strcmp(ready, "Unknown"))) {
-				char zk[512];
+			if (ready && (!strcmp(ready, "False") || !strcmp(ready, "Unknown")))
 				taint_no_execute(c, node,
 						 !strcmp(ready, "False") ? TAINT_NOT_READY
-									 : TAINT_UNREACHABLE);
-				zone_key(node, zk, sizeof(zk));
-				metrics_inc(metrics_with(c->m_evictions, zk));
-			}
+									 : TAINT_UNREACHABLE,
+						 true);
 			else
 				LOG_V(4, "\"Node was in a taint queue, but it's ready now. Ignoring "
 					 "taint request\" node=\"%s\"",
@@ -869,6 +906,9 @@ out:
 	if (observed && !strcmp(observed, "True") && strcmp(ready, "True")) {
 		node_event(c, node, "Normal", "NodeNotReady", "Node %s status is now: NodeNotReady",
 			   node_name(node));
+		strv_remove(&c->pods_retry, node_name(node));
+		mark_pods_not_ready(c, node_name(node));
+	} else if (strv_remove(&c->pods_retry, node_name(node)) && strcmp(ready ?: "", "True")) {
 		mark_pods_not_ready(c, node_name(node));
 	}
 	snprintf(h->observed, sizeof(h->observed), "%s", ready ? ready : "");
@@ -1124,6 +1164,7 @@ void nodelifecycle_free(struct nodelifecycle *c)
 		free(z);
 	}
 	hmap_free(&c->zones);
+	strv_free(&c->pods_retry);
 	job_list_free(&c->jobs);
 	while (c->writes)
 		taint_end(c->writes);

@@ -383,6 +383,56 @@ static void test_normal_zone_rate(void **state)
 		assert_int_equal(w->no_execute_at[i], 0);
 }
 
+static void fast_eviction(struct controller_manager_opts *o)
+{
+	nlc_opts_default(&o->nlc);
+	o->nlc.node_eviction_rate = 100;
+}
+
+/* A rate above one node per 100 ms tick drains at that rate: three nodes
+ * stop together and all three NoExecute taints come within one tick of
+ * each other (a burst-1 bucket taken once per tick would space them 0.1 s
+ * apart, 10 nodes/s whatever the flag says). */
+static void test_eviction_rate_above_ten_per_second(void **state)
+{
+	struct world *w = *state;
+	int64_t first = 0, last = 0;
+
+	testenv_cm_stop(&w->env, &w->cm_kc, w->cm);
+	memset(w, 0, sizeof(*w));
+	w->cm = testenv_cm_start(&w->env, "nlc", &w->cm_kc, "nodelifecycle", true,
+				 fast_eviction);
+	for (int i = 0; i < 8; i++)
+		create_node(w, i, "z1");
+	seconds(w, 5);
+	w->alive[5] = w->alive[6] = w->alive[7] = false;
+	while (!w->unknown_at[5] || !w->unknown_at[6] || !w->unknown_at[7])
+		second(w);
+	for (int step = 0; step < 500 && !(w->no_execute_at[5] && w->no_execute_at[6] &&
+					    w->no_execute_at[7]);
+	     step++) {
+		clock_advance(20 * NS_PER_MS);
+		pump(w, 5);
+		for (int i = 5; i < 8; i++) {
+			json_t *node = get_node(w, i);
+			if (!w->no_execute_at[i] &&
+			    has_taint(node, "node.kubernetes.io/unreachable", "NoExecute"))
+				w->no_execute_at[i] = clock_now();
+			json_decref(node);
+		}
+	}
+	for (int i = 5; i < 8; i++) {
+		assert_true(w->no_execute_at[i] > 0);
+		if (!first || w->no_execute_at[i] < first)
+			first = w->no_execute_at[i];
+		if (w->no_execute_at[i] > last)
+			last = w->no_execute_at[i];
+	}
+	fprintf(stderr, "three NoExecute taints within %.2f s at rate 100\n",
+		(double)(last - first) / 1e9);
+	assert_true(last - first <= 100 * NS_PER_MS);
+}
+
 /* Five nodes, three stop: PartialDisruption in a small zone — no NoExecute
  * taint (rate 0), though the NoSchedule ones come. */
 static void test_small_zone_partial_disruption(void **state)
@@ -449,6 +499,8 @@ int main(void)
 		cmocka_unit_test(test_zone_arithmetic),
 		cmocka_unit_test_setup_teardown(test_unknown_after_grace_and_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_normal_zone_rate, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_eviction_rate_above_ten_per_second, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_small_zone_partial_disruption, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_full_disruption, setup, teardown),

@@ -507,3 +507,56 @@ def test_job_pod_lost_to_eviction_is_replaced(world, wait_until):
     events = kubectl("get", "events", "--field-selector", "involvedObject.name=batch",
                      "-o", "custom-columns=R:.reason", "--no-headers").stdout.split()
     assert events.count("SuccessfulCreate") == 2 and "Completed" in events, events
+
+
+STATEFULSET = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: db, image: postgres}]
+"""
+
+
+def test_statefulset_pod_on_a_dead_node_is_never_duplicated(world, wait_until):
+    """The seeds' StatefulSet row: the pod of a dead node is evicted and
+    stays Terminating while its kubelet is away — and in all that time there
+    is never a second pod of its ordinal (checked every second). When the
+    kubelet returns and confirms, the pod is created again, a new UID."""
+    server, kubectl, kubelets = world
+    for k in kubelets:
+        wait_until(lambda k=k: node_column(kubectl, k.name, 1) == "Ready", 40,
+                   f"{k.name} Ready")
+    kubectl("apply", "-f", "-", input=STATEFULSET)
+
+    def pods():
+        import json
+        out = kubectl("get", "pods", "-l", "app=db", "-o", "json").stdout
+        return {p["metadata"]["name"]: p for p in json.loads(out)["items"]}
+    wait_until(lambda: sum(p["status"].get("phase") == "Running" for p in pods().values()) == 2,
+               30, "db-0 and db-1 Running")
+    victim = pods()["db-0"]
+    dead = next(k for k in kubelets if k.name == victim["spec"]["nodeName"])
+    dead.proc.send_signal(signal.SIGKILL)
+    dead.proc.wait(10)
+    wait_until(lambda: pods()["db-0"]["metadata"].get("deletionTimestamp"), 40,
+               "db-0 evicted")
+    # Terminating for as long as the kubelet is away: never two db-0.
+    for _ in range(12):
+        now = pods()
+        names = [n for n in now if n.startswith("db-")]
+        assert len(names) == len(set(names)) <= 2, names
+        assert now["db-0"]["metadata"]["uid"] == victim["metadata"]["uid"], now["db-0"]
+        assert now["db-0"]["metadata"].get("deletionTimestamp")
+        time.sleep(1)
+    dead.start()
+    wait_until(lambda: "db-0" in pods() and pods()["db-0"]["metadata"]["uid"] !=
+               victim["metadata"]["uid"], 60, "db-0 created again")
+    wait_until(lambda: pods()["db-0"]["status"].get("phase") == "Running", 30,
+               "the new db-0 Running")

@@ -366,9 +366,8 @@ static void node_validate(const json_t *obj, const json_t *old, struct validatio
 
 static void namespace_defaults(json_t *obj)
 {
-	json_t *spec = obj_at(obj, "spec"), *status = obj_at(obj, "status");
-	if (!json_object_get(spec, "finalizers"))
-		json_object_set_new(spec, "finalizers", json_pack("[s]", "kubernetes"));
+	json_t *status = obj_at(obj, "status");
+	/* spec.finalizers: handlers.c's prepare_create, on create only. */
 	default_str(status, "phase", "Active");
 	/* Every namespace carries its name as a label (1.22+). */
 	if (jx_str(obj, "metadata.name"))

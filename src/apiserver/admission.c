@@ -47,7 +47,9 @@ static int namespace_lifecycle(struct req *r, const json_t *obj)
 	if (is(r->res->plural, "namespaces") && is(r->verb, "delete") &&
 	    (is(r->name, "default") || is(r->name, "kube-system") || is(r->name, "kube-public")))
 		return forbid(r, "this namespace may not be deleted%s%s", "", "");
-	if (!r->res->namespaced || !is(r->verb, "create") || r->sub)
+	/* Subresource creates too (eviction, binding): kubectl drain reads the
+	 * NamespaceTerminating cause. */
+	if (!r->res->namespaced || !is(r->verb, "create"))
 		return 0;
 	snprintf(key, sizeof(key), "/registry/namespaces/%s", r->ns);
 	ns = cache_get(r->s->cache, key);
@@ -60,7 +62,12 @@ static int namespace_lifecycle(struct req *r, const json_t *obj)
 	    is(jx_str(ns, "status.phase"), "Terminating")) {
 		/* NewForbidden's "<resource> \"<name>\" is forbidden: ...", with
 		 * the NamespaceTerminating cause clients look for. */
-		const char *name = jx_str(obj, "metadata.name");
+		/* extractResourceName: the name, else generateName, else "Unknown". */
+		const char *name = r->sub ? r->name : jx_str(obj, "metadata.name");
+		if (!name || !*name)
+			name = jx_str(obj, "metadata.generateName");
+		if (!name || !*name)
+			name = "Unknown";
 		char q[128], why[384], cause[320];
 		json_t *st, *causes;
 		resource_qualified(r->res, q, sizeof(q));

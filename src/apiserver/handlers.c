@@ -493,6 +493,21 @@ static void prepare_create(struct req *r, json_t *obj)
 	json_object_del(meta, "deletionTimestamp");
 	json_object_del(meta, "deletionGracePeriodSeconds");
 	json_object_del(meta, "managedFields");
+	/* A namespace starts Active, with the namespace controller's finalizer
+	 * (upstream's PrepareForCreate appends it to any given list). */
+	if (is(r->res->plural, "namespaces")) {
+		json_t *spec = json_object_get(obj, "spec"), *fins, *f;
+		bool has = false;
+		size_t i;
+		if (!json_is_object(spec))
+			json_object_set_new(obj, "spec", spec = json_object());
+		if (!json_is_array(fins = json_object_get(spec, "finalizers")))
+			json_object_set_new(spec, "finalizers", fins = json_array());
+		json_array_foreach(fins, i, f) has = has || is(json_string_value(f), "kubernetes");
+		if (!has)
+			json_array_append_new(fins, json_string("kubernetes"));
+		json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
+	}
 	if (json_object_get(obj, "spec") && !is(r->res->plural, "nodes") &&
 	    !is(r->res->plural, "namespaces"))
 		json_object_set_new(meta, "generation", json_integer(1));

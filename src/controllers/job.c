@@ -12,8 +12,13 @@
  *     succeeded) is first recorded by UID in status.uncountedTerminatedPods,
  *     then its finalizer is removed, then it moves into status.succeeded or
  *     status.failed: upstream's three steps, so a pod is counted once even
- *     when it is deleted or the controller restarts in between.
- *   back-off — new pods wait 10 s × 2^(failures−1), at most 6 min, after the
+ *     when it is deleted or the controller restarts in between. Both status
+ *     writes carry the resourceVersion (a stale cache fails the sync, which
+ *     is retried), the second the one the first returned; a pod whose
+ *     finalizer removal is in flight is not recorded again (finalizer
+ *     expectations). Pods the controller deletes itself while the Job runs
+ *     (suspend, too many active) lose the finalizer first and never count.
+ *   back-off — new pods wait 10 s × 2^(failures−1), at most 10 min, after the
  *     last failure since the last success (upstream's DefaultJobPodFailure-
  *     BackOff and MaxJobPodFailureBackOff).
  *   the end — failed > backoffLimit (or, for OnFailure, container restarts
@@ -55,12 +60,15 @@
 #define BURST 500
 #define EXPECTATIONS_TTL_NS (5 * 60 * NS_PER_SEC)
 #define BACKOFF_NS (10 * NS_PER_SEC)
-#define MAX_BACKOFF_NS (6 * 60 * NS_PER_SEC)
+#define MAX_BACKOFF_NS (10 * 60 * NS_PER_SEC)
 #define WORKERS 5 /* --concurrent-job-syncs */
 
+/* ControlleeExpectations and finalizer expectations, per Job. */
 struct jexpect {
 	int add;
-	int64_t stamp; /* mono */
+	struct strv dels;   /* pod keys whose deletion is not yet seen */
+	struct strv rm_fin; /* pod UIDs whose finalizer removal is not yet seen */
+	int64_t stamp;      /* mono, of the last creations or deletions */
 };
 
 /* Failures since the last success, for the creation back-off. */
@@ -121,16 +129,21 @@ static json_t *owner_of(struct jobctl *c, const json_t *pod, char *key, size_t n
 	return job;
 }
 
-static void pod_changed(struct jobctl *c, const json_t *pod, bool added)
+static void pod_changed(struct jobctl *c, const json_t *pod, bool added, bool gone)
 {
 	char key[512], pkey[512];
 
 	if (owner_of(c, pod, key, sizeof(key))) {
 		struct jexpect *e = hmap_get(&c->expect, key);
-		if (added && e)
+		if (e && added)
 			e->add--;
+		if (e && (gone || jx_get(pod, "metadata.deletionTimestamp")))
+			strv_remove(&e->dels, obj_key(pod, pkey, sizeof(pkey)));
+		if (e && (gone || !has_finalizer(pod)))
+			strv_remove(&e->rm_fin, s_(jx_str(pod, "metadata.uid")));
 		keyed_add(c->work, key);
-	} else if (has_finalizer(pod)) {
+	} else if (has_finalizer(pod) &&
+		   (!controller_ref(pod) || !strcmp(s_(jx_str(controller_ref(pod), "kind")), "Job"))) {
 		/* Its Job is gone, or it was orphaned: the finalizer is ours to
 		 * take off. */
 		char okey[600];
@@ -141,19 +154,28 @@ static void pod_changed(struct jobctl *c, const json_t *pod, bool added)
 
 static void on_pod_add(void *arg, json_t *pod)
 {
-	pod_changed(arg, pod, true);
+	pod_changed(arg, pod, true, false);
 }
 
 static void on_pod_update(void *arg, json_t *old, json_t *pod)
 {
 	if (!json_equal(jx_get(old, "metadata.resourceVersion"),
 			jx_get(pod, "metadata.resourceVersion")))
-		pod_changed(arg, pod, false);
+		pod_changed(arg, pod, false, false);
 }
 
 static void on_pod_delete(void *arg, json_t *pod)
 {
-	pod_changed(arg, pod, false);
+	pod_changed(arg, pod, false, true);
+}
+
+static void expect_free(struct jexpect *e)
+{
+	if (!e)
+		return;
+	strv_free(&e->dels);
+	strv_free(&e->rm_fin);
+	free(e);
 }
 
 static void on_job(void *arg, json_t *job)
@@ -174,7 +196,7 @@ static void on_job_delete(void *arg, json_t *job)
 	struct jobctl *c = arg;
 	char key[512];
 	obj_key(job, key, sizeof(key));
-	free(hmap_del(&c->expect, key));
+	expect_free(hmap_del(&c->expect, key));
 	free(hmap_del(&c->backoff, key));
 	/* Its pods lose their finalizers through the orphan path. */
 	keyed_add(c->work, key);
@@ -191,8 +213,9 @@ struct run {
 	struct strv released;                    /* UIDs whose finalizer is off */
 	struct strv patch_failed;
 	int created, deleted;
-	bool manage_failed;
-	char failure[512];
+	char *rv;      /* the Job's resourceVersion after this sync's writes */
+	bool finished; /* Complete or Failed: only releasing pods */
+	bool write_failed;
 };
 
 static void run_free(void *arg)
@@ -206,6 +229,7 @@ static void run_free(void *arg)
 	json_decref(r->uncounted_failed);
 	strv_free(&r->released);
 	strv_free(&r->patch_failed);
+	free(r->rv);
 	free(r);
 }
 
@@ -301,19 +325,30 @@ static void on_finalizer_removed(struct ksync *s, void *arg, int status, json_t 
 		if (r)
 			strv_push(&r->released, uid);
 	} else {
+		struct jexpect *e = r ? hmap_get(&r->c->expect, ksync_key(s)) : NULL;
+		if (e)
+			strv_remove(&e->rm_fin, uid); /* not coming */
 		if (r)
 			strv_push(&r->patch_failed, uid);
-		else /* an orphan's sync fails, so it is tried again */
-			ksync_fail(s, "%s", api_error(why, sizeof(why), status, body, err));
+		api_error(why, sizeof(why), status, body, err);
 		LOG_V(2, "\"Failed to remove the job-tracking finalizer\" job=\"%s\" err=\"%s\"",
-		      ksync_key(s), api_error(why, sizeof(why), status, body, err));
+		      ksync_key(s), why);
+		/* An orphan or a finished Job's pod: the sync is tried again. */
+		if (!r || r->finished)
+			ksync_fail(s, "%s", why);
 	}
 	free(uid);
 }
 
-/* A JSON patch taking the finalizer off, guarded by a test of its place. */
+/* A JSON patch taking the finalizer off, guarded by a test of its place;
+ * uid is the pod's (malloc'd, the callback's). */
 static void remove_finalizer(struct ksync *s, const json_t *pod, void *uid)
 {
+	struct run *r = ksync_data(s);
+	if (r) {
+		struct jexpect *e = map_get(&r->c->expect, ksync_key(s), sizeof(*e));
+		strv_push_unique(&e->rm_fin, uid);
+	}
 	json_t *f, *patch = NULL;
 	char path[768], at[64];
 	size_t i;
@@ -337,28 +372,59 @@ static void remove_finalizer(struct ksync *s, const json_t *pod, void *uid)
 	json_decref(patch);
 }
 
+static void on_status_written(struct ksync *s, void *arg, int status, json_t *body,
+			      const char *err)
+{
+	struct run *r = ksync_data(s);
+	char why[512];
+
+	(void)arg;
+	if (status == 200) {
+		free(r->rv);
+		r->rv = str_dup(jx_str(body, "metadata.resourceVersion"));
+		return;
+	}
+	r->write_failed = true;
+	if (status != 404)
+		ksync_fail(s, "%s", api_error(why, sizeof(why), status, body, err));
+}
+
+/* PUT .../status with the resourceVersion the Job has as far as this sync
+ * knows: a conflict fails the sync, to be retried on a fresher cache. */
+static void put_status(struct ksync *s, struct run *r, json_t *copy)
+{
+	char path[768];
+	jx_set_str(copy, "metadata.resourceVersion",
+		   r->rv ? r->rv : s_(jx_str(r->job, "metadata.resourceVersion")));
+	ksync_call(s, "PUT", job_path(r, path, sizeof(path), "/status"), NULL, copy,
+		   on_status_written, NULL);
+}
+
+static json_t *uid_list(const json_t *unc, const char *key)
+{
+	json_t *v = json_object_get(unc, key);
+	return json_is_array(v) ? json_deep_copy(v) : json_array();
+}
+
+static bool removal_expected(const struct run *r, const char *key, const char *uid)
+{
+	struct jexpect *e = hmap_get(&r->c->expect, key);
+	return e && strv_has(&e->rm_fin, uid);
+}
+
 static void record_ended(struct jobctl *c, struct ksync *s, struct run *r)
 {
 	json_t *unc = jx_get(r->job, "status.uncountedTerminatedPods");
 	bool added = false;
-	char path[768];
 
 	(void)c;
-	r->uncounted_ok = json_deep_copy(json_object_get(unc, "succeeded") ?: json_array());
-	r->uncounted_failed = json_deep_copy(json_object_get(unc, "failed") ?: json_array());
-	if (!json_is_array(r->uncounted_ok)) {
-		json_decref(r->uncounted_ok);
-		r->uncounted_ok = json_array();
-	}
-	if (!json_is_array(r->uncounted_failed)) {
-		json_decref(r->uncounted_failed);
-		r->uncounted_failed = json_array();
-	}
+	r->uncounted_ok = uid_list(unc, "succeeded");
+	r->uncounted_failed = uid_list(unc, "failed");
 	for (size_t i = 0; i < r->npods; i++) {
 		const json_t *pod = r->pods[i];
 		const char *uid = s_(jx_str(pod, "metadata.uid"));
-		if (!has_finalizer(pod) || uid_in(r->uncounted_ok, uid) ||
-		    uid_in(r->uncounted_failed, uid))
+		if (!has_finalizer(pod) || removal_expected(r, ksync_key(s), uid) ||
+		    uid_in(r->uncounted_ok, uid) || uid_in(r->uncounted_failed, uid))
 			continue;
 		if (succeeded(pod))
 			json_array_append_new(r->uncounted_ok, json_string(uid));
@@ -373,7 +439,7 @@ static void record_ended(struct jobctl *c, struct ksync *s, struct run *r)
 		jx_set(copy, "status.uncountedTerminatedPods",
 		       json_pack("{s:O,s:O}", "succeeded", r->uncounted_ok, "failed",
 				 r->uncounted_failed));
-		ksync_update_status(s, job_path(r, path, sizeof(path), "/status"), copy);
+		put_status(s, r, copy);
 		json_decref(copy);
 	}
 	ksync_then(s, release_finalizers);
@@ -385,9 +451,12 @@ static void release_finalizers(void *ctl, struct ksync *s)
 	struct run *r = ksync_data(s);
 
 	(void)ctl;
+	/* Not recorded: no finalizer may go (the pod would be lost). */
+	if (r->write_failed)
+		return;
 	for (size_t i = 0; i < r->npods; i++) {
 		const char *uid = s_(jx_str(r->pods[i], "metadata.uid"));
-		if (has_finalizer(r->pods[i]) &&
+		if (has_finalizer(r->pods[i]) && !removal_expected(r, ksync_key(s), uid) &&
 		    (uid_in(r->uncounted_ok, uid) || uid_in(r->uncounted_failed, uid)))
 			remove_finalizer(s, r->pods[i], str_dup(uid));
 	}
@@ -396,23 +465,25 @@ static void release_finalizers(void *ctl, struct ksync *s)
 
 /* Step 3 happens in manage: a recorded UID whose pod is released or gone
  * moves into the counts. */
-static bool pod_released(const struct run *r, const char *uid)
+static bool pod_released(const struct run *r, const char *key, const char *uid)
 {
 	if (strv_has(&r->released, uid))
 		return true;
 	if (strv_has(&r->patch_failed, uid))
 		return false;
+	if (removal_expected(r, key, uid))
+		return true; /* taken off, the cache not there yet */
 	for (size_t i = 0; i < r->npods; i++)
 		if (!strcmp(s_(jx_str(r->pods[i], "metadata.uid")), uid))
 			return !has_finalizer(r->pods[i]);
 	return true; /* gone */
 }
 
-static int64_t move_counted(struct run *r, json_t *uncounted)
+static int64_t move_counted(struct run *r, const char *key, json_t *uncounted)
 {
 	int64_t n = 0;
 	for (size_t i = 0; i < json_array_size(uncounted);) {
-		if (pod_released(r, s_(json_string_value(json_array_get(uncounted, i))))) {
+		if (pod_released(r, key, s_(json_string_value(json_array_get(uncounted, i))))) {
 			json_array_remove(uncounted, i);
 			n++;
 		} else {
@@ -452,6 +523,12 @@ static void on_deleted(struct ksync *s, void *arg, int status, json_t *body, con
 	if (status == 200 || status == 202) {
 		job_event(r, "Normal", "SuccessfulDelete", "Deleted pod: %s", arg);
 	} else if (status != 404) {
+		struct jexpect *e = hmap_get(&r->c->expect, ksync_key(s));
+		char pkey[600];
+		snprintf(pkey, sizeof(pkey), "%s/%s", s_(jx_str(r->job, "metadata.namespace")),
+			 (char *)arg);
+		if (e)
+			strv_remove(&e->dels, pkey);
 		api_error(why, sizeof(why), status, body, err);
 		job_event(r, "Warning", "FailedDelete", "Error deleting: %s", why);
 		ksync_fail(s, "%s", why);
@@ -459,9 +536,18 @@ static void on_deleted(struct ksync *s, void *arg, int status, json_t *body, con
 	free(arg);
 }
 
-static void delete_pod(struct ksync *s, struct run *r, const json_t *pod)
+/* A DELETE of the pod, expected until the informer sees it go. Where the
+ * Job runs on (suspend, too many active) the finalizer goes first, as
+ * upstream's deleteJobPods: such a pod is not a failure of the Job. */
+static void delete_pod(struct ksync *s, struct run *r, const json_t *pod, bool keep_finalizer)
 {
-	char path[768];
+	struct jexpect *e = map_get(&r->c->expect, ksync_key(s), sizeof(*e));
+	char path[768], pkey[512];
+
+	if (!keep_finalizer && has_finalizer(pod))
+		remove_finalizer(s, pod, str_dup(s_(jx_str(pod, "metadata.uid"))));
+	strv_push_unique(&e->dels, obj_key(pod, pkey, sizeof(pkey)));
+	e->stamp = clock_mono();
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s",
 		 s_(jx_str(pod, "metadata.namespace")), s_(jx_str(pod, "metadata.name")));
 	ksync_call_owned(s, "DELETE", path, NULL, NULL, on_deleted,
@@ -512,7 +598,8 @@ static void create_pods(struct ksync *s, struct run *r, int n)
 static bool expectations_met(struct jobctl *c, const char *key)
 {
 	struct jexpect *e = hmap_get(&c->expect, key);
-	return !e || e->add <= 0 || clock_mono() - e->stamp > EXPECTATIONS_TTL_NS;
+	return !e || (e->add <= 0 && e->dels.n == 0) ||
+	       clock_mono() - e->stamp > EXPECTATIONS_TTL_NS;
 }
 
 /* The creation back-off after failures; 0 when pods may be created now. */
@@ -550,6 +637,46 @@ static bool past_restart_limit(const struct run *r, int64_t limit)
 }
 
 /* Step 3, the decisions, the status. */
+/* manageJob for NonIndexed: pods created or deleted towards the active
+ * count wanted; the active count afterwards. */
+static int64_t manage_pods(struct jobctl *c, struct ksync *s, struct run *r, json_t **act,
+			   size_t nact, int64_t ok, int64_t *terminating)
+{
+	const json_t *job = r->job;
+	const char *key = ksync_key(s);
+	int64_t active = (int64_t)nact, want = jx_int(job, "spec.parallelism", 1);
+	json_t *comp = jx_get(job, "spec.completions");
+
+	if (!expectations_met(c, key))
+		return active;
+	if (json_is_integer(comp) && json_integer_value(comp) - ok < want)
+		want = json_integer_value(comp) - ok;
+	if (!json_is_integer(comp) && ok > 0)
+		want = active; /* a success: no new pods, the rest finish */
+	if (want < 0)
+		want = 0;
+	if (active < want) {
+		int64_t wait = backoff_left(c, key);
+		if (wait > 0) {
+			LOG_V(4, "\"Job pods creation delayed by backoff\" job=\"%s\" wait=%.3fs", key,
+			      (double)wait / NS_PER_SEC);
+			ksync_requeue_after(s, wait);
+			return active;
+		}
+		create_pods(s, r, (int)(want - active));
+		return active + r->created;
+	}
+	if (active > want) {
+		qsort(act, nact, sizeof(*act), deletion_order);
+		for (int64_t i = 0; i < active - want && i < BURST; i++)
+			delete_pod(s, r, act[i], false);
+		*terminating += active - want;
+		return want;
+	}
+	return active;
+}
+
+/* Step 3, the decisions, the status. */
 static void manage(void *ctl, struct ksync *s)
 {
 	struct jobctl *c = ctl;
@@ -562,7 +689,8 @@ static void manage(void *ctl, struct ksync *s)
 	bool suspended = json_is_true(jx_get(job, "spec.suspend"));
 	bool finishing = condition_true(job, "SuccessCriteriaMet") ||
 			 condition_true(job, "FailureTarget");
-	char now[TIME_BUF], path[768];
+	json_t *comp = jx_get(job, "spec.completions");
+	char now[TIME_BUF];
 	json_t **act = calloc(r->npods + 1, sizeof(*act));
 	size_t nact = 0;
 
@@ -573,8 +701,8 @@ static void manage(void *ctl, struct ksync *s)
 		json_object_set_new(copy, "status", st);
 	}
 	time_format_rfc3339(clock_now(), now);
-	new_ok = move_counted(r, r->uncounted_ok);
-	new_failed = move_counted(r, r->uncounted_failed);
+	new_ok = move_counted(r, key, r->uncounted_ok);
+	new_failed = move_counted(r, key, r->uncounted_failed);
 	ok = jx_int(job, "status.succeeded", 0) + new_ok;
 	bad = jx_int(job, "status.failed", 0) + new_failed;
 	if (new_ok || new_failed) {
@@ -589,17 +717,18 @@ static void manage(void *ctl, struct ksync *s)
 		const json_t *pod = r->pods[i];
 		if (pod_active(pod)) {
 			act[nact++] = r->pods[i];
-			active++;
 			ready += pod_ready(pod);
 		} else if (jx_get(pod, "metadata.deletionTimestamp") && !succeeded(pod) &&
 			   strcmp(s_(jx_str(pod, "status.phase")), "Failed")) {
 			terminating++;
 		}
 	}
-	if (!jx_get(job, "status.startTime") && !suspended)
+	active = (int64_t)nact;
+	/* Started now; and again when resumed, as upstream. */
+	if (!suspended && (!jx_get(job, "status.startTime") || condition_true(job, "Suspended")))
 		json_object_set_new(st, "startTime", json_string(now));
 
-	/* Deciding the end: failure first, as upstream. */
+	/* Failure first, as upstream. */
 	if (!finishing && !suspended) {
 		int64_t start, ads = jx_int(job, "spec.activeDeadlineSeconds", -1);
 		const char *stamp = jx_str(st, "startTime");
@@ -617,54 +746,34 @@ static void manage(void *ctl, struct ksync *s)
 				ksync_requeue_after(s, left);
 			}
 		}
-		if (!finishing) {
-			json_t *comp = jx_get(job, "spec.completions");
-			bool done = json_is_integer(comp) ? ok >= json_integer_value(comp)
-							  : ok > 0 && active == 0;
-			if (done) {
-				set_condition(st, "SuccessCriteriaMet", "True", "CompletionsReached",
-					      "Reached expected number of succeeded pods");
-				finishing = true;
-			}
-		}
 	}
-	bool failing = jx_condition(st, "FailureTarget") &&
-		       !strcmp(s_(jx_str(jx_condition(st, "FailureTarget"), "status")), "True");
+	bool failing = condition_true(copy, "FailureTarget");
 
-	if (finishing || suspended) {
-		/* Nothing more runs: the active pods go. */
+	if (finishing) {
+		/* deleteActivePods: they keep their finalizer and count as failed. */
 		for (size_t i = 0; i < nact; i++)
-			delete_pod(s, r, act[i]);
-		terminating += (int64_t)nact;
+			delete_pod(s, r, act[i], true);
+		terminating += active;
 		active = ready = 0;
-	} else if (expectations_met(c, key)) {
-		int64_t par = jx_int(job, "spec.parallelism", 1), want = par;
-		json_t *comp = jx_get(job, "spec.completions");
-		if (json_is_integer(comp) && json_integer_value(comp) - ok < want)
-			want = json_integer_value(comp) - ok;
-		if (!json_is_integer(comp) && ok > 0)
-			want = active; /* a success: no new pods */
-		if (want < 0)
-			want = 0;
-		if (active < want) {
-			int64_t wait = backoff_left(c, key);
-			if (wait > 0) {
-				LOG_V(4, "\"Job pods creation delayed by backoff\" job=\"%s\" wait=%.3fs",
-				      key, (double)wait / NS_PER_SEC);
-				ksync_requeue_after(s, wait);
-			} else {
-				create_pods(s, r, (int)(want - active));
-				active += r->created;
-			}
-		} else if (active > want) {
-			qsort(act, nact, sizeof(*act), deletion_order);
-			for (int64_t i = 0; i < active - want; i++)
-				delete_pod(s, r, act[i]);
-			terminating += active - want;
-			active = want;
+	} else if (suspended) {
+		for (size_t i = 0; i < nact; i++)
+			delete_pod(s, r, act[i], false);
+		terminating += active;
+		active = ready = 0;
+	} else {
+		int64_t before = active;
+		active = manage_pods(c, s, r, act, nact, ok, &terminating);
+		if (active < before)
+			ready = ready < active ? ready : active;
+		/* Success once nothing is left active. */
+		bool done = json_is_integer(comp) ? ok >= json_integer_value(comp) : ok > 0;
+		if (done && active == 0) {
+			set_condition(st, "SuccessCriteriaMet", "True", "CompletionsReached",
+				      "Reached expected number of succeeded pods");
+			finishing = true;
 		}
 	}
-	/* The end proper, once nothing is left running. */
+	/* The end proper, once no pod of the Job is left running. */
 	if (finishing && active == 0 && terminating == 0 && json_array_size(r->uncounted_ok) == 0 &&
 	    json_array_size(r->uncounted_failed) == 0) {
 		if (failing) {
@@ -705,12 +814,8 @@ static void manage(void *ctl, struct ksync *s)
 		json_object_del(unc, "succeeded");
 	if (!json_array_size(json_object_get(unc, "failed")))
 		json_object_del(unc, "failed");
-	if (!json_equal(st, json_object_get(job, "status"))) {
-		/* Unconditional: step 1 may have moved the resourceVersion, and
-		 * only this controller writes a Job's status. */
-		json_object_del(json_object_get(copy, "metadata"), "resourceVersion");
-		ksync_update_status(s, job_path(r, path, sizeof(path), "/status"), copy);
-	}
+	if (!json_equal(st, json_object_get(job, "status")))
+		put_status(s, r, copy);
 	json_decref(copy);
 	free(act);
 }
@@ -754,6 +859,7 @@ static void sync_job(void *ctl, struct ksync *s)
 	ksync_set_data(s, r, run_free);
 	/* A finished Job only lets its pods go. */
 	if (condition_true(job, "Complete") || condition_true(job, "Failed")) {
+		r->finished = true;
 		for (size_t i = 0; i < r->npods; i++)
 			if (has_finalizer(r->pods[i]))
 				remove_finalizer(s, r->pods[i],
@@ -802,7 +908,7 @@ void jobctl_free(struct jobctl *c)
 	jobctl_stop(c);
 	keyed_free(c->work);
 	for (size_t it = 0; hmap_next(&c->expect, &it, &k, &v);)
-		free(v);
+		expect_free(v);
 	hmap_free(&c->expect);
 	for (size_t it = 0; hmap_next(&c->backoff, &it, &k, &v);)
 		free(v);

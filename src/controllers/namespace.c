@@ -237,10 +237,12 @@ static void on_collection_deleted(struct ksync *s, void *arg, int status, json_t
 			   api_error(why, sizeof(why), status, body, err));
 }
 
-/* How long the remaining pods may still take: their longest grace period. */
-static int64_t pods_estimate(const json_t *items)
+/* How long the remaining pods may still take: their longest grace period —
+ * 0 once that long has passed since the namespace was deleted (then what
+ * remains is unexpected). */
+static int64_t pods_estimate(const json_t *items, const json_t *ns)
 {
-	int64_t estimate = 0;
+	int64_t estimate = 0, deleted;
 	json_t *pod;
 	size_t i;
 	json_array_foreach(items, i, pod)
@@ -252,6 +254,9 @@ static int64_t pods_estimate(const json_t *items)
 		if (grace > estimate)
 			estimate = grace;
 	}
+	if (time_parse_rfc3339(jx_str(ns, "metadata.deletionTimestamp") ?: "", &deleted) == 0 &&
+	    clock_now() - deleted >= estimate * NS_PER_SEC)
+		estimate = 0;
 	return estimate;
 }
 
@@ -287,7 +292,8 @@ static void on_remaining(struct ksync *s, void *arg, int status, json_t *body, c
 		++*count;
 		held = true;
 	}
-	int64_t estimate = !strcmp(g->plural, "pods") && !*g->group ? pods_estimate(items) : 0;
+	int64_t estimate =
+		!strcmp(g->plural, "pods") && !*g->group ? pods_estimate(items, r->obj) : 0;
 	if (!estimate && held)
 		estimate = FINALIZER_ESTIMATE_S;
 	if (!estimate)
@@ -347,14 +353,14 @@ static bool set_conditions(struct run *r, json_t *ns)
 		size_t j;
 		json_array_foreach(old, j, c) if (!strcmp(jx_str(c, "type") ?: "", want[i].type)) had =
 			c;
-		bool same = had && !strcmp(jx_str(had, "status") ?: "", want[i].status) &&
-			    !strcmp(jx_str(had, "reason") ?: "", want[i].reason) &&
-			    !strcmp(jx_str(had, "message") ?: "", want[i].message);
-		changed |= !same;
+		/* The transition time moves with the status only. */
+		bool same_status = had && !strcmp(jx_str(had, "status") ?: "", want[i].status);
+		changed |= !same_status || strcmp(jx_str(had, "reason") ?: "", want[i].reason) ||
+			   strcmp(jx_str(had, "message") ?: "", want[i].message);
 		json_array_append_new(
 			out, json_pack("{s:s,s:s,s:s,s:s,s:s}", "type", want[i].type, "status",
 				       want[i].status, "lastTransitionTime",
-				       same && jx_str(had, "lastTransitionTime")
+				       same_status && jx_str(had, "lastTransitionTime")
 					       ? jx_str(had, "lastTransitionTime")
 					       : now,
 				       "reason", want[i].reason, "message", want[i].message));
@@ -379,26 +385,43 @@ static void on_finalized(struct ksync *s, void *arg, int status, json_t *body, c
 		ksync_fail(s, "%s", api_error(why, sizeof(why), status, body, err));
 }
 
-static void finalize(void *ctl, struct ksync *s)
+/* The namespace as it is now, "kubernetes" taken off, PUT to /finalize
+ * with its resourceVersion: a conflict fails the sync, tried again. */
+static void on_fresh(struct ksync *s, void *arg, int status, json_t *body, const char *err)
 {
 	struct run *r = ksync_data(s);
-	json_t *ns = json_deep_copy(r->obj), *fins = jx_get(ns, "spec.finalizers"), *f;
-	char path[512];
+	json_t *ns, *fins, *f;
+	char path[512], why[512];
 	size_t i;
 
-	(void)ctl;
+	(void)arg;
+	if (status == 404)
+		return;
+	if (status != 200) {
+		ksync_fail(s, "%s", api_error(why, sizeof(why), status, body, err));
+		return;
+	}
+	ns = json_deep_copy(body);
+	fins = jx_get(ns, "spec.finalizers");
 	json_array_foreach(fins, i, f) if (json_string_value(f) &&
 					   !strcmp(json_string_value(f), FINALIZER))
 	{
 		json_array_remove(fins, i);
 		break;
 	}
-	/* Unconditional, as the conditions were just written: only this
-	 * controller changes spec.finalizers' "kubernetes". */
-	json_object_del(json_object_get(ns, "metadata"), "resourceVersion");
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/finalize", r->ns);
 	ksync_call(s, "PUT", path, NULL, ns, on_finalized, NULL);
 	json_decref(ns);
+}
+
+static void finalize(void *ctl, struct ksync *s)
+{
+	struct run *r = ksync_data(s);
+	char path[512];
+
+	(void)ctl;
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s", r->ns);
+	ksync_call(s, "GET", path, NULL, NULL, on_fresh, NULL);
 }
 
 static void conclude(void *ctl, struct ksync *s)
@@ -487,7 +510,7 @@ static void sync_namespace(void *ctl, struct ksync *s)
 	r->ns = str_dup(key);
 	r->obj = json_incref(ns);
 	ksync_set_data(s, r, run_free);
-	ksync_call(s, "GET", "/api/v1", NULL, NULL, on_version, str_dup("v1"));
+	ksync_call_owned(s, "GET", "/api/v1", NULL, NULL, on_version, str_dup("v1"), free);
 	ksync_call(s, "GET", "/apis", NULL, NULL, on_groups, NULL);
 	ksync_then(s, delete_content);
 }

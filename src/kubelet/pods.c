@@ -33,6 +33,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 
+#include <math.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,27 +129,32 @@ static void assign_ip(struct pods *p, struct pod_state *st, const json_t *pod)
 
 /* ---- what a container runs ----------------------------------------------------------- */
 
+/* A sleep longer than this runs "forever" (sleep infinity, 1e30). */
+#define FOREVER_S (100.0 * 365 * 86400)
+
 /* One statement of a simulated program: time it takes, and its exit code
- * (-1: none, keep going). */
-static void statement(const char *stmt, int64_t *ns, int *code)
+ * (-1: none, keep going); false when it never ends. */
+static bool statement(const char *stmt, int64_t *ns, int *code)
 {
 	char verb[32] = "", arg[64] = "";
-	int64_t d;
 
 	if (sscanf(stmt, " %31s %63s", verb, arg) < 1)
-		return;
+		return true;
 	if (!strcmp(verb, "sleep") && *arg) {
 		char unit = arg[strlen(arg) - 1], num[64];
 		double mult = unit == 'm' ? 60 : unit == 'h' ? 3600 : unit == 'd' ? 86400 : 1;
 		snprintf(num, sizeof(num), "%.*s",
 			 (int)strlen(arg) - (strchr("smhd", unit) ? 1 : 0), arg);
-		d = (int64_t)(strtod(num, NULL) * mult * 1e9);
-		*ns += d > 0 ? d : 0;
+		double secs = strtod(num, NULL) * mult;
+		if (!isfinite(secs) || secs > FOREVER_S)
+			return false;
+		*ns += secs > 0 ? (int64_t)(secs * 1e9) : 0;
 	} else if (!strcmp(verb, "exit")) {
 		*code = *arg ? atoi(arg) : 0;
 	} else if (!strcmp(verb, "false")) {
 		*code = 1;
 	}
+	return true;
 }
 
 /* A container's command + args as the simulation runs them: false when it
@@ -182,7 +188,8 @@ static bool container_program(const json_t *c, int64_t *ns, int *code)
 	for (char *save = NULL, *stmt = strtok_r(script, ";&|\n", &save); stmt;
 	     stmt = strtok_r(NULL, ";&|\n", &save)) {
 		int rc = -1;
-		statement(stmt, ns, &rc);
+		if (!statement(stmt, ns, &rc))
+			return false;
 		if (rc >= 0) {
 			*code = rc;
 			if (!strncmp(stmt + strspn(stmt, " "), "exit", 4))
@@ -291,10 +298,9 @@ static json_t *container_status(const struct pod_state *st, const json_t *pod, c
 	time_format_rfc3339(st->started_wall, started);
 	bool waiting = running && in_backoff(st);
 	if (waiting) {
-		char msg[768];
-		snprintf(msg, sizeof(msg),
-			 "back-off %llds restarting failed container=%s pod=%s_%s(%s)",
-			 (long long)(st->backoff_ns / NS_PER_SEC), name,
+		char msg[768], wait[DURATION_BUF];
+		snprintf(msg, sizeof(msg), "back-off %s restarting failed container=%s pod=%s_%s(%s)",
+			 duration_format(st->backoff_ns, wait), name,
 			 jx_str(pod, "metadata.name") ?: "", jx_str(pod, "metadata.namespace") ?: "",
 			 st->uid);
 		state = json_pack("{s:{s:s,s:s}}", "waiting", "reason", "CrashLoopBackOff", "message",
@@ -337,7 +343,7 @@ static json_t *pod_condition(const json_t *pod, const char *type, bool ok, const
 static json_t *runtime_status(struct pods *p, const struct pod_state *st, const json_t *pod,
 			      bool running)
 {
-	const char *done = running ? NULL : "PodCompleted";
+	const char *done = running ? NULL : st->done && st->exit_code ? "PodFailed" : "PodCompleted";
 	json_t *containers = json_array(), *c;
 	char now[TIME_BUF], start[TIME_BUF];
 	size_t i;
@@ -509,7 +515,10 @@ static void program_ended(struct pods *p, struct pod_state *st, const json_t *po
 	const char *rp = jx_str(pod, "spec.restartPolicy") ?: "Always";
 
 	if (st->exit_code && !strcmp(rp, "OnFailure")) {
-		int64_t backoff = 10 * NS_PER_SEC << (st->restarts < 5 ? st->restarts : 5), d;
+		/* The kubelet restarts at once the first time, then backs off. */
+		int64_t backoff = st->restarts ? 10 * NS_PER_SEC << (st->restarts < 6 ? st->restarts - 1 : 5)
+					       : 0,
+			d;
 		if (backoff > 300 * NS_PER_SEC)
 			backoff = 300 * NS_PER_SEC;
 		st->last_exit = st->exit_code;

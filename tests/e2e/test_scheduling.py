@@ -497,10 +497,12 @@ def test_job_pod_lost_to_eviction_is_replaced(world, wait_until):
     job = kubectl("get", "job", "batch", "-o", "jsonpath={.status.failed}").stdout
     assert job == "1", job
     # The replacement finishes; the evicted pod is still Terminating.
-    wait_until(lambda: "SuccessCriteriaMet" in kubectl("get", "jobs").stdout, 30,
-               "SuccessCriteriaMet")
-    assert "Complete" not in kubectl("get", "job", "batch", "-o",
-                                     "jsonpath={.status.conditions[*].type}").stdout
+    conditions = lambda: kubectl("get", "job", "batch", "-o",  # noqa: E731
+                                 "jsonpath={.status.conditions[*].type}").stdout.split()
+    wait_until(lambda: "SuccessCriteriaMet" in conditions(), 30, "SuccessCriteriaMet")
+    assert "Complete" not in conditions()
+    # printJob has no case for SuccessCriteriaMet: still Running.
+    assert re.search(r"(?m)^batch\s+Running\s+1/1", kubectl("get", "jobs").stdout)
     dead.start()
     wait_until(lambda: re.search(r"(?m)^batch\s+Complete\s+1/1",
                                  kubectl("get", "jobs").stdout), 40, "Complete")

@@ -11,7 +11,8 @@
  * Job gets FailureTarget and Failed (BackoffLimitExceeded); a pod deleted
  * while bound (an eviction) counts as failed and is replaced while it is
  * still Terminating, its finalizer released so the kubelet's confirmation
- * can remove it; a deleted Job's pods lose their finalizers.
+ * can remove it; a deleted Job's pods lose their finalizers; suspending
+ * deletes the pods without counting failures, resuming restarts the clock.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -293,6 +294,56 @@ static void test_evicted_pod_replaced_and_orphans_released(void **state)
 	json_decref(p);
 }
 
+static void set_suspend(struct world *w, const char *name, bool on)
+{
+	char path[256];
+	json_t *j = job(w, name);
+	struct testenv_result r;
+	snprintf(path, sizeof(path), JOBS "/%s", name);
+	json_object_set_new(json_object_get(j, "spec"), "suspend", json_boolean(on));
+	r = call(w, "PUT", path, j);
+	assert_int_equal(r.status, 200);
+	json_decref(r.body);
+	json_decref(j);
+}
+
+/* Suspending deletes the pods without counting them as failures (their
+ * finalizer goes first); resuming starts over with a new startTime. */
+static void test_suspend_is_not_a_failure(void **state)
+{
+	struct world *w = *state;
+	char buf[256], *started;
+	json_t *pods, *j;
+
+	make_job(w, "pause", 1, 0);
+	j = job(w, "pause");
+	started = strdup(jx_str(j, "status.startTime"));
+	json_decref(j);
+	clock_advance(3 * NS_PER_SEC);
+	set_suspend(w, "pause", true);
+	advance(w, NS_PER_SEC);
+	pods = pods_of(w, "pause");
+	for (size_t i = 0; i < json_array_size(pods); i++) {
+		json_t *p = json_array_get(pods, i);
+		assert_non_null(jx_get(p, "metadata.deletionTimestamp"));
+		assert_false(has_finalizer(p));
+	}
+	json_decref(pods);
+	j = job(w, "pause");
+	assert_int_equal(jx_int(j, "status.failed", 0), 0);
+	assert_string_equal(cond(j, "Suspended", buf, sizeof(buf)), "True JobSuspended Job suspended");
+	assert_string_equal(cond(j, "FailureTarget", buf, sizeof(buf)), "");
+	json_decref(j);
+	set_suspend(w, "pause", false);
+	advance(w, NS_PER_SEC);
+	j = job(w, "pause");
+	assert_string_equal(cond(j, "Suspended", buf, sizeof(buf)), "False JobResumed Job resumed");
+	assert_int_equal(jx_int(j, "status.active", 0), 1);
+	assert_string_not_equal(jx_str(j, "status.startTime"), started);
+	json_decref(j);
+	free(started);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,6 +351,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failures_back_off_then_fail, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_evicted_pod_replaced_and_orphans_released,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_suspend_is_not_a_failure, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,8 +26,8 @@
  *     (BackoffLimitExceeded "Job has reached the specified backoff limit");
  *     activeDeadlineSeconds past: the same with DeadlineExceeded "Job was
  *     active longer than specified deadline"; succeeded reaching completions
- *     (or, without completions, a success and nothing active):
- *     SuccessCriteriaMet, the rest deleted, then Complete
+ *     (or, without completions, a success), nothing active:
+ *     SuccessCriteriaMet, then, nothing terminating, Complete
  *     (CompletionsReached "Reached expected number of succeeded pods") and
  *     completionTime — events Completed "Job completed", BackoffLimitExceeded,
  *     DeadlineExceeded.

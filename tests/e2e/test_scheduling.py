@@ -562,3 +562,54 @@ def test_statefulset_pod_on_a_dead_node_is_never_duplicated(world, wait_until):
                victim["metadata"]["uid"], 60, "db-0 created again")
     wait_until(lambda: pods()["db-0"]["status"].get("phase") == "Running", 30,
                "the new db-0 Running")
+
+
+def test_endpoints_drift_when_a_node_goes_not_ready(world, wait_until):
+    """The seeds' endpoint drift: when the node lifecycle controller marks
+    the dead node's pods not ready, its pod's address leaves the Service's
+    ready set — `notReadyAddresses` in Endpoints, `ready: false` in the
+    EndpointSlice — while the healthy node's stays; back when it returns."""
+    import json
+    server, kubectl, (a, b) = world
+    for k in (a, b):
+        wait_until(lambda k=k: node_column(kubectl, k.name, 1) == "Ready", 40,
+                   f"{k.name} Ready")
+    # web-b tolerates unreachable for good: it is marked not ready, never
+    # evicted, so it is there when its kubelet returns.
+    for name, node in (("web-a", "kl-a"), ("web-b", "kl-b")):
+        pin = ('{"spec":{"nodeSelector":{"kubernetes.io/hostname":"%s"},"tolerations":[%s]}}'
+               % (node, UNREACHABLE_NOEXECUTE))
+        kubectl("run", name, "--image=nginx", "--labels=app=web", f"--overrides={pin}")
+    kubectl("create", "service", "clusterip", "web", "--tcp=80:80")
+    ips = {}
+    for name in ("web-a", "web-b"):
+        wait_until(lambda n=name: pod_json(kubectl, n)["status"].get("podIP"), 20,
+                   f"{name}'s IP")
+        ips[name] = pod_json(kubectl, name)["status"]["podIP"]
+
+    def endpoints():
+        ep = json.loads(kubectl("get", "endpoints", "web", "-o", "json").stdout)
+        ready, not_ready = set(), set()
+        for sub in ep.get("subsets") or []:
+            ready |= {x["ip"] for x in sub.get("addresses") or []}
+            not_ready |= {x["ip"] for x in sub.get("notReadyAddresses") or []}
+        return ready, not_ready
+
+    def slice_ready():
+        out = kubectl("get", "endpointslices", "-l", "kubernetes.io/service-name=web",
+                      "-o", "json").stdout
+        return {e["addresses"][0]: e["conditions"].get("ready")
+                for s in json.loads(out)["items"] for e in s.get("endpoints") or []}
+    both = {ips["web-a"], ips["web-b"]}
+    wait_until(lambda: endpoints() == (both, set()), 20, "both pods ready endpoints")
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait(10)
+    wait_until(lambda: node_column(kubectl, "kl-b", 1) == "NotReady", 30, "kl-b NotReady")
+    wait_until(lambda: endpoints() == ({ips["web-a"]}, {ips["web-b"]}), 10,
+               "web-b's address in notReadyAddresses")
+    assert slice_ready() == {ips["web-a"]: True, ips["web-b"]: False}, slice_ready()
+    ready = [c for c in pod_json(kubectl, "web-b")["status"]["conditions"]
+             if c["type"] == "Ready"][0]
+    assert ready["status"] == "False", ready
+    b.start()
+    wait_until(lambda: endpoints() == (both, set()), 40, "web-b ready again")

@@ -257,12 +257,13 @@ static void test_evicted_pod_replaced_and_orphans_released(void **state)
 	json_decref(pods);
 	/* The scheduler binds it; the kubelet runs it. */
 	snprintf(path, sizeof(path), PODS "/%s/binding", jx_str(p, "metadata.name"));
-	r = call(w, "POST", path,
-		 json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s}}", "apiVersion", "v1", "kind", "Binding",
-			   "metadata", "name", jx_str(p, "metadata.name"), "target", "kind", "Node",
-			   "name", "node-a"));
+	json_t *binding = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s}}", "apiVersion", "v1", "kind",
+				    "Binding", "metadata", "name", jx_str(p, "metadata.name"),
+				    "target", "kind", "Node", "name", "node-a");
+	r = call(w, "POST", path, binding);
 	assert_int_equal(r.status, 201);
 	json_decref(r.body);
+	json_decref(binding);
 	/* Evicted: a graceful delete; the node never confirms. */
 	snprintf(path, sizeof(path), PODS "/%s", jx_str(p, "metadata.name"));
 	r = call(w, "DELETE", path, NULL);

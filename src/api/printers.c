@@ -163,6 +163,22 @@ static const struct col daemonset_cols[] = {
 	{C_WIDE("Selector", "A label query over pods that are managed by the daemon set.")},
 };
 
+static const struct col role_cols[] = {
+	{C_NAME},
+	{"Created At", "date", "", "CreationTimestamp is a timestamp representing the server time "
+				   "when this object was created.", 0},
+};
+
+static const struct col rolebinding_cols[] = {
+	{C_NAME},
+	{C_STR("Role", "RoleRef can reference a Role in the current namespace or a ClusterRole in "
+		       "the global namespace.")},
+	{C_AGE},
+	{C_WIDE("Users", "Users in the roleBinding")},
+	{C_WIDE("Groups", "Groups in the roleBinding")},
+	{C_WIDE("ServiceAccounts", "ServiceAccounts in the roleBinding")},
+};
+
 static const struct col job_cols[] = {
 	{C_NAME},
 	{C_STR("Status", "Status of the job.")},
@@ -867,6 +883,45 @@ static json_t *statefulset_cells(const json_t *ss, int64_t now)
 	return cells;
 }
 
+/* ---- rbac.authorization.k8s.io ------------------------------------------ */
+
+static json_t *role_cells(const json_t *role, int64_t now)
+{
+	json_t *cells = json_array();
+	(void)now;
+	json_array_append_new(cells, name(role));
+	json_array_append_new(cells, json_string(str_or(role, "metadata.creationTimestamp", "")));
+	return cells;
+}
+
+/* printRoleBinding: "<kind>/<name>", then users, groups and "ns/name" of
+ * service accounts, comma-joined. */
+static json_t *rolebinding_cells(const json_t *rb, int64_t now)
+{
+	json_t *cells = json_array(), *sub;
+	struct strv users = STRV_INIT, groups = STRV_INIT, sas = STRV_INIT;
+	size_t i;
+
+	json_array_append_new(cells, name(rb));
+	json_array_append_new(cells, fmt_cell("%s/%s", str_or(rb, "roleRef.kind", ""),
+					      str_or(rb, "roleRef.name", "")));
+	json_array_append_new(cells, age(rb, now));
+	json_array_foreach(jx_get(rb, "subjects"), i, sub)
+	{
+		const char *kind = str_or(sub, "kind", ""), *n = str_or(sub, "name", "");
+		if (!strcmp(kind, "User"))
+			strv_push(&users, n);
+		else if (!strcmp(kind, "Group"))
+			strv_push(&groups, n);
+		else if (!strcmp(kind, "ServiceAccount"))
+			strv_pushf(&sas, "%s/%s", str_or(sub, "namespace", ""), n);
+	}
+	json_array_append_new(cells, joined(&users, ", ", ""));
+	json_array_append_new(cells, joined(&groups, ", ", ""));
+	json_array_append_new(cells, joined(&sas, ", ", ""));
+	return cells;
+}
+
 /* ---- batch ------------------------------------------------------------- */
 
 /* printJob's STATUS: the first of these that holds. */
@@ -1164,6 +1219,10 @@ static const struct printer printers[] = {
 	P("DaemonSet", daemonset_cols, daemonset_cells),
 	P("StatefulSet", statefulset_cols, statefulset_cells),
 	P("Job", job_cols, job_cells),
+	P("Role", role_cols, role_cells),
+	P("ClusterRole", role_cols, role_cells),
+	P("RoleBinding", rolebinding_cols, rolebinding_cells),
+	P("ClusterRoleBinding", rolebinding_cols, rolebinding_cells),
 	P("Namespace", namespace_cols, namespace_cells),
 	P("Service", service_cols, service_cells),
 	P("Endpoints", endpoints_cols, endpoints_cells),

@@ -199,6 +199,18 @@ PB_MSG(JobStatus, MR(1, "conditions", JobCondition), TM(2, "startTime"),
        MP(8, "uncountedTerminatedPods", UncountedTerminatedPods), I32P(9, "ready"));
 PB_MSG(Job, M(1, "metadata", ObjectMeta), M(2, "spec", JobSpec), M(3, "status", JobStatus));
 
+/* rbac.authorization.k8s.io/v1 (kubectl create role/clusterrole/...binding) */
+PB_MSG(PolicyRule, SR(1, "verbs"), SR(2, "apiGroups"), SR(3, "resources"),
+       SR(4, "resourceNames"), SR(5, "nonResourceURLs"));
+PB_MSG(AggregationRule, MR(1, "clusterRoleSelectors", LabelSelector));
+PB_MSG(Role, M(1, "metadata", ObjectMeta), MR(2, "rules", PolicyRule));
+PB_MSG(ClusterRole, M(1, "metadata", ObjectMeta), MR(2, "rules", PolicyRule),
+       MP(3, "aggregationRule", AggregationRule));
+PB_MSG(Subject, S(1, "kind"), S(2, "apiGroup"), S(3, "name"), S(4, "namespace"));
+PB_MSG(RoleRef, S(1, "apiGroup"), S(2, "kind"), S(3, "name"));
+PB_MSG(RoleBinding, M(1, "metadata", ObjectMeta), MR(2, "subjects", Subject),
+       M(3, "roleRef", RoleRef));
+
 /* certificates.k8s.io/v1 */
 PB_MSG(CertificateSigningRequestCondition, S(1, "type"), S(6, "status"), S(2, "reason"),
        S(3, "message"), TM(4, "lastUpdateTime"), TM(5, "lastTransitionTime"));
@@ -261,6 +273,10 @@ static const struct pb_root {
     {"apps/v1", "StatefulSet", &StatefulSet},
     {"apps/v1", "DaemonSet", &DaemonSet},
     {"batch/v1", "Job", &Job},
+    {"rbac.authorization.k8s.io/v1", "Role", &Role},
+    {"rbac.authorization.k8s.io/v1", "ClusterRole", &ClusterRole},
+    {"rbac.authorization.k8s.io/v1", "RoleBinding", &RoleBinding},
+    {"rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &RoleBinding},
     {"v1", "Pod", &Pod},
     {"v1", "Node", &Node},
     {"authentication.k8s.io/v1", "SelfSubjectReview", &SelfSubjectReview},

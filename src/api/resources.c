@@ -515,6 +515,149 @@ static void job_validate(const json_t *obj, const json_t *old, struct validation
 	}
 }
 
+/* ---- rbac.authorization.k8s.io/v1 (upstream's rbac validation) ----------- */
+
+#define RBAC_GROUP "rbac.authorization.k8s.io"
+
+/* SetDefaults_Subject / _RoleBinding: the API group a kind implies. */
+static void rbac_binding_defaults(json_t *obj)
+{
+	json_t *sub;
+	size_t i;
+	json_t *ref = json_object_get(obj, "roleRef");
+
+	if (json_is_object(ref))
+		default_str(ref, "apiGroup", RBAC_GROUP);
+	json_array_foreach(json_object_get(obj, "subjects"), i, sub)
+	{
+		const char *kind = jx_str(sub, "kind");
+		if (!json_is_object(sub) || json_object_get(sub, "apiGroup"))
+			continue;
+		if (kind && (!strcmp(kind, "User") || !strcmp(kind, "Group")))
+			json_object_set_new(sub, "apiGroup", json_string(RBAC_GROUP));
+		else if (kind && !strcmp(kind, "ServiceAccount"))
+			json_object_set_new(sub, "apiGroup", json_string(""));
+	}
+}
+
+/* ValidatePolicyRule: verbs always; resource rules need groups and
+ * resources; non-resource URLs only in cluster roles, never with resources. */
+static void rbac_rules_validate(struct validation *v, const json_t *obj, bool cluster)
+{
+	json_t *rule;
+	size_t i;
+	char field[96];
+
+	json_array_foreach(json_object_get(obj, "rules"), i, rule)
+	{
+		json_t *urls = json_object_get(rule, "nonResourceURLs");
+		snprintf(field, sizeof(field), "rules[%zu].verbs", i);
+		if (!json_array_size(json_object_get(rule, "verbs")))
+			val_required(v, field);
+		if (json_array_size(urls)) {
+			snprintf(field, sizeof(field), "rules[%zu].nonResourceURLs", i);
+			if (!cluster)
+				val_invalid(v, field, urls,
+					    "namespaced rules cannot apply to non-resource URLs");
+			else if (json_array_size(json_object_get(rule, "resources")) ||
+				 json_array_size(json_object_get(rule, "apiGroups")))
+				val_invalid(v, field, urls,
+					    "rules cannot apply to both regular resources and "
+					    "non-resource URLs");
+			continue;
+		}
+		snprintf(field, sizeof(field), "rules[%zu].apiGroups", i);
+		if (!json_array_size(json_object_get(rule, "apiGroups")))
+			val_required(v, field);
+		snprintf(field, sizeof(field), "rules[%zu].resources", i);
+		if (!json_array_size(json_object_get(rule, "resources")))
+			val_required(v, field);
+	}
+}
+
+static void role_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	(void)old;
+	rbac_rules_validate(v, obj, false);
+}
+
+static void clusterrole_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	json_t *sel;
+	size_t i;
+	char field[96];
+
+	(void)old;
+	rbac_rules_validate(v, obj, true);
+	json_array_foreach(jx_get(obj, "aggregationRule.clusterRoleSelectors"), i, sel)
+	{
+		struct label_selector *ls;
+		snprintf(field, sizeof(field), "aggregationRule.clusterRoleSelectors[%zu]", i);
+		if (!(ls = label_selector_from_json_at(sel, field)))
+			val_invalid(v, field, sel, "invalid label selector");
+		label_selector_free(ls);
+	}
+}
+
+/* ValidateRoleBinding / ValidateClusterRoleBinding (and their updates). */
+static void rbac_binding_validate(const json_t *obj, const json_t *old, struct validation *v,
+				  bool cluster)
+{
+	static const char *const groups[] = {RBAC_GROUP, NULL};
+	static const char *const role_kinds[] = {"Role", "ClusterRole", NULL};
+	static const char *const cluster_kinds[] = {"ClusterRole", NULL};
+	static const char *const subject_kinds[] = {"ServiceAccount", "User", "Group", NULL};
+	static const char *const sa_groups[] = {"", NULL};
+	const json_t *ref = json_object_get(obj, "roleRef");
+	const char *g = jx_str(ref, "apiGroup"), *k = jx_str(ref, "kind"), *n = jx_str(ref, "name");
+	json_t *sub;
+	size_t i;
+	char field[96];
+
+	if (!g || !in_list(groups, g))
+		val_unsupported(v, "roleRef.apiGroup", g ? g : "", groups);
+	if (!k || !in_list(cluster ? cluster_kinds : role_kinds, k))
+		val_unsupported(v, "roleRef.kind", k ? k : "", cluster ? cluster_kinds : role_kinds);
+	if (!n || !*n)
+		val_required(v, "roleRef.name");
+	json_array_foreach(json_object_get(obj, "subjects"), i, sub)
+	{
+		const char *sk = jx_str(sub, "kind"), *sg = jx_str(sub, "apiGroup") ?: "";
+		const char *sn = jx_str(sub, "name");
+		snprintf(field, sizeof(field), "subjects[%zu].name", i);
+		if (!sn || !*sn)
+			val_required(v, field);
+		snprintf(field, sizeof(field), "subjects[%zu].kind", i);
+		if (!sk || !in_list(subject_kinds, sk)) {
+			val_unsupported(v, field, sk ? sk : "", subject_kinds);
+			continue;
+		}
+		snprintf(field, sizeof(field), "subjects[%zu].apiGroup", i);
+		if (!strcmp(sk, "ServiceAccount")) {
+			if (*sg)
+				val_unsupported(v, field, sg, sa_groups);
+			snprintf(field, sizeof(field), "subjects[%zu].namespace", i);
+			if (cluster && !*(jx_str(sub, "namespace") ?: ""))
+				val_required(v, field);
+		} else if (strcmp(sg, RBAC_GROUP)) {
+			val_unsupported(v, field, sg, groups);
+		}
+	}
+	if (old && !json_equal(ref, json_object_get(old, "roleRef")))
+		val_invalid(v, "roleRef", ref ? ref : json_null(), "cannot change roleRef");
+}
+
+static void rolebinding_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	rbac_binding_validate(obj, old, v, false);
+}
+
+static void clusterrolebinding_validate(const json_t *obj, const json_t *old,
+					struct validation *v)
+{
+	rbac_binding_validate(obj, old, v, true);
+}
+
 static void csr_validate(const json_t *obj, const json_t *old, struct validation *v)
 {
 	const char *req = jx_str(obj, "spec.request");
@@ -654,6 +797,15 @@ const struct resource resources[] = {
 	 workload_validate},
 	{"batch", "v1", "Job", "jobs", "job", {NULL}, {"all"}, true, VERBS_ALL,
 	 {STATUS_SUB("batch", "v1", "Job")}, no_fields, job_defaults, job_validate},
+	{RBAC_GROUP, "v1", "ClusterRole", "clusterroles", "clusterrole", {NULL}, {NULL}, false,
+	 VERBS_ALL, {{NULL}}, no_fields, NULL, clusterrole_validate},
+	{RBAC_GROUP, "v1", "ClusterRoleBinding", "clusterrolebindings", "clusterrolebinding", {NULL},
+	 {NULL}, false, VERBS_ALL, {{NULL}}, no_fields, rbac_binding_defaults,
+	 clusterrolebinding_validate},
+	{RBAC_GROUP, "v1", "Role", "roles", "role", {NULL}, {NULL}, true, VERBS_ALL, {{NULL}},
+	 no_fields, NULL, role_validate},
+	{RBAC_GROUP, "v1", "RoleBinding", "rolebindings", "rolebinding", {NULL}, {NULL}, true,
+	 VERBS_ALL, {{NULL}}, no_fields, rbac_binding_defaults, rolebinding_validate},
 	{"certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests",
 	 "certificatesigningrequest", {"csr"}, {NULL}, false, VERBS_ALL,
 	 {STATUS_SUB("certificates.k8s.io", "v1", "CertificateSigningRequest"),

@@ -1789,3 +1789,65 @@ def test_finalizer_holds_deletion_until_removed(kubectl, wait_until):
     kubectl("patch", "configmap", "held", "--type", "merge", "-p",
             '{"metadata":{"finalizers":null}}')
     wait_until(lambda: gone(kubectl, "configmap", "held"), 20, "the object to go")
+
+
+# ======================================================= rbac.authorization.k8s.io --
+
+def test_rbac_objects_created_listed_and_validated(kubectl):
+    """Role, ClusterRole, RoleBinding and ClusterRoleBinding through kubectl's
+    own create commands (protobuf bodies), upstream's Tables, defaults and
+    validation messages; a binding's roleRef cannot change."""
+    kubectl("create", "clusterrole", "pod-reader", "--verb=get,list,watch", "--resource=pods")
+    kubectl("create", "role", "cm-editor", "--verb=update", "--resource=configmaps")
+    kubectl("create", "rolebinding", "read-pods", "--clusterrole=pod-reader",
+            "--user=alice", "--group=devs", "--serviceaccount=default:robot")
+    kubectl("create", "clusterrolebinding", "read-pods-everywhere",
+            "--clusterrole=pod-reader", "--group=auditors")
+    cr = get_json(kubectl, "clusterrole", "pod-reader")
+    assert cr["rules"] == [{"verbs": ["get", "list", "watch"], "apiGroups": [""],
+                            "resources": ["pods"]}], cr
+    rb = get_json(kubectl, "rolebinding", "read-pods")
+    assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": "pod-reader"}, rb
+    assert {(s["kind"], s.get("apiGroup"), s.get("namespace")) for s in rb["subjects"]} == {
+        ("User", "rbac.authorization.k8s.io", None),
+        ("Group", "rbac.authorization.k8s.io", None),
+        ("ServiceAccount", "", "default")}, rb["subjects"]
+
+    out = kubectl("get", "rolebinding", "read-pods", "-o", "wide").stdout.splitlines()
+    assert out[0].split() == ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"]
+    assert out[1].split()[:2] == ["read-pods", "ClusterRole/pod-reader"], out
+    assert out[1].split()[3:] == ["alice", "devs", "default/robot"], out
+    out = kubectl("get", "clusterrole", "pod-reader").stdout.splitlines()
+    assert out[0].split() == ["NAME", "CREATED", "AT"], out
+    assert re.match(r"pod-reader\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", out[1]), out
+    assert "read-pods-everywhere" in kubectl("get", "clusterrolebindings").stdout
+
+    bad = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+           "metadata": {"name": "bad-rules"},
+           "rules": [{"verbs": ["get"], "resources": ["pods"]},
+                     {"verbs": [], "nonResourceURLs": ["/healthz"], "apiGroups": [""]}]}
+    r = kubectl("create", "-f", "-", input=bad, check=False)
+    assert r.returncode != 0
+    for want in ("rules[0].apiGroups: Required value",
+                 "rules[1].verbs: Required value",
+                 "rules[1].nonResourceURLs: Invalid value: [\"/healthz\"]: rules cannot "
+                 "apply to both regular resources and non-resource URLs"):
+        assert want in r.stderr, r.stderr
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "urls", "namespace": "default"},
+            "rules": [{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}]}
+    r = kubectl("create", "-f", "-", input=role, check=False)
+    assert "namespaced rules cannot apply to non-resource URLs" in r.stderr, r.stderr
+    r = kubectl("patch", "rolebinding", "read-pods", "--type=merge", "-p",
+                '{"roleRef":{"name":"other"}}', check=False)
+    assert "roleRef: Invalid value" in r.stderr and "cannot change roleRef" in r.stderr, \
+        r.stderr
+    crb = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+           "metadata": {"name": "to-a-role"},
+           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "x"},
+           "subjects": [{"kind": "ServiceAccount", "name": "robot"}]}
+    r = kubectl("create", "-f", "-", input=crb, check=False)
+    assert 'roleRef.kind: Unsupported value: "Role": supported values: "ClusterRole"' \
+        in r.stderr, r.stderr
+    assert "subjects[0].namespace: Required value" in r.stderr, r.stderr

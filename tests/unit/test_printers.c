@@ -127,7 +127,9 @@ static void test_columns(void **state)
 	check_columns("EndpointSlice", "Name,AddressType,Ports,Endpoints,Age");
 	check_columns("ConfigMap", "Name,Data,Age");
 	check_columns("Secret", "Name,Type,Data,Age");
-	check_columns("ClusterRole", "Name,Age");
+	check_columns("PriorityClass", "Name,Age");
+	check_columns("ClusterRole", "Name,Created At");
+	check_columns("RoleBinding", "Name,Role,Age,[Users],[Groups],[ServiceAccounts]");
 	check_columns(NULL, "Name,Age");
 
 	/* integer columns where upstream declares them */
@@ -685,13 +687,24 @@ static void test_age(void **state)
 		snprintf(buf, sizeof(buf), "{'metadata':{'name':'x','creationTimestamp':'%s'}}",
 			 cases[i].created);
 		o = J(buf);
-		cells = printers_cells("ClusterRole", o, now_ns);
+		cells = printers_cells("PriorityClass", o, now_ns);
 		assert_string_equal(json_string_value(json_array_get(cells, 1)), cases[i].age);
 		json_decref(cells);
 		json_decref(o);
 	}
-	check_cells("ClusterRole", "{'metadata':{'name':'nothing'}}", "['nothing','<unknown>']");
+	check_cells("PriorityClass", "{'metadata':{'name':'nothing'}}", "['nothing','<unknown>']");
 	check_cells("Widget", "{'metadata':{}}", "['','<unknown>']");
+	/* printRole: the creation time itself, RFC 3339 */
+	check_cells("Role", "{'metadata':{'name':'r','creationTimestamp':'2025-01-01T11:00:00Z'}}",
+		    "['r','2025-01-01T11:00:00Z']");
+	/* printRoleBinding: kind/name; users, groups, ns/name of service accounts */
+	check_cells("ClusterRoleBinding",
+		    "{'metadata':{'name':'b','creationTimestamp':'2025-01-01T11:00:00Z'},"
+		    "'roleRef':{'kind':'ClusterRole','name':'view'},'subjects':["
+		    "{'kind':'User','name':'alice'},{'kind':'User','name':'bob'},"
+		    "{'kind':'Group','name':'devs'},"
+		    "{'kind':'ServiceAccount','name':'robot','namespace':'ops'}]}",
+		    "['b','ClusterRole/view','60m','alice, bob','devs','ops/robot']");
 }
 
 /* ---- envelope ---------------------------------------------------------- */

@@ -211,6 +211,18 @@ PB_MSG(RoleRef, S(1, "apiGroup"), S(2, "kind"), S(3, "name"));
 PB_MSG(RoleBinding, M(1, "metadata", ObjectMeta), MR(2, "subjects", Subject),
        M(3, "roleRef", RoleRef));
 
+/* authorization.k8s.io/v1 (kubectl auth can-i); no field or label selectors */
+PB_MSG(ResourceAttributes, S(1, "namespace"), S(2, "verb"), S(3, "group"), S(4, "version"),
+       S(5, "resource"), S(6, "subresource"), S(7, "name"));
+PB_MSG(NonResourceAttributes, S(1, "path"), S(2, "verb"));
+PB_MSG(SubjectAccessReviewSpec, MP(1, "resourceAttributes", ResourceAttributes),
+       MP(2, "nonResourceAttributes", NonResourceAttributes), S(3, "user"), SR(4, "groups"),
+       MAP(5, "extra", T_STRLIST), S(6, "uid"));
+PB_MSG(SubjectAccessReview, M(1, "metadata", ObjectMeta), M(2, "spec", SubjectAccessReviewSpec));
+PB_MSG(SelfSubjectRulesReviewSpec, S(1, "namespace"));
+PB_MSG(SelfSubjectRulesReview, M(1, "metadata", ObjectMeta),
+       M(2, "spec", SelfSubjectRulesReviewSpec));
+
 /* certificates.k8s.io/v1 */
 PB_MSG(CertificateSigningRequestCondition, S(1, "type"), S(6, "status"), S(2, "reason"),
        S(3, "message"), TM(4, "lastUpdateTime"), TM(5, "lastTransitionTime"));
@@ -273,6 +285,10 @@ static const struct pb_root {
     {"apps/v1", "StatefulSet", &StatefulSet},
     {"apps/v1", "DaemonSet", &DaemonSet},
     {"batch/v1", "Job", &Job},
+    {"authorization.k8s.io/v1", "SubjectAccessReview", &SubjectAccessReview},
+    {"authorization.k8s.io/v1", "LocalSubjectAccessReview", &SubjectAccessReview},
+    {"authorization.k8s.io/v1", "SelfSubjectAccessReview", &SubjectAccessReview},
+    {"authorization.k8s.io/v1", "SelfSubjectRulesReview", &SelfSubjectRulesReview},
     {"rbac.authorization.k8s.io/v1", "Role", &Role},
     {"rbac.authorization.k8s.io/v1", "ClusterRole", &ClusterRole},
     {"rbac.authorization.k8s.io/v1", "RoleBinding", &RoleBinding},

@@ -1,10 +1,11 @@
 /*
- * Authorization, mirroring upstream's built-in policy without RBAC objects:
- * system:masters may do everything; the controller manager and scheduler
- * identities get the broad rights their bootstrap roles give; nodes get the
- * Node authorizer's rules (k8s-facts §8.3, with AuthorizeNodeWithSelectors
- * as in 1.32); bootstrappers may only create and read CSRs. Everything else
- * is 403 with upstream's message.
+ * Authorization, in upstream's order: the Node authorizer's rules for nodes
+ * (k8s-facts §8.3, with AuthorizeNodeWithSelectors as in 1.32), then the
+ * built-in policy still hard-coded here — system:masters may do everything;
+ * the controller manager and scheduler identities get the broad rights
+ * their bootstrap roles give; bootstrappers may create and read CSRs —
+ * then RBAC (rbac.c): what Roles, ClusterRoles and their bindings grant.
+ * Everything else is 403 with upstream's message.
  */
 #include "apiserver/internal.h"
 
@@ -135,11 +136,24 @@ int authz_check(struct req *r, const json_t *obj, char **reason)
 	if (r->res && is(r->res->plural, "selfsubjectreviews") &&
 	    in_group(r, "system:authenticated"))
 		return 0;
-	if (in_group(r, "system:nodes") && user && !strncmp(user, "system:node:", 12))
-		return node_rules(r, obj, user + 12, reason);
+	if (in_group(r, "system:nodes") && user && !strncmp(user, "system:node:", 12) &&
+	    node_rules(r, obj, user + 12, reason) == 0)
+		return 0;
 	if (in_group(r, "system:bootstrappers") && r->res &&
 	    is(r->res->plural, "certificatesigningrequests") && !r->sub && verb_in(r, csr_verbs))
 		return 0;
+	/* Then RBAC: what bindings grant (the Node authorizer's reason, if
+	 * any, is kept for the message). */
+	if (r->res) {
+		struct authz_attrs a = {&r->user,    r->verb,  true,    r->res->group,
+					r->res->plural, r->sub ? r->sub->name : NULL, r->ns,
+					r->name,     NULL};
+		if (rbac_allows(r->s, &a, NULL, 0)) {
+			free(*reason);
+			*reason = NULL;
+			return 0;
+		}
+	}
 	return ERR_FORBIDDEN;
 }
 

@@ -627,6 +627,8 @@ static void handle_create(struct req *r)
 						"requested resource");
 		return;
 	}
+	if (access_handles(r))
+		return;
 	if (is(r->res->plural, "selfsubjectreviews")) {
 		json_t *body = body_object(r);
 		if (body) {

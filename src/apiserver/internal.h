@@ -81,6 +81,30 @@ int authn_request(struct req *r);
 int authz_request(struct req *r, const json_t *obj);
 int authz_check(struct req *r, const json_t *obj, char **reason);
 
+/* What an authorizer decides on (upstream's authorizer.Attributes). */
+struct authz_attrs {
+	const struct user_info *user;
+	const char *verb;
+	bool resource_request;
+	const char *group, *resource, *sub, *ns, *name; /* resource requests */
+	const char *path;                               /* non-resource requests */
+};
+
+/* rbac.c: a binding grants it (why: upstream's "RBAC: allowed by ..."). */
+bool rbac_allows(struct apiserver *s, const struct authz_attrs *a, char *why, size_t n);
+bool rbac_rule_allows(const json_t *rule, const struct authz_attrs *a);
+/* The rules a binding gives the user (borrowed), or NULL when it does not
+ * name them; ns: a RoleBinding's namespace, NULL for a ClusterRoleBinding. */
+json_t *rbac_binding_rules(struct apiserver *s, const json_t *binding, const struct user_info *u,
+			   const char *ns);
+
+/* The cache prefix of an RBAC collection (malloc'd; ns NULL: every one). */
+char *rbac_prefix(const char *plural, const char *ns);
+
+/* access.c: the authorization.k8s.io reviews; true when r was one (and
+ * has been answered). */
+bool access_handles(struct req *r);
+
 /* admission.c: mutate/validate obj for r; 0 or a negative err with r failed */
 int admit(struct req *r, json_t *obj, const json_t *old);
 

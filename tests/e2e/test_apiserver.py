@@ -1851,3 +1851,57 @@ def test_rbac_objects_created_listed_and_validated(kubectl):
     assert 'roleRef.kind: Unsupported value: "Role": supported values: "ClusterRole"' \
         in r.stderr, r.stderr
     assert "subjects[0].namespace: Required value" in r.stderr, r.stderr
+
+
+def user_kubeconfig(server, run, tmp_path, name, group):
+    """A kubeconfig for CN=name, O=group, signed by the cluster CA."""
+    key, csr, crt = (tmp_path / f"{name}.{x}" for x in ("key", "csr", "crt"))
+    run("openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+        "-nodes", "-keyout", key, "-subj", f"/O={group}/CN={name}", "-out", csr)
+    run("openssl", "x509", "-req", "-in", csr, "-CA", server.pki / "ca.crt", "-CAkey",
+        server.pki / "ca.key", "-CAcreateserial", "-days", "1", "-out", crt)
+    conf = tmp_path / f"{name}.conf"
+    server.write_kubeconfig(conf, crt, key, user=name)
+    return conf
+
+
+def test_rbac_grants_and_kubectl_auth_can_i(kubectl, kubectl_for, server, run, tmp_path):
+    """A user with no binding is refused with upstream's message; a
+    RoleBinding to a ClusterRole lets them read pods in that namespace only;
+    `kubectl auth can-i` (SelfSubjectAccessReview) and `--list`
+    (SelfSubjectRulesReview) say so; a SubjectAccessReview by the admin
+    answers for that user with RBAC's reason."""
+    carol = kubectl_for(server, user_kubeconfig(server, run, tmp_path, "carol", "qa"))
+    r = carol("get", "pods", check=False)
+    assert r.returncode != 0
+    assert ('pods is forbidden: User "carol" cannot list resource "pods" in API group "" '
+            'in the namespace "default"') in r.stderr, r.stderr
+    r = carol("auth", "can-i", "list", "pods", check=False)
+    assert r.stdout.strip() == "no", r.stderr
+    kubectl("create", "clusterrole", "carol-reader", "--verb=get,list,watch",
+            "--resource=pods,configmaps")
+    kubectl("create", "rolebinding", "carol-reads", "--clusterrole=carol-reader",
+            "--group=qa", "--namespace=default")
+    assert carol("auth", "can-i", "list", "pods").stdout.strip() == "yes"
+    assert carol("auth", "can-i", "list", "pods", "-n", "kube-system",
+                 check=False).stdout.strip() == "no"
+    assert carol("auth", "can-i", "delete", "pods", check=False).stdout.strip() == "no"
+    carol("get", "pods")
+    r = carol("get", "secrets", check=False)
+    assert 'User "carol" cannot list resource "secrets"' in r.stderr, r.stderr
+    listed = carol("auth", "can-i", "--list").stdout
+    assert re.search(r"(?m)^pods\s+\[\]\s+\[\]\s+\[get list watch\]", listed), listed
+    sar = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+           "spec": {"user": "carol", "groups": ["qa"], "resourceAttributes": {
+               "namespace": "default", "verb": "get", "resource": "configmaps"}}}
+    r = server.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", sar)
+    assert r.status == 201, r
+    st = r.json()["status"]
+    assert st == {"allowed": True, "reason": 'RBAC: allowed by RoleBinding "default/carol-reads"'
+                  ' of ClusterRole "carol-reader" to Group "qa"'}, st
+    sar["spec"]["resourceAttributes"]["verb"] = "delete"
+    assert server.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                          sar).json()["status"] == {"allowed": False}
+    # Only those allowed to may ask about others.
+    r = carol("create", "-f", "-", input=sar, check=False)
+    assert 'cannot create resource "subjectaccessreviews"' in r.stderr, r.stderr

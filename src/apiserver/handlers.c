@@ -516,6 +516,18 @@ static void prepare_create(struct req *r, json_t *obj)
 		json_object_del(obj, "status");
 }
 
+/* ValidateRBACName: any path segment name (upstream's IsValidPathSegmentName). */
+static void rbac_name_validate(struct validation *v, const char *name)
+{
+	if (!strcmp(name, ".") || !strcmp(name, ".."))
+		val_invalid_str(v, "metadata.name", name,
+				!strcmp(name, ".") ? "may not be '.'" : "may not be '..'");
+	else if (strchr(name, '/'))
+		val_invalid_str(v, "metadata.name", name, "may not contain '/'");
+	else if (strchr(name, '%'))
+		val_invalid_str(v, "metadata.name", name, "may not contain '%'");
+}
+
 /* Defaults, admission, validation: 0 or a reply has been sent. */
 static int admit_and_validate(struct req *r, json_t *obj, const json_t *old)
 {
@@ -534,6 +546,8 @@ static int admit_and_validate(struct req *r, json_t *obj, const json_t *old)
 			; /* upstream does not care what CSRs are called (node-csr-<base64url>) */
 		else if (is(r->res->plural, "namespaces"))
 			val_dns_label(&v, "metadata.name", name);
+		else if (is(r->res->group, "rbac.authorization.k8s.io"))
+			rbac_name_validate(&v, name); /* path segments: kubeadm:..., system:... */
 		else
 			val_dns_subdomain(&v, "metadata.name", name);
 	}

@@ -82,8 +82,80 @@ static void seed_token(struct apiserver *s, const char *path)
 	free(text);
 }
 
+/* ---- RBAC: upstream's bootstrap roles for node certificates, and kubeadm's
+ * bindings of them ------------------------------------------------------------ */
+
+static json_t *rbac_object(const char *kind, const char *name, bool bootstrap)
+{
+	json_t *o = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "rbac.authorization.k8s.io/v1",
+			      "kind", kind, "metadata", "name", name);
+	if (bootstrap) {
+		/* upstream's marks on the policy it reconciles at every start */
+		jx_set(o, "metadata.annotations",
+		       json_pack("{s:s}", "rbac.authorization.kubernetes.io/autoupdate", "true"));
+		jx_set(o, "metadata.labels", json_pack("{s:s}", "kubernetes.io/bootstrapping",
+						       "rbac-defaults"));
+	}
+	return o;
+}
+
+static void ensure_rbac(struct apiserver *s, const char *plural, json_t *obj)
+{
+	const struct resource *res = resource_find("rbac.authorization.k8s.io", "v1", plural);
+	char *key = object_key(res, NULL, jx_str(obj, "metadata.name"));
+	ensure(s, key, obj);
+	free(key);
+}
+
+/* A ClusterRole granting `verbs` on one resource (and subresource). */
+static void csr_role(struct apiserver *s, const char *name, const char *resource,
+		     json_t *verbs)
+{
+	json_t *role = rbac_object("ClusterRole", name, true);
+	json_object_set_new(role, "rules",
+			    json_pack("[{s:o,s:[s],s:[s]}]", "verbs", verbs, "apiGroups",
+				      "certificates.k8s.io", "resources", resource));
+	ensure_rbac(s, "clusterroles", role);
+}
+
+static void bind_group(struct apiserver *s, const char *name, const char *role,
+		       const char *group)
+{
+	json_t *b = rbac_object("ClusterRoleBinding", name, false);
+	json_object_set_new(b, "roleRef", json_pack("{s:s,s:s,s:s}", "apiGroup",
+						    "rbac.authorization.k8s.io", "kind",
+						    "ClusterRole", "name", role));
+	json_object_set_new(b, "subjects", json_pack("[{s:s,s:s,s:s}]", "kind", "Group",
+						     "apiGroup", "rbac.authorization.k8s.io",
+						     "name", group));
+	ensure_rbac(s, "clusterrolebindings", b);
+}
+
+#define NODECLIENT "system:certificates.k8s.io:certificatesigningrequests:nodeclient"
+#define SELFNODECLIENT "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"
+
+static void seed_rbac(struct apiserver *s, bool first_start)
+{
+	csr_role(s, "system:node-bootstrapper", "certificatesigningrequests",
+		 json_pack("[s,s,s,s]", "create", "get", "list", "watch"));
+	csr_role(s, NODECLIENT, "certificatesigningrequests/nodeclient", json_pack("[s]", "create"));
+	csr_role(s, SELFNODECLIENT, "certificatesigningrequests/selfnodeclient",
+		 json_pack("[s]", "create"));
+	/* kubeadm creates its bindings once, at init: one deleted later stays
+	 * deleted (the seeds' "CSR not auto-approved"). */
+	if (!first_start || !s->o.bootstrap_token_file)
+		return;
+	bind_group(s, "kubeadm:kubelet-bootstrap", "system:node-bootstrapper",
+		   "system:bootstrappers:kubeadm:default-node-token");
+	bind_group(s, "kubeadm:node-autoapprove-bootstrap", NODECLIENT,
+		   "system:bootstrappers:kubeadm:default-node-token");
+	bind_group(s, "kubeadm:node-autoapprove-certificate-rotation", SELFNODECLIENT,
+		   "system:nodes");
+}
+
 void seed_defaults(struct apiserver *s)
 {
+	bool first_start = !cache_get(s->cache, "/registry/namespaces/kube-system");
 	static const char *const names[] = {"default", "kube-system", "kube-public",
 					    "kube-node-lease"};
 	const struct resource *ns = resource_find("", "v1", "namespaces");
@@ -98,4 +170,5 @@ void seed_defaults(struct apiserver *s)
 	}
 	if (s->o.bootstrap_token_file)
 		seed_token(s, s->o.bootstrap_token_file);
+	seed_rbac(s, first_start);
 }

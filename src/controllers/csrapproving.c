@@ -3,13 +3,13 @@
  * certificates, a node's own renewal ("selfnodeclient") before a bootstrap
  * request ("nodeclient"); everything else is left Pending, never denied.
  *
- * Upstream asks the API server a SubjectAccessReview "may the requestor
- * create certificatesigningrequests/<subresource>?". cube has no RBAC
- * objects, so the answer is the one kubeadm's bootstrap bindings give,
- * read from the requestor recorded in the CSR (spec.username/groups, which
- * the API server filled in): nodeclient for system:bootstrappers (kubeadm
- * binds system:bootstrappers:kubeadm:default-node-token), selfnodeclient
- * for system:nodes, both for system:masters (cluster-admin).
+ * As upstream, it asks the API server a SubjectAccessReview "may the
+ * requestor create certificatesigningrequests/<subresource> in
+ * certificates.k8s.io?" with the requestor recorded in the CSR
+ * (spec.username, uid, groups, extra — the API server filled them in), so
+ * RBAC decides: kubeadm's bindings give nodeclient to the default node
+ * token's group and selfnodeclient to system:nodes. Without them the CSR
+ * stays Pending (upstream's IgnorableError, retried with backoff).
  *
  * cube's own --approve-kubelet-serving also approves a kubelet-serving CSR
  * when the node asks for itself and every SAN is one of its Node's
@@ -51,17 +51,6 @@ static bool in_groups(const json_t *csr, const char *g)
 	return false;
 }
 
-/* The SubjectAccessReview kubeadm's bindings would answer (see the top). */
-static bool authorized(const json_t *csr, const char *subresource)
-{
-	if (in_groups(csr, "system:masters"))
-		return true;
-	if (!strcmp(subresource, "selfnodeclient"))
-		return in_groups(csr, "system:nodes");
-	return in_groups(csr, "system:bootstrappers") ||
-	       in_groups(csr, "system:bootstrappers:kubeadm:default-node-token");
-}
-
 static const char *name_of(const struct job *j)
 {
 	return jx_str(j->csr, "metadata.name") ?: j->key;
@@ -99,12 +88,92 @@ static void approve(struct csrapproving *c, struct job *j, const char *message)
 
 /* ---- kubelet client: selfnodeclient, then nodeclient ----------------------------------- */
 
+/* The job's aux while its reviews are asked. */
+struct sar {
+	bool self; /* asking selfnodeclient (then nodeclient) */
+	char tried[64];
+};
+
+static void ask_one(struct csrapproving *c, struct job *j);
+
+/* The SubjectAccessReview for the requestor recorded in the CSR. */
+static json_t *review_for(const json_t *csr, const char *subresource)
+{
+	json_t *spec = json_pack("{s:{s:s,s:s,s:s,s:s}}", "resourceAttributes", "group",
+				 "certificates.k8s.io", "resource", "certificatesigningrequests",
+				 "subresource", subresource, "verb", "create");
+	static const char *const copied[] = {"username", "uid", "groups", "extra"};
+	for (size_t i = 0; i < 4; i++) {
+		json_t *v = jx_get(csr, "spec");
+		v = json_object_get(v, copied[i]);
+		if (v)
+			json_object_set(spec, i ? copied[i] : "user", v);
+	}
+	return json_pack("{s:s,s:s,s:o}", "apiVersion", "authorization.k8s.io/v1", "kind",
+			 "SubjectAccessReview", "spec", spec);
+}
+
+static void on_review(void *arg, int status, json_t *body, const char *err)
+{
+	struct job *j = arg;
+	struct sar *q = j->aux;
+	struct csrapproving *c = j->ctl;
+	char msg[1024], why[900];
+
+	if (status != 201 && status != 200) {
+		snprintf(msg, sizeof(msg), "%s", api_error(why, sizeof(why), status, body, err));
+		sync_failed(j->key, msg, false);
+		job_done(&c->jobs, j, true);
+		return;
+	}
+	if (json_is_true(jx_get(body, "status.allowed"))) {
+		approve(c, j, q->self ? MSG_SELF : MSG_NODE);
+		return;
+	}
+	if (q->self) {
+		q->self = false; /* then as a bootstrap request */
+		ask_one(c, j);
+		return;
+	}
+	/* upstream's IgnorableError: logged at V(4), retried with backoff. */
+	snprintf(msg, sizeof(msg),
+		 "recognized csr \"%s\" as [%s] but subject access review was not approved",
+		 name_of(j), q->tried);
+	sync_failed(j->key, msg, true);
+	job_done(&c->jobs, j, true);
+}
+
+static void ask_one(struct csrapproving *c, struct job *j)
+{
+	struct sar *q = j->aux;
+	const char *sub = q->self ? "selfnodeclient" : "nodeclient";
+	json_t *review = review_for(j->csr, sub);
+	size_t n = strlen(q->tried);
+
+	snprintf(q->tried + n, sizeof(q->tried) - n, "%s%s", n ? " " : "", sub);
+	rest_do(c->m->rest, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review,
+		on_review, j);
+	json_decref(review);
+}
+
+/* Asked in upstream's order: a node's own renewal first. */
+static void ask(struct csrapproving *c, struct job *j, bool self)
+{
+	struct sar *q = calloc(1, sizeof(*q));
+	if (!q)
+		abort();
+	q->self = self;
+	free(j->aux);
+	j->aux = q;
+	ask_one(c, j);
+}
+
 static void client_csr(struct csrapproving *c, struct job *j, const struct pki_csr_info *info)
 {
 	bool bad;
 	unsigned usages = csr_usages(j->csr, &bad);
 	const char *user = jx_str(j->csr, "spec.username") ?: "";
-	char why[256], tried[64] = "", msg[512];
+	char why[256];
 
 	if (csr_check_kubelet_client(info, usages, bad, why, sizeof(why))) {
 		/* Not recognized: upstream stays silent and leaves it Pending. */
@@ -114,25 +183,7 @@ static void client_csr(struct csrapproving *c, struct job *j, const struct pki_c
 		job_done(&c->jobs, j, false);
 		return;
 	}
-	if (!strcmp(user, info->cn)) {
-		strcat(tried, "selfnodeclient");
-		if (authorized(j->csr, "selfnodeclient")) {
-			approve(c, j, MSG_SELF);
-			return;
-		}
-	}
-	snprintf(tried + strlen(tried), sizeof(tried) - strlen(tried), "%snodeclient",
-		 *tried ? " " : "");
-	if (authorized(j->csr, "nodeclient")) {
-		approve(c, j, MSG_NODE);
-		return;
-	}
-	/* upstream's IgnorableError: logged at V(4), retried with backoff. */
-	snprintf(msg, sizeof(msg),
-		 "recognized csr \"%s\" as [%s] but subject access review was not approved",
-		 name_of(j), tried);
-	sync_failed(j->key, msg, true);
-	job_done(&c->jobs, j, true);
+	ask(c, j, !strcmp(user, info->cn));
 }
 
 /* ---- kubelet serving (cube's --approve-kubelet-serving) -------------------------------- */

@@ -235,6 +235,7 @@ struct job {
 	char *key;
 	json_t *csr; /* a private copy */
 	void *ctl;   /* the controller */
+	void *aux;   /* the controller's per-job state, free()d with the job */
 };
 
 struct job_list {

@@ -574,6 +574,7 @@ struct job *job_new(struct job_list *l, struct workqueue *q, const char *key, vo
 
 static void job_free(struct job_list *l, struct job *j)
 {
+	free(j->aux);
 	if (j->prev)
 		j->prev->next = j->next;
 	else

@@ -35,7 +35,7 @@ static const struct resource *resource_by_plural(const char *group, const char *
 /* The chain's decision for attributes that come from a review, not a
  * request: a request of the resource is made up for the Node and built-in
  * rules; RBAC alone for what cube does not serve. */
-static bool decide(struct apiserver *s, const struct authz_attrs *a, char **reason)
+bool authz_attrs_allowed(struct apiserver *s, const struct authz_attrs *a, char **reason)
 {
 	const struct resource *res = a->resource_request ? resource_by_plural(a->group ? a->group : "",
 									a->resource ? a->resource : "")
@@ -153,7 +153,7 @@ static void access_review(struct req *r, json_t *body)
 		a.ns = r->ns;
 	}
 	a.user = &who;
-	bool ok = decide(r->s, &a, &reason);
+	bool ok = authz_attrs_allowed(r->s, &a, &reason);
 	reply_review(r, json_incref(body), ok, reason);
 out:
 	free(reason);

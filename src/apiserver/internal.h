@@ -104,6 +104,13 @@ char *rbac_prefix(const char *plural, const char *ns);
 /* access.c: the authorization.k8s.io reviews; true when r was one (and
  * has been answered). */
 bool access_handles(struct req *r);
+/* The whole chain's decision on attributes that are not a request's
+ * (reviews, impersonation); *reason malloc'd or NULL. */
+bool authz_attrs_allowed(struct apiserver *s, const struct authz_attrs *a, char **reason);
+
+/* impersonate.c: the Impersonate-* headers, authorized; r->user becomes
+ * the impersonated user. 0, or an error already answered. */
+int impersonate(struct req *r);
 
 /* admission.c: mutate/validate obj for r; 0 or a negative err with r failed */
 int admit(struct req *r, json_t *obj, const json_t *old);

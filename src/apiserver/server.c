@@ -348,7 +348,7 @@ static void on_request(struct evhttp_request *ev, void *arg)
 			reply_text(r, 200, "text/plain; charset=utf-8", "ok");
 		return;
 	}
-	if (authn_request(r) < 0)
+	if (authn_request(r) < 0 || impersonate(r) < 0)
 		return;
 	if (!strcmp(r->path, "/metrics")) {
 		serve_metrics(r);

@@ -1905,3 +1905,36 @@ def test_rbac_grants_and_kubectl_auth_can_i(kubectl, kubectl_for, server, run, t
     # Only those allowed to may ask about others.
     r = carol("create", "-f", "-", input=sar, check=False)
     assert 'cannot create resource "subjectaccessreviews"' in r.stderr, r.stderr
+
+
+def test_impersonation_as_upstream(kubectl, kubectl_for, server, run, tmp_path):
+    """`kubectl --as/--as-group`: the admin may impersonate; the request then
+    runs as that user (whoami, can-i, and RBAC decide); a user without the
+    impersonate verb gets upstream's 403."""
+    out = kubectl("auth", "whoami", "--as", "system:node:n9", "--as-group", "system:nodes",
+                  "-o", "json").stdout
+    info = json.loads(out)["status"]["userInfo"]
+    assert info["username"] == "system:node:n9"
+    assert info["groups"] == ["system:nodes", "system:authenticated"], info
+    assert kubectl("auth", "can-i", "create", "certificatesigningrequests/selfnodeclient",
+                   "--as", "system:node:node-0", "--as-group",
+                   "system:nodes").stdout.strip() == "yes"
+    assert kubectl("auth", "can-i", "create", "certificatesigningrequests/selfnodeclient",
+                   "--as", "dave", check=False).stdout.strip() == "no"
+    r = kubectl("get", "configmaps", "--as", "dave", check=False)
+    assert 'User "dave" cannot list resource "configmaps"' in r.stderr, r.stderr
+    kubectl("create", "role", "dave-cm", "--verb=list", "--resource=configmaps")
+    kubectl("create", "rolebinding", "dave-cm", "--role=dave-cm", "--user=dave")
+    kubectl("get", "configmaps", "--as", "dave")
+    # Only those allowed the impersonate verb may do it.
+    erin = kubectl_for(server, user_kubeconfig(server, run, tmp_path, "erin", "qa"))
+    r = erin("get", "pods", "--as", "dave", check=False)
+    assert ('users "dave" is forbidden: User "erin" cannot impersonate resource "users" in '
+            'API group "" at the cluster scope') in r.stderr, r.stderr
+    kubectl("create", "clusterrole", "impersonate-dave", "--verb=impersonate",
+            "--resource=users", "--resource-name=dave")
+    kubectl("create", "clusterrolebinding", "erin-as-dave", "--clusterrole=impersonate-dave",
+            "--user=erin")
+    erin("get", "configmaps", "--as", "dave")
+    r = erin("get", "configmaps", "--as", "frank", check=False)
+    assert 'users "frank" is forbidden' in r.stderr, r.stderr

@@ -669,7 +669,7 @@ static void handle_create(struct req *r)
 	prepare_create(r, obj);
 	if (admit_and_validate(r, obj, NULL) < 0)
 		goto fail;
-	if (authz_request(r, obj) < 0)
+	if (authz_request(r, obj) < 0 || rbac_check_escalation(r, obj) < 0)
 		goto fail;
 	key = object_key(r->res, r->ns, r->name);
 	write_and_reply(r, key, obj, true, 201);
@@ -836,7 +836,7 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 		}
 		val_free(&v);
 	}
-	if (admit_and_validate(r, next, old) < 0) {
+	if (admit_and_validate(r, next, old) < 0 || rbac_check_escalation(r, next) < 0) {
 		json_decref(next);
 		return;
 	}

@@ -98,6 +98,10 @@ bool rbac_rule_allows(const json_t *rule, const struct authz_attrs *a);
 json_t *rbac_binding_rules(struct apiserver *s, const json_t *binding, const struct user_info *u,
 			   const char *ns);
 
+/* Upstream's escalation check on a Role/ClusterRole (escalate) or binding
+ * (bind) being written: 0, or the 403 answered. */
+int rbac_check_escalation(struct req *r, const json_t *obj);
+
 /* The cache prefix of an RBAC collection (malloc'd; ns NULL: every one). */
 char *rbac_prefix(const char *plural, const char *ns);
 

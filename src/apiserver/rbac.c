@@ -14,6 +14,9 @@
  */
 #include "apiserver/internal.h"
 
+#include "api/status.h"
+
+#include "base/err.h"
 #include "base/jx.h"
 
 #include <stdio.h>
@@ -212,4 +215,236 @@ json_t *rbac_binding_rules(struct apiserver *s, const json_t *binding, const str
 			   const char *ns)
 {
 	return binding_applies(binding, u, ns) ? role_rules(s, binding, ns) : NULL;
+}
+
+/* ---- escalation (upstream's policybased storage and ConfirmNoEscalation) ---- */
+
+/* Every rule the user holds in ns (and cluster-wide): RulesFor. */
+static json_t *owner_rules(struct apiserver *s, const struct user_info *u, const char *ns)
+{
+	json_t *out = json_array();
+
+	if (strv_has(&u->groups, "system:masters")) {
+		json_array_append_new(out, json_pack("{s:[s],s:[s],s:[s]}", "verbs", "*", "apiGroups",
+						     "*", "resources", "*"));
+		json_array_append_new(out,
+				      json_pack("{s:[s],s:[s]}", "verbs", "*", "nonResourceURLs", "*"));
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		json_t **bindings, *rules, *rule;
+		size_t n, i;
+		char *prefix;
+		if (pass && (!ns || !*ns))
+			break;
+		prefix = pass ? rbac_prefix("rolebindings", ns) : rbac_prefix("clusterrolebindings", NULL);
+		n = cache_list(s->cache, prefix, NULL, 0, &bindings, NULL);
+		free(prefix);
+		for (size_t b = 0; b < n; b++)
+			if ((rules = rbac_binding_rules(s, bindings[b], u, pass ? ns : NULL)))
+				json_array_foreach(rules, i, rule) json_array_append(out, rule);
+		free(bindings);
+	}
+	return out;
+}
+
+/* resourceCoversAll, for one resource. */
+static bool resource_covered(const json_t *set, const char *res)
+{
+	const char *slash = strchr(res, '/');
+	char star[256];
+	if (has(set, "*") || has(set, res))
+		return true;
+	if (!slash)
+		return false;
+	snprintf(star, sizeof(star), "*%s", slash);
+	return has(set, star);
+}
+
+static bool url_covered(const json_t *set, const char *url)
+{
+	json_t *e;
+	size_t i;
+	json_array_foreach(set, i, e)
+	{
+		const char *o = json_string_value(e);
+		size_t n = o ? strlen(o) : 0;
+		if (o && (!strcmp(o, "*") || !strcmp(o, url) ||
+			  (n && o[n - 1] == '*' && !strncmp(o, url, n - 1))))
+			return true;
+	}
+	return false;
+}
+
+/* ruleCovers for one simple rule (one verb, group, resource, name or URL). */
+static bool simple_covered(const json_t *owners, const char *verb, const char *group,
+			   const char *res, const char *name, const char *url)
+{
+	json_t *o;
+	size_t i;
+	json_array_foreach(owners, i, o)
+	{
+		if (!has(json_object_get(o, "verbs"), "*") && !has(json_object_get(o, "verbs"), verb))
+			continue;
+		if (url) {
+			if (url_covered(json_object_get(o, "nonResourceURLs"), url))
+				return true;
+			continue;
+		}
+		if (!has(json_object_get(o, "apiGroups"), "*") &&
+		    !has(json_object_get(o, "apiGroups"), group))
+			continue;
+		if (!resource_covered(json_object_get(o, "resources"), res))
+			continue;
+		json_t *names = json_object_get(o, "resourceNames");
+		if (json_array_size(names) && (!name || !has(names, name)))
+			continue;
+		return true;
+	}
+	return false;
+}
+
+/* One missing permission in rbacv1helpers.CompactString's form. */
+static void missing_push(struct strv *out, const char *verb, const char *group, const char *res,
+			 const char *name, const char *url)
+{
+	group = group ? group : "";
+	res = res ? res : "";
+	if (url)
+		strv_pushf(out, "{NonResourceURLs:[\"%s\"], Verbs:[\"%s\"]}", url, verb);
+	else if (name)
+		strv_pushf(out,
+			   "{APIGroups:[\"%s\"], Resources:[\"%s\"], ResourceNames:[\"%s\"], "
+			   "Verbs:[\"%s\"]}",
+			   group, res, name, verb);
+	else
+		strv_pushf(out, "{APIGroups:[\"%s\"], Resources:[\"%s\"], Verbs:[\"%s\"]}", group,
+			   res, verb);
+}
+
+/* Covers: each rule broken into simple rules, each held by some owner rule. */
+static void uncovered(const json_t *owners, const json_t *rules, struct strv *missing)
+{
+	json_t *rule, *v, *g, *res, *nm, *u;
+	size_t i, a, b, c, d;
+
+	json_array_foreach(rules, i, rule)
+	{
+		json_t *names = json_object_get(rule, "resourceNames");
+		json_array_foreach(json_object_get(rule, "verbs"), a, v)
+		{
+			const char *verb = json_string_value(v);
+			if (!verb)
+				continue;
+			json_array_foreach(json_object_get(rule, "nonResourceURLs"), b, u)
+				if (json_string_value(u) &&
+				    !simple_covered(owners, verb, NULL, NULL, NULL, json_string_value(u)))
+					missing_push(missing, verb, NULL, NULL, NULL,
+						     json_string_value(u));
+			json_array_foreach(json_object_get(rule, "apiGroups"), b, g)
+				json_array_foreach(json_object_get(rule, "resources"), c, res)
+			{
+				const char *gs = json_string_value(g) ?: "", *rs = json_string_value(res) ?: "";
+				if (!json_array_size(names)) {
+					if (!simple_covered(owners, verb, gs, rs, NULL, NULL))
+						missing_push(missing, verb, gs, rs, NULL, NULL);
+					continue;
+				}
+				json_array_foreach(names, d, nm) if (
+					!simple_covered(owners, verb, gs, rs, json_string_value(nm), NULL))
+					missing_push(missing, verb, gs, rs, json_string_value(nm), NULL);
+			}
+		}
+	}
+}
+
+/* The rules a roleRef points at, or NULL with *err set. */
+static json_t *ref_rules(struct apiserver *s, const json_t *ref, const char *ns, char *err,
+			 size_t n)
+{
+	const char *kind = jx_str(ref, "kind"), *name = jx_str(ref, "name") ?: "";
+	bool cluster = !is(kind, "Role");
+	char *key = object_key(rbac_res(cluster ? "clusterroles" : "roles"), ns, name);
+	json_t *role = cache_get(s->cache, key), *rules;
+
+	free(key);
+	if (!role) {
+		snprintf(err, n, "%s.rbac.authorization.k8s.io \"%s\" not found",
+			 cluster ? "clusterroles" : "roles", name);
+		return NULL;
+	}
+	rules = json_object_get(role, "rules");
+	return rules ? rules : role; /* no rules: nothing to hold (a non-array is none) */
+}
+
+/* May the caller hold this verb (escalate, bind) on the role? */
+static bool verb_on_role(struct req *r, const char *verb, const char *plural, const char *ns,
+			 const char *name)
+{
+	struct authz_attrs a = {&r->user, verb, true, "rbac.authorization.k8s.io", plural, NULL,
+				ns, name, NULL};
+	return rbac_allows(r->s, &a, NULL, 0);
+}
+
+int rbac_check_escalation(struct req *r, const json_t *obj)
+{
+	const char *plural = r->res->plural, *name = jx_str(obj, "metadata.name") ?: "";
+	bool role = is(plural, "roles") || is(plural, "clusterroles");
+	bool binding = is(plural, "rolebindings") || is(plural, "clusterrolebindings");
+	json_t *rules = NULL, *owners;
+	struct strv missing = STRV_INIT;
+	char err[512] = "", q[128], *msg, *groups, *lines;
+	int rc = 0;
+
+	if ((!role && !binding) || r->sub || strv_has(&r->user.groups, "system:masters"))
+		return 0;
+	if (role) {
+		if (verb_on_role(r, "escalate", plural, r->ns, name))
+			return 0;
+		rules = json_object_get(obj, "rules");
+	} else {
+		const json_t *ref = json_object_get(obj, "roleRef");
+		/* BindingAuthorized: in the binding's namespace, whatever the role's kind */
+		if (verb_on_role(r, "bind", is(jx_str(ref, "kind"), "Role") ? "roles" : "clusterroles",
+				 r->ns, jx_str(ref, "name")))
+			return 0;
+		rules = ref_rules(r->s, ref, r->ns, err, sizeof(err));
+	}
+	resource_qualified(r->res, q, sizeof(q));
+	if (!rules && *err) {
+		msg = str_printf("%s \"%s\" is forbidden: %s", q, name, err);
+		goto refuse;
+	}
+	owners = owner_rules(r->s, &r->user, r->ns);
+	uncovered(owners, rules, &missing);
+	json_decref(owners);
+	if (!missing.n) {
+		strv_free(&missing);
+		return 0;
+	}
+	/* sets.NewString(...).List(): unique, sorted */
+	strv_sort(&missing);
+	for (size_t i = 1; i < missing.n;)
+		if (!strcmp(missing.v[i], missing.v[i - 1]))
+			strv_remove(&missing, missing.v[i]);
+		else
+			i++;
+	{
+		struct strv quoted = STRV_INIT;
+		for (size_t i = 0; i < r->user.groups.n; i++)
+			strv_pushf(&quoted, "\"%s\"", r->user.groups.v[i]);
+		groups = strv_join(&quoted, " ");
+		strv_free(&quoted);
+	}
+	lines = strv_join(&missing, "\n");
+	msg = str_printf("%s \"%s\" is forbidden: user \"%s\" (groups=[%s]) is attempting to grant "
+			 "RBAC permissions not currently held:\n%s",
+			 q, name, r->user.name ? r->user.name : "", groups, lines);
+	free(groups);
+	free(lines);
+refuse:
+	req_fail_status(r, status_failure(ERR_FORBIDDEN, msg, r->res->group, plural, name));
+	free(msg);
+	strv_free(&missing);
+	rc = ERR_FORBIDDEN;
+	return rc;
 }

@@ -1938,3 +1938,44 @@ def test_impersonation_as_upstream(kubectl, kubectl_for, server, run, tmp_path):
     erin("get", "configmaps", "--as", "dave")
     r = erin("get", "configmaps", "--as", "frank", check=False)
     assert 'users "frank" is forbidden' in r.stderr, r.stderr
+
+
+def test_rbac_escalation_prevented(kubectl, kubectl_for, server, run, tmp_path):
+    """A user who may write roles and bindings still cannot grant what they
+    do not hold (upstream's message lists what is missing) — unless they hold
+    `escalate` on the role or `bind` on the role a binding refers to."""
+    kubectl("create", "clusterrole", "rbac-writer", "--verb=create,update,get",
+            "--resource=roles.rbac.authorization.k8s.io,rolebindings.rbac.authorization.k8s.io")
+    kubectl("create", "clusterrole", "pod-getter", "--verb=get,list", "--resource=pods")
+    kubectl("create", "clusterrole", "pod-deleter", "--verb=delete", "--resource=pods")
+    for role in ("rbac-writer", "pod-getter"):
+        kubectl("create", "rolebinding", f"gina-{role}", f"--clusterrole={role}",
+                "--user=gina")
+    gina = kubectl_for(server, user_kubeconfig(server, run, tmp_path, "gina", "ops"))
+    gina("create", "role", "ok-role", "--verb=get", "--resource=pods")
+    r = gina("create", "role", "greedy", "--verb=get,delete", "--resource=pods,secrets",
+             check=False)
+    assert r.returncode != 0
+    want = ('roles.rbac.authorization.k8s.io "greedy" is forbidden: user "gina" '
+            '(groups=["ops" "system:authenticated"]) is attempting to grant RBAC permissions '
+            'not currently held:\n'
+            '{APIGroups:[""], Resources:["pods"], Verbs:["delete"]}\n'
+            '{APIGroups:[""], Resources:["secrets"], Verbs:["delete"]}\n'
+            '{APIGroups:[""], Resources:["secrets"], Verbs:["get"]}')
+    assert want in r.stderr, r.stderr
+    gina("create", "rolebinding", "ok-binding", "--clusterrole=pod-getter", "--user=hank")
+    r = gina("create", "rolebinding", "bad-binding", "--clusterrole=pod-deleter",
+             "--user=hank", check=False)
+    assert ('rolebindings.rbac.authorization.k8s.io "bad-binding" is forbidden: user "gina" '
+            '(groups=["ops" "system:authenticated"]) is attempting to grant RBAC permissions '
+            'not currently held:\n{APIGroups:[""], Resources:["pods"], Verbs:["delete"]}') \
+        in r.stderr, r.stderr
+    # bind on that ClusterRole lets her bind it; escalate lets her write any role.
+    kubectl("create", "clusterrole", "bind-deleter", "--verb=bind",
+            "--resource=clusterroles.rbac.authorization.k8s.io", "--resource-name=pod-deleter")
+    kubectl("create", "clusterrole", "escalator", "--verb=escalate",
+            "--resource=roles.rbac.authorization.k8s.io")
+    kubectl("create", "rolebinding", "gina-bind", "--clusterrole=bind-deleter", "--user=gina")
+    kubectl("create", "rolebinding", "gina-escalate", "--clusterrole=escalator", "--user=gina")
+    gina("create", "rolebinding", "bad-binding", "--clusterrole=pod-deleter", "--user=hank")
+    gina("create", "role", "greedy", "--verb=get,delete", "--resource=pods,secrets")

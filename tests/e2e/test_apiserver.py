@@ -1979,3 +1979,25 @@ def test_rbac_escalation_prevented(kubectl, kubectl_for, server, run, tmp_path):
     kubectl("create", "rolebinding", "gina-escalate", "--clusterrole=escalator", "--user=gina")
     gina("create", "rolebinding", "bad-binding", "--clusterrole=pod-deleter", "--user=hank")
     gina("create", "role", "greedy", "--verb=get,delete", "--resource=pods,secrets")
+
+
+def test_bootstrap_policy_roles_and_the_scheduler_holds_only_its_own(kubectl):
+    """Upstream's bootstrap ClusterRoles and bindings are there (and marked
+    for reconciliation); the scheduler's identity is authorized by its role
+    only: it may bind pods, not read secrets."""
+    roles = kubectl("get", "clusterroles").stdout
+    for name in ("cluster-admin", "system:discovery", "system:basic-user",
+                 "system:public-info-viewer", "system:kube-scheduler",
+                 "system:volume-scheduler", "system:kube-controller-manager",
+                 "system:node-bootstrapper"):
+        assert re.search(rf"(?m)^{re.escape(name)}\s", roles), name
+    crb = get_json(kubectl, "clusterrolebinding", "cluster-admin")
+    assert crb["subjects"] == [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
+                                "name": "system:masters"}]
+    assert crb["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"] == "true"
+    can = lambda *a: kubectl("auth", "can-i", *a, "--as", "system:kube-scheduler",  # noqa
+                             check=False).stdout.strip()
+    assert can("create", "pods", "--subresource=binding") == "yes"
+    assert can("patch", "pods", "--subresource=status") == "yes"
+    assert can("get", "secrets") == "no"
+    assert can("create", "deployments.apps") == "no"

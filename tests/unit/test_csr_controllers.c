@@ -511,8 +511,8 @@ static void test_not_a_node_client_csr_stays_pending(void **state)
 }
 
 /* A valid node client request from someone kubeadm's bindings do not let
- * create nodeclient CSRs (here the scheduler) is recognized, refused by the
- * "SubjectAccessReview", and left Pending. */
+ * create nodeclient CSRs (here the controller manager) is recognized,
+ * refused by the API server's SubjectAccessReview, and left Pending. */
 static void test_unauthorized_requestor_stays_pending(void **state)
 {
 	struct world *w = *state;
@@ -520,19 +520,21 @@ static void test_unauthorized_requestor_stays_pending(void **state)
 	struct rest_client *sched;
 	char path[160];
 
-	snprintf(path, sizeof(path), "%s/scheduler.conf", w->env.dir);
+	/* The controller manager may create CSRs (its built-in rights) but no
+	 * binding gives it nodeclient or selfnodeclient. */
+	snprintf(path, sizeof(path), "%s/controller-manager.conf", w->env.dir);
 	assert_int_equal(kubeconfig_load(path, &kc), 0);
 	free(kc.server);
 	kc.server = strdup(w->env.server);
 	sched = rest_client_from_kubeconfig(w->env.loop, &kc, "test-scheduler");
 	assert_non_null(sched);
-	create(w, sched, "by-scheduler", "system:node:u1", NODES, NULL, NULL, CLIENT_KUBELET,
+	create(w, sched, "by-manager", "system:node:u1", NODES, NULL, NULL, CLIENT_KUBELET,
 	       CLIENT_EC, -1, false);
 	create(w, w->boot, "sentinel-u", "system:node:u2", NODES, NULL, NULL, CLIENT_KUBELET,
 	       CLIENT_EC, -1, false);
 	json_decref(wait_csr(w, "sentinel-u", issued));
 	spin_for(w, 300); /* a few of its backoff retries */
-	assert_pending(w, "by-scheduler");
+	assert_pending(w, "by-manager");
 	rest_client_free(sched);
 	kubeconfig_free(&kc);
 }

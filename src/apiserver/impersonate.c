@@ -71,13 +71,16 @@ int impersonate(struct req *r)
 	}
 	if (!user && !uid && !groups.n && !extra_keys.n)
 		goto out;
-	if (!user) {
+	if (!user || !*user) {
 		req_fail(r, ERR_INTERNAL, "requested impersonation without impersonating a user");
 		rc = ERR_INTERNAL;
 		goto out;
 	}
 	/* Each thing impersonated, authorized as upstream names it. */
-	if (!strncmp(user, SA_PREFIX, strlen(SA_PREFIX)) && strchr(user + strlen(SA_PREFIX), ':')) {
+	const char *sa = !strncmp(user, SA_PREFIX, strlen(SA_PREFIX)) ? user + strlen(SA_PREFIX) : NULL;
+	/* SplitUsername: exactly "<ns>:<name>", both non-empty; else a user. */
+	if (sa && strchr(sa, ':') && strchr(sa, ':') != sa && strchr(sa, ':')[1] &&
+	    !strchr(strchr(sa, ':') + 1, ':')) {
 		char ns[256];
 		const char *rest = user + strlen(SA_PREFIX), *colon = strchr(rest, ':');
 		snprintf(ns, sizeof(ns), "%.*s", (int)(colon - rest), rest);
@@ -110,9 +113,10 @@ int impersonate(struct req *r)
 				   rest);
 	}
 	/* A user other than anonymous is authenticated, unless the caller
-	 * said unauthenticated. */
-	if (strcmp(user, "system:anonymous") &&
-	    !strv_has(&r->user.groups, "system:unauthenticated"))
+	 * said unauthenticated; anonymous is unauthenticated. */
+	if (!strcmp(user, "system:anonymous"))
+		strv_push_unique(&r->user.groups, "system:unauthenticated");
+	else if (!strv_has(&r->user.groups, "system:unauthenticated"))
 		strv_push_unique(&r->user.groups, "system:authenticated");
 out:
 	strv_free(&groups);

@@ -177,7 +177,7 @@ static bool bindings_allow(struct apiserver *s, const char *prefix, const char *
 		}
 		if (!ok || !why)
 			continue;
-		/* upstream's describers: RoleBinding "ns/name", ServiceAccount "name/ns" */
+		/* upstream's describers: RoleBinding "name/ns", ServiceAccount "name/ns" */
 		const char *sk = jx_str(sub, "kind") ?: "", *sn = jx_str(sub, "name") ?: "";
 		const char *sns = jx_str(sub, "namespace");
 		char who[600];
@@ -186,7 +186,7 @@ static bool bindings_allow(struct apiserver *s, const char *prefix, const char *
 		else
 			snprintf(who, sizeof(who), "%s", sn);
 		snprintf(why, n, "RBAC: allowed by %s \"%s%s%s\" of %s \"%s\" to %s \"%s\"", kind,
-			 ns ? ns : "", ns ? "/" : "", jx_str(bindings[b], "metadata.name") ?: "",
+			 jx_str(bindings[b], "metadata.name") ?: "", ns ? "/" : "", ns ? ns : "",
 			 jx_str(bindings[b], "roleRef.kind") ?: "",
 			 jx_str(bindings[b], "roleRef.name") ?: "", sk, who);
 	}

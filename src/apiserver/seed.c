@@ -268,7 +268,7 @@ static void seed_rbac(struct apiserver *s, bool first_start)
 	}
 	/* kubeadm creates its bindings once, at init: one deleted later stays
 	 * deleted (the seeds' "CSR not auto-approved"). */
-	if (!first_start || !s->o.bootstrap_token_file)
+	if (!first_start)
 		return;
 	bind_group(s, "kubeadm:kubelet-bootstrap", "system:node-bootstrapper",
 		   "system:bootstrappers:kubeadm:default-node-token");
@@ -280,7 +280,12 @@ static void seed_rbac(struct apiserver *s, bool first_start)
 
 void seed_defaults(struct apiserver *s)
 {
-	bool first_start = !cache_get(s->cache, "/registry/namespaces/kube-system");
+	/* The first start with this policy: a new store, or one an older cube
+	 * made before RBAC (no system:node-bootstrapper yet). */
+	char *marker = object_key(resource_find("rbac.authorization.k8s.io", "v1", "clusterroles"),
+				  NULL, "system:node-bootstrapper");
+	bool first_start = !cache_get(s->cache, marker);
+	free(marker);
 	static const char *const names[] = {"default", "kube-system", "kube-public",
 					    "kube-node-lease"};
 	const struct resource *ns = resource_find("", "v1", "namespaces");

@@ -1897,7 +1897,7 @@ def test_rbac_grants_and_kubectl_auth_can_i(kubectl, kubectl_for, server, run, t
     r = server.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", sar)
     assert r.status == 201, r
     st = r.json()["status"]
-    assert st == {"allowed": True, "reason": 'RBAC: allowed by RoleBinding "default/carol-reads"'
+    assert st == {"allowed": True, "reason": 'RBAC: allowed by RoleBinding "carol-reads/default"'
                   ' of ClusterRole "carol-reader" to Group "qa"'}, st
     sar["spec"]["resourceAttributes"]["verb"] = "delete"
     assert server.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",

@@ -114,6 +114,14 @@ bool hmap_next(const struct hmap *m, size_t *iter, const char **key, void **valu
 	return false;
 }
 
+void hmap_free_values(struct hmap *m, void (*free_value)(void *))
+{
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->slots[i].key && m->slots[i].key != HMAP_TOMB)
+			free_value(m->slots[i].value);
+	hmap_free(m);
+}
+
 void hmap_free(struct hmap *m)
 {
 	for (size_t i = 0; i < m->cap; i++)

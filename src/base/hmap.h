@@ -33,5 +33,7 @@ size_t hmap_len(const struct hmap *m);
 /* Iterate: for (size_t i = 0; hmap_next(m, &i, &k, &v);) ... */
 bool hmap_next(const struct hmap *m, size_t *iter, const char **key, void **value);
 void hmap_free(struct hmap *m); /* frees keys, not values */
+/* hmap_free, each value first given to free_value (free, a destructor). */
+void hmap_free_values(struct hmap *m, void (*free_value)(void *));
 
 #endif

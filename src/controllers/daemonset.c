@@ -627,18 +627,11 @@ void daemonset_stop(struct daemonset *c)
 
 void daemonset_free(struct daemonset *c)
 {
-	const char *k;
-	void *v;
-
 	if (!c)
 		return;
 	daemonset_stop(c);
 	keyed_free(c->work);
-	for (size_t it = 0; hmap_next(&c->expect, &it, &k, &v);)
-		expect_free(v);
-	hmap_free(&c->expect);
-	for (size_t it = 0; hmap_next(&c->backoff, &it, &k, &v);)
-		free(v);
-	hmap_free(&c->backoff);
+	hmap_free_values(&c->expect, expect_free);
+	hmap_free_values(&c->backoff, free);
 	free(c);
 }

@@ -169,8 +169,9 @@ static void on_pod_delete(void *arg, json_t *pod)
 	pod_changed(arg, pod, false, true);
 }
 
-static void expect_free(struct jexpect *e)
+static void expect_free(void *v)
 {
+	struct jexpect *e = v;
 	if (!e)
 		return;
 	strv_free(&e->dels);
@@ -900,18 +901,11 @@ void jobctl_stop(struct jobctl *c)
 
 void jobctl_free(struct jobctl *c)
 {
-	const char *k;
-	void *v;
-
 	if (!c)
 		return;
 	jobctl_stop(c);
 	keyed_free(c->work);
-	for (size_t it = 0; hmap_next(&c->expect, &it, &k, &v);)
-		expect_free(v);
-	hmap_free(&c->expect);
-	for (size_t it = 0; hmap_next(&c->backoff, &it, &k, &v);)
-		free(v);
-	hmap_free(&c->backoff);
+	hmap_free_values(&c->expect, expect_free);
+	hmap_free_values(&c->backoff, free);
 	free(c);
 }

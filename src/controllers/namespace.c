@@ -75,16 +75,12 @@ struct run {
 static void run_free(void *arg)
 {
 	struct run *r = arg;
-	const char *k;
-	void *v;
 
 	free(r->ns);
 	json_decref(r->obj);
 	free(r->gvrs);
 	strv_free(&r->remaining);
-	for (size_t it = 0; hmap_next(&r->finalizers, &it, &k, &v);)
-		free(v);
-	hmap_free(&r->finalizers);
+	hmap_free_values(&r->finalizers, free);
 	strv_free(&r->errors);
 	free(r);
 }

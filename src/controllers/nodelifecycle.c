@@ -981,8 +981,6 @@ static void on_monitor(void *arg)
 	json_t **all;
 	size_t n;
 	struct hmap counts = HMAP_INIT; /* zone -> int[2] {ready, not ready} */
-	const char *key;
-	void *v;
 	int64_t started;
 
 	timer_after(c->monitor, c->o.node_monitor_period_ns);
@@ -1013,9 +1011,7 @@ static void on_monitor(void *arg)
 	}
 	handle_disruption(c, all, n, &counts);
 	metrics_observe(c->m_all_health, (double)(clock_mono() - started) / (double)NS_PER_SEC);
-	for (size_t it = 0; hmap_next(&counts, &it, &key, &v);)
-		free(v);
-	hmap_free(&counts);
+	hmap_free_values(&counts, free);
 	free(all);
 }
 

@@ -316,8 +316,6 @@ void podgc_stop(struct podgc *c)
 
 void podgc_free(struct podgc *c)
 {
-	const char *k;
-	void *v;
 	struct job *j;
 
 	if (!c)
@@ -327,8 +325,6 @@ void podgc_free(struct podgc *c)
 	for (j = c->jobs.head; j; j = j->next)
 		free(j->ctl);
 	job_list_free(&c->jobs);
-	for (size_t it = 0; hmap_next(&c->gone, &it, &k, &v);)
-		free(v);
-	hmap_free(&c->gone);
+	hmap_free_values(&c->gone, free);
 	free(c);
 }

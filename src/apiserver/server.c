@@ -301,6 +301,51 @@ static bool public_path(const char *p)
 	       !strncmp(p, "/livez/", 7) || !strncmp(p, "/readyz/", 8);
 }
 
+/* Discovery and /metrics: paths that are not requests for a resource
+ * (/api, /api/v1, /apis, /apis/<g>, /apis/<g>/<v>, /openapi...). */
+static bool nonresource_path(const char *p)
+{
+	int segments = 0;
+	if (!strcmp(p, "/metrics") || !strncmp(p, "/openapi", 8))
+		return true;
+	if (strcmp(p, "/api") && strncmp(p, "/api/", 5) && strcmp(p, "/apis") &&
+	    strncmp(p, "/apis/", 6))
+		return false;
+	for (const char *c = p; *c; c++)
+		if (*c == '/' && c[1] && c[1] != '?')
+			segments++;
+	return segments <= (strncmp(p, "/apis", 5) ? 2 : 3);
+}
+
+/* A non-resource request authorized as upstream: the HTTP method as the
+ * verb, the path; "forbidden: User \"x\" cannot get path \"/metrics\"". */
+static int authz_nonresource(struct req *r)
+{
+	static const struct {
+		enum evhttp_cmd_type m;
+		const char *verb;
+	} verbs[] = {{EVHTTP_REQ_GET, "get"},   {EVHTTP_REQ_HEAD, "get"},
+		     {EVHTTP_REQ_POST, "post"}, {EVHTTP_REQ_PUT, "put"},
+		     {EVHTTP_REQ_PATCH, "patch"}, {EVHTTP_REQ_DELETE, "delete"}};
+	const char *verb = "get";
+	char msg[600];
+
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (verbs[i].m == r->method)
+			verb = verbs[i].verb;
+	/* the built-in policy's superusers, as for resources */
+	if (strv_has(&r->user.groups, "system:masters") ||
+	    (r->user.name && !strcmp(r->user.name, "system:kube-controller-manager")))
+		return 0;
+	struct authz_attrs a = {&r->user, verb, false, NULL, NULL, NULL, NULL, NULL, r->path};
+	if (rbac_allows(r->s, &a, NULL, 0))
+		return 0;
+	snprintf(msg, sizeof(msg), "forbidden: User \"%s\" cannot %s path \"%s\"",
+		 r->user.name ? r->user.name : "", verb, r->path);
+	req_fail_status(r, status_failure(ERR_FORBIDDEN, msg, NULL, NULL, NULL));
+	return ERR_FORBIDDEN;
+}
+
 static void serve_metrics(struct req *r)
 {
 	char *text;
@@ -349,6 +394,8 @@ static void on_request(struct evhttp_request *ev, void *arg)
 		return;
 	}
 	if (authn_request(r) < 0 || impersonate(r) < 0)
+		return;
+	if (nonresource_path(r->path) && authz_nonresource(r) < 0)
 		return;
 	if (!strcmp(r->path, "/metrics")) {
 		serve_metrics(r);

@@ -2001,3 +2001,19 @@ def test_bootstrap_policy_roles_and_the_scheduler_holds_only_its_own(kubectl):
     assert can("patch", "pods", "--subresource=status") == "yes"
     assert can("get", "secrets") == "no"
     assert can("create", "deployments.apps") == "no"
+
+
+def test_nonresource_paths_authorized_as_upstream(server, kubectl):
+    """Discovery is system:discovery's (every authenticated user), /metrics
+    system:monitoring's or an admin's: a node may read /api, not /metrics,
+    until a ClusterRoleBinding gives it the monitoring role."""
+    node = server.node_identity("watcher")
+    assert server.request("GET", "/api", auth=node).status == 200
+    assert server.request("GET", "/apis/apps/v1", auth=node).status == 200
+    r = server.request("GET", "/metrics", auth=node)
+    assert_status(r, 403, "Forbidden",
+                  'forbidden: User "system:node:watcher" cannot get path "/metrics"')
+    assert server.request("GET", "/metrics").status == 200  # the admin
+    kubectl("create", "clusterrolebinding", "watcher-metrics",
+            "--clusterrole=system:monitoring", "--user=system:node:watcher")
+    assert server.request("GET", "/metrics", auth=node).status == 200

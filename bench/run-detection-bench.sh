@@ -61,19 +61,7 @@ GRACE_S=$(secs "$GRACE")
 WORK=$(mktemp -d /tmp/cube-detect-bench.XXXXXX)
 API_PID= CM_PID= OK_PID= FAIL_PID= PROBE_PID= TAIL_PID=
 
-stop() { # TERM, then KILL after 5 s (a SIGSTOPped process needs CONT first)
-	for p in "$@"; do [ -n "$p" ] && { kill -CONT "$p"; kill "$p"; } 2>/dev/null || true; done
-	for p in "$@"; do
-		[ -n "$p" ] || continue
-		i=0
-		while [ -n "$(ps -o stat= -p "$p" 2>/dev/null | grep -v Z)" ] && [ $i -lt 50 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		kill -9 "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-}
+. "$ROOT/bench/lib.sh" # stop, start_apiserver
 cleanup() {
 	trap - EXIT INT TERM
 	stop "$PROBE_PID" "$TAIL_PID" "$OK_PID" "$FAIL_PID"
@@ -88,21 +76,7 @@ trap 'exit 130' INT TERM
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 dir=$WORK
-"$BIN" pki init --dir "$dir" >/dev/null
-"$BIN" apiserver --cluster-dir "$dir" --data-dir "$dir/data" --bind-address 127.0.0.1 \
-	--secure-port 0 --port-file "$dir/port" 2>"$dir/apiserver.log" &
-API_PID=$!
-i=0
-until [ -s "$dir/port" ]; do
-	i=$((i + 1)); [ $i -lt 200 ] || { cat "$dir/apiserver.log"; exit 1; }
-	sleep 0.05
-done
-port=$(cat "$dir/port")
-server=https://127.0.0.1:$port
-for f in admin.conf controller-manager.conf bootstrap-kubelet.conf scheduler.conf; do
-	sed -i "s#^\( *server: \).*#\1$server#" "$dir/$f"
-done
-until curl -sf --cacert "$dir/pki/ca.crt" "$server/healthz" >/dev/null; do sleep 0.1; done
+start_apiserver "$BIN" "$dir"
 
 CM_FLAGS="--node-monitor-period $PERIOD --node-monitor-grace-period $GRACE --node-eviction-rate $EVICTION_RATE --secondary-node-eviction-rate $SECONDARY_RATE --unhealthy-zone-threshold $THRESHOLD"
 # --secure-port 0: no metrics port, so nothing to collide with on this machine.

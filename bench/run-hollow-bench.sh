@@ -42,20 +42,8 @@ WORK=$(mktemp -d /tmp/cube-hollow-bench.XXXXXX)
 LOG=$WORK/bench.log
 API_PID= CM_PID= KUBELET_PID= UP_PID= PROBE_PID=
 
-stop() { # stop PID...: TERM, then KILL after 10 s
-	for p in "$@"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-	for p in "$@"; do
-		[ -n "$p" ] || continue
-		i=0
-		# a child that has exited stays a zombie (Z) until it is waited for
-		while [ -n "$(ps -o stat= -p "$p" 2>/dev/null | grep -v Z)" ] && [ $i -lt 100 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		kill -9 "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-}
+STOP_WAIT=100
+. "$ROOT/bench/lib.sh" # stop, start_apiserver
 
 stop_all() {
 	stop "$PROBE_PID" "$KUBELET_PID" "$UP_PID"

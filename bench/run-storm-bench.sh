@@ -60,19 +60,7 @@ WORK=$(mktemp -d /tmp/cube-storm-bench.XXXXXX)
 LOG=$WORK/storm.log
 API_PID= CM_PID= SCHED_PID= STAY_PID= LOST_PID= PROBE_PID= TAIL_PID=
 
-stop() { # TERM, then KILL after 5 s
-	for p in "$@"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-	for p in "$@"; do
-		[ -n "$p" ] || continue
-		i=0
-		while [ -n "$(ps -o stat= -p "$p" 2>/dev/null | grep -v Z)" ] && [ $i -lt 50 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		kill -9 "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-}
+. "$ROOT/bench/lib.sh" # stop, start_apiserver
 stop_all() {
 	stop "$PROBE_PID" "$TAIL_PID" "$STAY_PID" "$LOST_PID" "$SCHED_PID"
 	stop "$CM_PID"
@@ -104,23 +92,8 @@ run_one() { # RATE
 	rate=$1
 	dir=$WORK/rate-$rate
 	mkdir -p "$dir"
-	"$BIN" pki init --dir "$dir" >/dev/null
-	"$BIN" apiserver --cluster-dir "$dir" --data-dir "$dir/data" --bind-address 127.0.0.1 \
-		--secure-port 0 --port-file "$dir/port" \
-		--default-not-ready-toleration-seconds "$TOLERATION" \
-		--default-unreachable-toleration-seconds "$TOLERATION" 2>"$dir/apiserver.log" &
-	API_PID=$!
-	i=0
-	until [ -s "$dir/port" ]; do
-		i=$((i + 1)); [ $i -lt 200 ] || { cat "$dir/apiserver.log"; exit 1; }
-		sleep 0.05
-	done
-	port=$(cat "$dir/port")
-	server=https://127.0.0.1:$port
-	for f in admin.conf controller-manager.conf bootstrap-kubelet.conf scheduler.conf; do
-		sed -i "s#^\( *server: \).*#\1$server#" "$dir/$f"
-	done
-	until curl -sf --cacert "$dir/pki/ca.crt" "$server/healthz" >/dev/null; do sleep 0.1; done
+	start_apiserver "$BIN" "$dir" --default-not-ready-toleration-seconds "$TOLERATION" \
+		--default-unreachable-toleration-seconds "$TOLERATION"
 	cm_flags="--node-monitor-period $PERIOD --node-monitor-grace-period $GRACE --node-eviction-rate $rate"
 	"$BIN" controller-manager --kubeconfig "$dir/controller-manager.conf" \
 		--cluster-signing-cert-file "$dir/pki/ca.crt" --cluster-signing-key-file "$dir/pki/ca.key" \

@@ -553,7 +553,7 @@ static void rbac_rules_validate(struct validation *v, const json_t *obj, bool cl
 		json_t *urls = json_object_get(rule, "nonResourceURLs");
 		snprintf(field, sizeof(field), "rules[%zu].verbs", i);
 		if (!json_array_size(json_object_get(rule, "verbs")))
-			val_required(v, field);
+			val_required_detail(v, field, "verbs must contain at least one value");
 		if (json_array_size(urls)) {
 			snprintf(field, sizeof(field), "rules[%zu].nonResourceURLs", i);
 			if (!cluster)
@@ -568,10 +568,11 @@ static void rbac_rules_validate(struct validation *v, const json_t *obj, bool cl
 		}
 		snprintf(field, sizeof(field), "rules[%zu].apiGroups", i);
 		if (!json_array_size(json_object_get(rule, "apiGroups")))
-			val_required(v, field);
+			val_required_detail(v, field,
+					    "resource rules must supply at least one api group");
 		snprintf(field, sizeof(field), "rules[%zu].resources", i);
 		if (!json_array_size(json_object_get(rule, "resources")))
-			val_required(v, field);
+			val_required_detail(v, field, "resource rules must supply at least one resource");
 	}
 }
 

@@ -34,6 +34,13 @@ void val_required(struct validation *v, const char *field)
 	add(v, "FieldValueRequired", field, "Required value");
 }
 
+void val_required_detail(struct validation *v, const char *field, const char *detail)
+{
+	char msg[512];
+	snprintf(msg, sizeof(msg), "Required value: %s", detail);
+	add(v, "FieldValueRequired", field, msg);
+}
+
 void val_invalid(struct validation *v, const char *field, const json_t *value, const char *detail)
 {
 	char *shown = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT), *msg;

@@ -23,6 +23,8 @@ void val_free(struct validation *v);
 bool val_ok(const struct validation *v);
 
 void val_required(struct validation *v, const char *field);
+/* "Required value: <detail>", as field.Required with a detail. */
+void val_required_detail(struct validation *v, const char *field, const char *detail);
 /* value is printed JSON-quoted if a string, as is otherwise. */
 void val_invalid(struct validation *v, const char *field, const json_t *value, const char *detail);
 void val_invalid_str(struct validation *v, const char *field, const char *value,

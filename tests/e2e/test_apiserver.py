@@ -1829,8 +1829,9 @@ def test_rbac_objects_created_listed_and_validated(kubectl):
                      {"verbs": [], "nonResourceURLs": ["/healthz"], "apiGroups": [""]}]}
     r = kubectl("create", "-f", "-", input=bad, check=False)
     assert r.returncode != 0
-    for want in ("rules[0].apiGroups: Required value",
-                 "rules[1].verbs: Required value",
+    for want in ("rules[0].apiGroups: Required value: resource rules must supply at least "
+                 "one api group",
+                 "rules[1].verbs: Required value: verbs must contain at least one value",
                  "rules[1].nonResourceURLs: Invalid value: [\"/healthz\"]: rules cannot "
                  "apply to both regular resources and non-resource URLs"):
         assert want in r.stderr, r.stderr

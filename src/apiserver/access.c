@@ -161,14 +161,50 @@ out:
 		strv_free(&who.groups);
 }
 
-/* Rules of the bindings that apply to the caller in namespace (and
- * cluster-wide), split as SelfSubjectRulesReview reports them. */
+/* A rule as SelfSubjectRulesReview reports it: ResourceRule (verbs,
+ * apiGroups, resources, resourceNames) or NonResourceRule (verbs,
+ * nonResourceURLs); NULL for a rule with neither. */
+static json_t *reported_rule(const json_t *rule, bool *urls)
+{
+	static const char *const res_fields[] = {"verbs", "apiGroups", "resources",
+						 "resourceNames"};
+	json_t *out = json_object();
+	bool has_res = json_array_size(json_object_get(rule, "resources")) > 0;
+
+	*urls = !has_res && json_array_size(json_object_get(rule, "nonResourceURLs")) > 0;
+	if (!has_res && !*urls) {
+		json_decref(out);
+		return NULL;
+	}
+	if (*urls) {
+		json_object_set(out, "verbs", json_object_get(rule, "verbs"));
+		json_object_set(out, "nonResourceURLs", json_object_get(rule, "nonResourceURLs"));
+		return out;
+	}
+	for (size_t i = 0; i < 4; i++)
+		if (json_object_get(rule, res_fields[i]))
+			json_object_set(out, res_fields[i], json_object_get(rule, res_fields[i]));
+	return out;
+}
+
+/* SelfSubjectRulesReview: what the caller may do in spec.namespace, as the
+ * chain's rule resolvers tell it — the superusers' everything, RBAC's
+ * rules; the Node authorizer cannot list its rules (incomplete). */
 static void rules_review(struct req *r, json_t *body)
 {
 	const char *ns = jx_str(body, "spec.namespace") ?: "";
-	json_t *res_rules = json_array(), *url_rules = json_array();
+	json_t *res_rules = json_array(), *url_rules = json_array(), *status;
+	bool node = strv_has(&r->user.groups, "system:nodes") && r->user.name &&
+		    !strncmp(r->user.name, "system:node:", 12);
 
-	if (strv_has(&r->user.groups, "system:masters")) {
+	if (!*ns) {
+		json_decref(res_rules);
+		json_decref(url_rules);
+		req_fail(r, ERR_INVALID, "no namespace on request");
+		return;
+	}
+	if (strv_has(&r->user.groups, "system:masters") ||
+	    (r->user.name && !strcmp(r->user.name, "system:kube-controller-manager"))) {
 		json_array_append_new(res_rules, json_pack("{s:[s],s:[s],s:[s]}", "verbs", "*",
 							   "apiGroups", "*", "resources", "*"));
 		json_array_append_new(url_rules,
@@ -177,8 +213,6 @@ static void rules_review(struct req *r, json_t *body)
 	for (int pass = 0; pass < 2; pass++) {
 		json_t **bindings, *rule;
 		size_t n, i;
-		if (pass && !*ns)
-			break;
 		char *prefix = pass ? rbac_prefix("rolebindings", ns)
 				    : rbac_prefix("clusterrolebindings", NULL);
 		n = cache_list(r->s->cache, prefix, NULL, 0, &bindings, NULL);
@@ -188,17 +222,25 @@ static void rules_review(struct req *r, json_t *body)
 							  pass ? ns : NULL);
 			json_array_foreach(rules, i, rule)
 			{
-				bool urls = json_array_size(json_object_get(rule, "nonResourceURLs"));
-				json_array_append(urls ? url_rules : res_rules, rule);
+				bool urls;
+				json_t *out = reported_rule(rule, &urls);
+				if (out)
+					json_array_append_new(urls ? url_rules : res_rules, out);
 			}
 		}
 		free(bindings);
 	}
-	json_object_set_new(body, "status",
-			    json_pack("{s:o,s:o,s:b}", "resourceRules", res_rules, "nonResourceRules",
-				      url_rules, "incomplete", false));
-	jx_set(body, "metadata.creationTimestamp", json_null());
-	req_reply(r, 201, json_incref(body));
+	status = json_pack("{s:o,s:o,s:b}", "resourceRules", res_rules, "nonResourceRules",
+			   url_rules, "incomplete", node);
+	if (node)
+		json_object_set_new(status, "evaluationError",
+				    json_string("node authorizer does not support user rule "
+						"resolution"));
+	(void)body;
+	req_reply(r, 201,
+		  json_pack("{s:s,s:s,s:{s:n},s:{},s:o}", "kind", "SelfSubjectRulesReview",
+			    "apiVersion", "authorization.k8s.io/v1", "metadata",
+			    "creationTimestamp", "spec", "status", status));
 }
 
 bool access_handles(struct req *r)

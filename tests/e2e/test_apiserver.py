@@ -1906,6 +1906,17 @@ def test_rbac_grants_and_kubectl_auth_can_i(kubectl, kubectl_for, server, run, t
     # Only those allowed to may ask about others.
     r = carol("create", "-f", "-", input=sar, check=False)
     assert 'cannot create resource "subjectaccessreviews"' in r.stderr, r.stderr
+    # A rules review needs a namespace; a node's is incomplete (the Node
+    # authorizer cannot list rules), as upstream.
+    ssrr = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+            "spec": {}}
+    assert_status(server.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+                                 ssrr), 400, "BadRequest", "no namespace on request")
+    ssrr["spec"]["namespace"] = "default"
+    st = server.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", ssrr,
+                        auth=server.node_identity("reviewer")).json()["status"]
+    assert st["incomplete"] is True, st
+    assert st["evaluationError"] == "node authorizer does not support user rule resolution"
 
 
 def test_impersonation_as_upstream(kubectl, kubectl_for, server, run, tmp_path):

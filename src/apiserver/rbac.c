@@ -303,58 +303,93 @@ static bool simple_covered(const json_t *owners, const char *verb, const char *g
 	return false;
 }
 
-/* One missing permission in rbacv1helpers.CompactString's form. */
-static void missing_push(struct strv *out, const char *verb, const char *group, const char *res,
-			 const char *name, const char *url)
+/* A missing permission, its verbs merged with those of the same group,
+ * resource and name (or URL) — upstream's CompactRules — into acc: key ->
+ * {"head": the CompactString fields before Verbs, "verbs": [...]}. */
+static void missing_add(json_t *acc, const char *verb, const char *group, const char *res,
+			const char *name, const char *url)
 {
-	group = group ? group : "";
-	res = res ? res : "";
-	if (url)
-		strv_pushf(out, "{NonResourceURLs:[\"%s\"], Verbs:[\"%s\"]}", url, verb);
-	else if (name)
-		strv_pushf(out,
-			   "{APIGroups:[\"%s\"], Resources:[\"%s\"], ResourceNames:[\"%s\"], "
-			   "Verbs:[\"%s\"]}",
-			   group, res, name, verb);
-	else
-		strv_pushf(out, "{APIGroups:[\"%s\"], Resources:[\"%s\"], Verbs:[\"%s\"]}", group,
-			   res, verb);
+	char key[1024], head[1100];
+	json_t *e;
+
+	if (url) {
+		snprintf(key, sizeof(key), "u\x1f%s", url);
+		snprintf(head, sizeof(head), "NonResourceURLs:[\"%s\"]", url);
+	} else if (name) {
+		snprintf(key, sizeof(key), "r\x1f%s\x1f%s\x1f%s", group, res, name);
+		snprintf(head, sizeof(head),
+			 "APIGroups:[\"%s\"], Resources:[\"%s\"], ResourceNames:[\"%s\"]", group, res,
+			 name);
+	} else {
+		snprintf(key, sizeof(key), "r\x1f%s\x1f%s", group, res);
+		snprintf(head, sizeof(head), "APIGroups:[\"%s\"], Resources:[\"%s\"]", group, res);
+	}
+	if (!(e = json_object_get(acc, key))) {
+		e = json_pack("{s:s,s:[]}", "head", head, "verbs");
+		json_object_set_new(acc, key, e);
+	}
+	if (!has(json_object_get(e, "verbs"), verb))
+		json_array_append_new(json_object_get(e, "verbs"), json_string(verb));
 }
 
-/* Covers: each rule broken into simple rules, each held by some owner rule. */
+/* acc as CompactString lines: {..., Verbs:["get" "delete"]}. */
+static void missing_lines(const json_t *acc, struct strv *out)
+{
+	const char *k;
+	json_t *e, *v;
+	size_t i;
+	json_object_foreach((json_t *)acc, k, e)
+	{
+		struct strv verbs = STRV_INIT;
+		json_array_foreach(json_object_get(e, "verbs"), i, v)
+			strv_pushf(&verbs, "\"%s\"", json_string_value(v));
+		char *joined = strv_join(&verbs, " ");
+		strv_pushf(out, "{%s, Verbs:[%s]}", jx_str(e, "head"), joined);
+		free(joined);
+		strv_free(&verbs);
+	}
+}
+
+/* Covers: each rule broken into simple rules in BreakdownRule's order
+ * (group, resource, verb, name; then URL, verb), each held by some owner
+ * rule; what is not, compacted into missing. */
 static void uncovered(const json_t *owners, const json_t *rules, struct strv *missing)
 {
-	json_t *rule, *v, *g, *res, *nm, *u;
+	json_t *rule, *v, *g, *res, *nm, *u, *acc = json_object();
 	size_t i, a, b, c, d;
 
 	json_array_foreach(rules, i, rule)
 	{
 		json_t *names = json_object_get(rule, "resourceNames");
-		json_array_foreach(json_object_get(rule, "verbs"), a, v)
+		json_t *verbs = json_object_get(rule, "verbs");
+		json_array_foreach(json_object_get(rule, "apiGroups"), a, g)
+			json_array_foreach(json_object_get(rule, "resources"), b, res)
+				json_array_foreach(verbs, c, v)
 		{
+			const char *gs = json_string_value(g) ?: "", *rs = json_string_value(res) ?: "";
 			const char *verb = json_string_value(v);
 			if (!verb)
 				continue;
-			json_array_foreach(json_object_get(rule, "nonResourceURLs"), b, u)
-				if (json_string_value(u) &&
-				    !simple_covered(owners, verb, NULL, NULL, NULL, json_string_value(u)))
-					missing_push(missing, verb, NULL, NULL, NULL,
-						     json_string_value(u));
-			json_array_foreach(json_object_get(rule, "apiGroups"), b, g)
-				json_array_foreach(json_object_get(rule, "resources"), c, res)
-			{
-				const char *gs = json_string_value(g) ?: "", *rs = json_string_value(res) ?: "";
-				if (!json_array_size(names)) {
-					if (!simple_covered(owners, verb, gs, rs, NULL, NULL))
-						missing_push(missing, verb, gs, rs, NULL, NULL);
-					continue;
-				}
-				json_array_foreach(names, d, nm) if (
-					!simple_covered(owners, verb, gs, rs, json_string_value(nm), NULL))
-					missing_push(missing, verb, gs, rs, json_string_value(nm), NULL);
+			if (!json_array_size(names)) {
+				if (!simple_covered(owners, verb, gs, rs, NULL, NULL))
+					missing_add(acc, verb, gs, rs, NULL, NULL);
+				continue;
 			}
+			json_array_foreach(names, d, nm) if (
+				json_string_value(nm) &&
+				!simple_covered(owners, verb, gs, rs, json_string_value(nm), NULL))
+				missing_add(acc, verb, gs, rs, json_string_value(nm), NULL);
+		}
+		json_array_foreach(json_object_get(rule, "nonResourceURLs"), a, u)
+			json_array_foreach(verbs, c, v)
+		{
+			const char *url = json_string_value(u), *verb = json_string_value(v);
+			if (url && verb && !simple_covered(owners, verb, NULL, NULL, NULL, url))
+				missing_add(acc, verb, NULL, NULL, NULL, url);
 		}
 	}
+	missing_lines(acc, missing);
+	json_decref(acc);
 }
 
 /* The rules a roleRef points at, or NULL with *err set. */

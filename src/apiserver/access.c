@@ -187,9 +187,9 @@ static json_t *reported_rule(const json_t *rule, bool *urls)
 	return out;
 }
 
-/* SelfSubjectRulesReview: what the caller may do in spec.namespace, as the
- * chain's rule resolvers tell it — the superusers' everything, RBAC's
- * rules; the Node authorizer cannot list its rules (incomplete). */
+/* SelfSubjectRulesReview: what the caller may do in spec.namespace, as
+ * rbac_rules_for resolves it; the Node authorizer cannot list its rules
+ * (incomplete). */
 static void rules_review(struct req *r, json_t *body)
 {
 	const char *ns = jx_str(body, "spec.namespace") ?: "";
@@ -203,33 +203,16 @@ static void rules_review(struct req *r, json_t *body)
 		req_fail(r, ERR_INVALID, "no namespace on request");
 		return;
 	}
-	if (strv_has(&r->user.groups, "system:masters") ||
-	    (r->user.name && !strcmp(r->user.name, "system:kube-controller-manager"))) {
-		json_array_append_new(res_rules, json_pack("{s:[s],s:[s],s:[s]}", "verbs", "*",
-							   "apiGroups", "*", "resources", "*"));
-		json_array_append_new(url_rules,
-				      json_pack("{s:[s],s:[s]}", "verbs", "*", "nonResourceURLs", "*"));
+	json_t *rules = rbac_rules_for(r->s, &r->user, ns), *rule;
+	size_t i;
+	json_array_foreach(rules, i, rule)
+	{
+		bool urls;
+		json_t *out = reported_rule(rule, &urls);
+		if (out)
+			json_array_append_new(urls ? url_rules : res_rules, out);
 	}
-	for (int pass = 0; pass < 2; pass++) {
-		json_t **bindings, *rule;
-		size_t n, i;
-		char *prefix = pass ? rbac_prefix("rolebindings", ns)
-				    : rbac_prefix("clusterrolebindings", NULL);
-		n = cache_list(r->s->cache, prefix, NULL, 0, &bindings, NULL);
-		free(prefix);
-		for (size_t b = 0; b < n; b++) {
-			json_t *rules = rbac_binding_rules(r->s, bindings[b], &r->user,
-							  pass ? ns : NULL);
-			json_array_foreach(rules, i, rule)
-			{
-				bool urls;
-				json_t *out = reported_rule(rule, &urls);
-				if (out)
-					json_array_append_new(urls ? url_rules : res_rules, out);
-			}
-		}
-		free(bindings);
-	}
+	json_decref(rules);
 	status = json_pack("{s:o,s:o,s:b}", "resourceRules", res_rules, "nonResourceRules",
 			   url_rules, "incomplete", node);
 	if (node)

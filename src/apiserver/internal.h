@@ -93,10 +93,9 @@ struct authz_attrs {
 /* rbac.c: a binding grants it (why: upstream's "RBAC: allowed by ..."). */
 bool rbac_allows(struct apiserver *s, const struct authz_attrs *a, char *why, size_t n);
 bool rbac_rule_allows(const json_t *rule, const struct authz_attrs *a);
-/* The rules a binding gives the user (borrowed), or NULL when it does not
- * name them; ns: a RoleBinding's namespace, NULL for a ClusterRoleBinding. */
-json_t *rbac_binding_rules(struct apiserver *s, const json_t *binding, const struct user_info *u,
-			   const char *ns);
+/* RulesFor: the rules the user holds in ns and cluster-wide (the built-in
+ * superusers' everything included); a new array of borrowed rules. */
+json_t *rbac_rules_for(struct apiserver *s, const struct user_info *u, const char *ns);
 
 /* Upstream's escalation check on a Role/ClusterRole (escalate) or binding
  * (bind) being written: 0, or the 403 answered. */

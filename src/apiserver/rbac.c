@@ -211,20 +211,14 @@ bool rbac_allows(struct apiserver *s, const struct authz_attrs *a, char *why, si
 	return ok;
 }
 
-json_t *rbac_binding_rules(struct apiserver *s, const json_t *binding, const struct user_info *u,
-			   const char *ns)
-{
-	return binding_applies(binding, u, ns) ? role_rules(s, binding, ns) : NULL;
-}
-
-/* ---- escalation (upstream's policybased storage and ConfirmNoEscalation) ---- */
-
-/* Every rule the user holds in ns (and cluster-wide): RulesFor. */
-static json_t *owner_rules(struct apiserver *s, const struct user_info *u, const char *ns)
+/* RulesFor: every rule the user holds in ns (and cluster-wide) — the
+ * built-in policy's superusers everything, then what their bindings give. */
+json_t *rbac_rules_for(struct apiserver *s, const struct user_info *u, const char *ns)
 {
 	json_t *out = json_array();
 
-	if (strv_has(&u->groups, "system:masters")) {
+	if (strv_has(&u->groups, "system:masters") ||
+	    is(u->name, "system:kube-controller-manager")) {
 		json_array_append_new(out, json_pack("{s:[s],s:[s],s:[s]}", "verbs", "*", "apiGroups",
 						     "*", "resources", "*"));
 		json_array_append_new(out,
@@ -240,12 +234,15 @@ static json_t *owner_rules(struct apiserver *s, const struct user_info *u, const
 		n = cache_list(s->cache, prefix, NULL, 0, &bindings, NULL);
 		free(prefix);
 		for (size_t b = 0; b < n; b++)
-			if ((rules = rbac_binding_rules(s, bindings[b], u, pass ? ns : NULL)))
+			if (binding_applies(bindings[b], u, pass ? ns : NULL) &&
+			    (rules = role_rules(s, bindings[b], pass ? ns : NULL)))
 				json_array_foreach(rules, i, rule) json_array_append(out, rule);
 		free(bindings);
 	}
 	return out;
 }
+
+/* ---- escalation (upstream's policybased storage and ConfirmNoEscalation) ---- */
 
 /* resourceCoversAll, for one resource. */
 static bool resource_covered(const json_t *set, const char *res)
@@ -449,7 +446,7 @@ int rbac_check_escalation(struct req *r, const json_t *obj)
 		msg = str_printf("%s \"%s\" is forbidden: %s", q, name, err);
 		goto refuse;
 	}
-	owners = owner_rules(r->s, &r->user, r->ns);
+	owners = rbac_rules_for(r->s, &r->user, r->ns);
 	uncovered(owners, rules, &missing);
 	json_decref(owners);
 	if (!missing.n) {

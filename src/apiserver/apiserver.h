@@ -43,6 +43,8 @@ struct apiserver;
 
 struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *o);
 int apiserver_port(const struct apiserver *s);
+/* Writes on their way to disk (their requests not yet answered). */
+size_t apiserver_writes_inflight(const struct apiserver *s);
 void apiserver_free(struct apiserver *s);
 
 #endif

@@ -495,6 +495,11 @@ int apiserver_port(const struct apiserver *s)
 	return httpd_port(s->httpd);
 }
 
+size_t apiserver_writes_inflight(const struct apiserver *s)
+{
+	return cache_inflight(s->cache);
+}
+
 void apiserver_free(struct apiserver *s)
 {
 	if (!s)

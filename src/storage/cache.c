@@ -46,6 +46,7 @@ struct cache {
 	struct wlist unindexed;
 	struct hmap by_node; /* spec.nodeName → struct wlist* */
 	int dispatching;     /* watchers may unwatch from inside their callback */
+	size_t inflight;     /* writes handed to the store, not yet durable */
 	struct cache_watch **doomed;
 	size_t ndoomed, capdoomed;
 };
@@ -248,6 +249,8 @@ static void on_durable(void *arg, int err)
 	struct pending *p = arg;
 	struct cache *c = p->c;
 
+	if (c->store)
+		c->inflight--;
 	if (err) {
 		/* The disk refused a write the cache already shows: memory and
 		 * disk now disagree, and only a restart from disk is honest. */
@@ -309,8 +312,14 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
 		op->value = jx_dump(obj);
 		op->len = strlen(op->value);
 	}
+	c->inflight++;
 	store_write(c->store, op, 1, on_durable, p);
 	return 0;
+}
+
+size_t cache_inflight(const struct cache *c)
+{
+	return c->inflight;
 }
 
 int cache_create(struct cache *c, const char *key, json_t *obj, cache_done_fn done, void *arg)

@@ -59,6 +59,8 @@ json_t *cache_get(const struct cache *c, const char *key);
 size_t cache_list(const struct cache *c, const char *prefix, const char *after, size_t limit,
 		  json_t ***out, bool *more);
 size_t cache_count(const struct cache *c, const char *prefix);
+/* Writes acknowledged to no one yet: handed to the store, not durable. */
+size_t cache_inflight(const struct cache *c);
 
 int cache_create(struct cache *c, const char *key, json_t *obj, cache_done_fn done, void *arg);
 int cache_update(struct cache *c, const char *key, json_t *obj, cache_done_fn done, void *arg);

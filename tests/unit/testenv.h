@@ -40,8 +40,8 @@ const char *testenv_path(const struct testenv *e, const char *rel, char *buf, si
 
 /*
  * Run ready I/O and due timers until the loop has been idle for `quiet`
- * rounds of 2 ms of real time (the store commits on its own thread). The
- * virtual clock does not move.
+ * rounds of 2 ms of real time with no write on its way to disk (the store
+ * commits on its own thread). The virtual clock does not move.
  */
 void testenv_pump(struct testenv *e, int quiet);
 

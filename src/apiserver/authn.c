@@ -9,13 +9,13 @@
 #include "api/status.h"
 #include "net/tls.h"
 
+#include "base/b64.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/jx.h"
 #include "base/log.h"
 #include "base/timeutil.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,18 +37,16 @@ static void unauthorized(struct req *r)
 /* The value of data[key] of a Secret, base64-decoded into buf. */
 static const char *secret_data(const json_t *secret, const char *key, char *buf, size_t n)
 {
-	const char *b64 = json_string_value(json_object_get(json_object_get(secret, "data"), key));
-	size_t len, pad = 0;
-	int out;
+	const char *text = json_string_value(json_object_get(json_object_get(secret, "data"), key));
+	size_t len;
+	unsigned char *raw = b64_decode(text, &len);
 
-	if (!b64 || (len = strlen(b64)) == 0 || len % 4 || len / 4 * 3 >= n)
+	if (!raw || len >= n) {
+		free(raw);
 		return NULL;
-	out = EVP_DecodeBlock((unsigned char *)buf, (const unsigned char *)b64, (int)len);
-	if (out < 0)
-		return NULL;
-	while (len && b64[len - 1] == '=' && pad < 2)
-		len--, pad++;
-	buf[out - (int)pad] = '\0';
+	}
+	memcpy(buf, raw, len + 1);
+	free(raw);
 	return buf;
 }
 

@@ -7,6 +7,7 @@
 
 #include "pki/pki.h"
 
+#include "base/b64.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/file.h"
@@ -14,7 +15,6 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,13 +40,8 @@ static void ensure(struct apiserver *s, const char *key, json_t *obj)
 
 static json_t *b64(const char *s)
 {
-	size_t n = strlen(s);
-	char *out = malloc(4 * ((n + 2) / 3) + 1);
-	json_t *j;
-	if (!out)
-		abort();
-	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
-	j = json_string(out);
+	char *out = b64_encode(s, strlen(s));
+	json_t *j = json_string(out);
 	free(out);
 	return j;
 }

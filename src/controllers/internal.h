@@ -16,6 +16,7 @@
 #include "client/workqueue.h"
 #include "pki/pki.h"
 
+#include "base/b64.h"
 #include "base/hmap.h"
 
 #include <jansson.h>
@@ -214,10 +215,6 @@ json_t *csr_with_condition(const json_t *csr, const char *type, const char *reas
 			   const char *message);
 /* status.certificate decoded to PEM text (malloc'd, NUL-terminated), or NULL. */
 char *csr_certificate_pem(const json_t *csr, size_t *len);
-/* Base64 (standard alphabet, padded), malloc'd. */
-char *b64_encode(const void *data, size_t len);
-/* Decoded bytes (malloc'd, NUL-terminated), or NULL when not base64. */
-unsigned char *b64_decode(const char *text, size_t *len);
 /* "/apis/.../certificatesigningrequests/<name>[/<sub>]" into buf. */
 const char *csr_path(char *buf, size_t n, const char *name, const char *sub);
 /* The message of a failed API call: the Status message, or the transport

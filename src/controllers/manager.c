@@ -15,7 +15,6 @@
 #include "base/metrics.h"
 #include "base/timeutil.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,38 +401,6 @@ void controller_manager_free(struct controller_manager *m)
 }
 
 /* ---- CSR helpers ------------------------------------------------------------------- */
-
-char *b64_encode(const void *data, size_t len)
-{
-	char *out = malloc(4 * ((len + 2) / 3) + 1);
-	if (!out)
-		abort();
-	EVP_EncodeBlock((unsigned char *)out, data, (int)len);
-	return out;
-}
-
-unsigned char *b64_decode(const char *text, size_t *len)
-{
-	size_t n = text ? strlen(text) : 0, pad = 0;
-	unsigned char *out;
-	int r;
-
-	if (n == 0 || n % 4)
-		return NULL;
-	if (!(out = malloc(n / 4 * 3 + 1)))
-		abort();
-	r = EVP_DecodeBlock(out, (const unsigned char *)text, (int)n);
-	if (r < 0) {
-		free(out);
-		return NULL;
-	}
-	/* EVP_DecodeBlock counts the padding as zero bytes. */
-	while (pad < 2 && n > pad && text[n - 1 - pad] == '=')
-		pad++;
-	*len = (size_t)r - pad;
-	out[*len] = '\0';
-	return out;
-}
 
 X509_REQ *csr_request(const json_t *csr)
 {

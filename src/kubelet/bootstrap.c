@@ -16,6 +16,7 @@
 #include "pki/certstore.h"
 #include "pki/pki.h"
 
+#include "base/b64.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/file.h"
@@ -38,28 +39,11 @@
 
 /* ---- the CSR's name ------------------------------------------------------------ */
 
-/* base64url without padding, as Go's base64.RawURLEncoding. */
-static char *b64url(const unsigned char *data, size_t len)
-{
-	char *out = malloc(4 * ((len + 2) / 3) + 1);
-	size_t n;
-
-	if (!out)
-		abort();
-	EVP_EncodeBlock((unsigned char *)out, data, (int)len);
-	n = strlen(out);
-	while (n && out[n - 1] == '=')
-		out[--n] = '\0';
-	for (char *p = out; *p; p++)
-		*p = *p == '+' ? '-' : *p == '/' ? '_' : *p;
-	return out;
-}
-
 /* One field of the digest: its base64url form, then the '|' delimiter that
  * base64url never produces, so no two inputs write the same stream. */
 static int digest_field(EVP_MD_CTX *ctx, const unsigned char *data, size_t len)
 {
-	char *enc = b64url(data, len);
+	char *enc = b64url_encode(data, len);
 	int ok = EVP_DigestUpdate(ctx, enc, strlen(enc)) && EVP_DigestUpdate(ctx, "|", 1);
 	free(enc);
 	return ok;
@@ -83,7 +67,7 @@ char *kubelet_csr_name(EVP_PKEY *key, const char *cn, const char *const *orgs,
 	for (size_t i = 0; ok && usages && usages[i]; i++)
 		ok = digest_field(ctx, (const unsigned char *)usages[i], strlen(usages[i]));
 	if (ok && EVP_DigestFinal_ex(ctx, sum, &sumlen)) {
-		char *enc = b64url(sum, sumlen);
+		char *enc = b64url_encode(sum, sumlen);
 		name = str_printf("node-csr-%s", enc);
 		free(enc);
 	} else {

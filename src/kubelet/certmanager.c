@@ -8,6 +8,7 @@
 #include "pki/certstore.h"
 #include "pki/pki.h"
 
+#include "base/b64.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/file.h"
@@ -104,38 +105,6 @@ const char *kubelet_http_error(const char *method, const char *server, const cha
 }
 
 /* ---- small helpers ------------------------------------------------------------- */
-
-static char *b64_encode(const char *data, size_t len)
-{
-	char *out = malloc(4 * ((len + 2) / 3) + 1);
-	if (!out)
-		abort();
-	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)data, (int)len);
-	return out;
-}
-
-/* Standard base64 with padding, as JSON carries []byte; NULL if malformed. */
-static char *b64_decode(const char *in)
-{
-	size_t len = in ? strlen(in) : 0, pad = 0;
-	unsigned char *out;
-	int n;
-
-	if (len == 0 || len % 4)
-		return NULL;
-	out = malloc(len / 4 * 3 + 1);
-	if (!out)
-		abort();
-	n = EVP_DecodeBlock(out, (const unsigned char *)in, (int)len);
-	if (n < 0) {
-		free(out);
-		return NULL;
-	}
-	while (len && in[len - 1] == '=' && pad < 2)
-		len--, pad++;
-	out[n - (int)pad] = '\0';
-	return (char *)out;
-}
 
 static json_t *usage_array(const struct strv *names)
 {
@@ -239,7 +208,7 @@ static int judge(struct csr_request *r, const json_t *csr, char **pem, char *msg
 	}
 	if (!approved)
 		return 0;
-	if ((*pem = b64_decode(jx_str(csr, "status.certificate"))) && **pem) {
+	if ((*pem = (char *)b64_decode(jx_str(csr, "status.certificate"), NULL)) && **pem) {
 		LOG_V(2, "certificate signing request %s is issued%s", r->name, r->log_kv);
 		return 1;
 	}
@@ -326,11 +295,11 @@ static void subject_text(X509_REQ *req, char *buf, size_t n)
  */
 static int compatible(struct csr_request *r, const json_t *csr, char *msg, size_t n)
 {
-	char *pem = b64_decode(jx_str(csr, "spec.request"));
+	char *pem = (char *)b64_decode(jx_str(csr, "spec.request"), NULL);
 	X509_REQ *theirs = pem ? pki_csr_parse(pem, strlen(pem)) : NULL;
 	X509_REQ *ours = pki_csr_parse(r->csr_pem, strlen(r->csr_pem));
 	const char *signer = jx_str(csr, "spec.signerName");
-	char *cert_pem = b64_decode(jx_str(csr, "status.certificate"));
+	char *cert_pem = (char *)b64_decode(jx_str(csr, "status.certificate"), NULL);
 	STACK_OF(X509) *certs = NULL;
 	int rc = 0;
 

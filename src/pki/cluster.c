@@ -288,6 +288,45 @@ static int ensure_bootstrap_kubeconfig(const struct ctx *c, const char *token)
 	return r;
 }
 
+/* kubeadm's "sa" pair: the key the API server signs service account tokens
+ * with, and its public half that verifies them. Not a certificate: a new CA
+ * leaves it alone (tokens issued before stay valid). */
+static int ensure_sa_key(const struct ctx *c)
+{
+	char *kf = cluster_path(c->o->dir, "pki/sa.key"), *pf = cluster_path(c->o->dir, "pki/sa.pub");
+	EVP_PKEY *key = NULL, *pub = NULL;
+	char *pem = NULL;
+	int r = 0;
+
+	if (!c->o->force && file_exists(kf) && file_exists(pf)) {
+		char *text = NULL;
+		size_t len = 0;
+		key = pki_key_load(kf);
+		if (key && file_read(pf, &text, &len, 1 << 16) == 0)
+			pub = pki_pubkey_parse(text, len);
+		free(text);
+		if (key && pub && pki_keys_match(key, pub)) {
+			say(c, "[certs] Using the existing \"sa\" key");
+			goto out;
+		}
+		EVP_PKEY_free(key);
+	}
+	say(c, "[certs] Generating \"sa\" key and public key");
+	if (!(key = pki_key_new(c->o->key_type)) || !(pem = pki_pubkey_pem(key))) {
+		r = ERR_CRYPTO;
+		goto out;
+	}
+	if ((r = pki_key_save(kf, key)) == 0)
+		r = file_write_atomic(pf, pem, strlen(pem), 0644);
+out:
+	EVP_PKEY_free(key);
+	EVP_PKEY_free(pub);
+	free(pem);
+	free(kf);
+	free(pf);
+	return r;
+}
+
 static bool is_ip(const char *s)
 {
 	unsigned char buf[16];
@@ -344,6 +383,8 @@ int cluster_pki_init(const struct cluster_pki_opts *o)
 		r = ensure_pair(&c, &pairs[i]);
 	for (size_t i = 0; r == 0 && i < sizeof(confs) / sizeof(confs[0]); i++)
 		r = ensure_kubeconfig(&c, &confs[i]);
+	if (r == 0)
+		r = ensure_sa_key(&c);
 	if (r == 0)
 		r = ensure_token(&c, token);
 	if (r == 0)

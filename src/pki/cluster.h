@@ -9,6 +9,7 @@
  *   <dir>/controller-manager.conf                CN=system:kube-controller-manager
  *   <dir>/scheduler.conf                         CN=system:kube-scheduler
  *   <dir>/bootstrap-kubelet.conf                 bootstrap token user
+ *   <dir>/pki/sa.key, sa.pub                     service account token signing pair
  *   <dir>/pki/bootstrap-token                    "<id>.<secret>", 0600
  *
  * cluster_pki_init keeps every file that exists and is still valid for the

@@ -120,6 +120,52 @@ EVP_PKEY *pki_key_parse(const char *pem, size_t len)
 	return k;
 }
 
+char *pki_pubkey_pem(EVP_PKEY *key)
+{
+	BIO *b = BIO_new(BIO_s_mem());
+
+	/* "PUBLIC KEY" (PKIX), as kubeadm writes sa.pub. */
+	if (!b || PEM_write_bio_PUBKEY(b, key) != 1) {
+		BIO_free(b);
+		pki_ossl_err("encode public key");
+		return NULL;
+	}
+	return bio_take(b);
+}
+
+EVP_PKEY *pki_pubkey_parse(const char *pem, size_t len)
+{
+	BIO *b;
+	EVP_PKEY *k = NULL;
+
+	if (pki_pem_check(pem, len, NULL) < 0)
+		return NULL;
+	/* What --service-account-key-file takes: a public key, a private key
+	 * (its public half) or a certificate (its key). */
+	b = BIO_new_mem_buf(pem, (int)len);
+	if (memmem(pem, len, "-----BEGIN PUBLIC KEY-----", 26)) {
+		k = PEM_read_bio_PUBKEY(b, NULL, NULL, NULL);
+	} else if (memmem(pem, len, "-----BEGIN CERTIFICATE-----", 27)) {
+		X509 *c = PEM_read_bio_X509(b, NULL, NULL, NULL);
+		if (c && (k = X509_get0_pubkey(c)))
+			EVP_PKEY_up_ref(k);
+		X509_free(c);
+	} else {
+		k = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+	}
+	BIO_free(b);
+	if (!k)
+		pki_ossl_fail(ERR_PARSE, "no public key, private key or certificate");
+	return k;
+}
+
+bool pki_keys_match(EVP_PKEY *a, EVP_PKEY *b)
+{
+	bool ok = EVP_PKEY_eq(a, b) == 1;
+	ERR_clear_error();
+	return ok;
+}
+
 bool pki_key_matches(X509 *cert, EVP_PKEY *key)
 {
 	bool ok = X509_check_private_key(cert, key) == 1;

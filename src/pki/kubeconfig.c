@@ -2,6 +2,7 @@
 
 #include "base/strv.h"
 
+#include "base/b64.h"
 #include "base/err.h"
 #include "base/file.h"
 #include "base/jx.h"
@@ -29,24 +30,11 @@ static json_t *named(const json_t *root, const char *key, const char *name, cons
 	return NULL;
 }
 
-static int b64_decode(const char *in, char **out)
+static int b64_decode_pem(const char *in, char **out)
 {
-	size_t len = strlen(in), pad = 0;
-	unsigned char *buf = malloc(len / 4 * 3 + 4);
-	int n;
-
-	if (!buf)
-		abort();
-	n = EVP_DecodeBlock(buf, (const unsigned char *)in, (int)len);
-	if (len % 4 != 0 || n < 0) {
-		free(buf);
+	/* An empty field decodes to nothing, as Go's decoder has it. */
+	if (!(*out = *in ? (char *)b64_decode(in, NULL) : strdup("")))
 		return err_set(ERR_PARSE, "illegal base64 data");
-	}
-	/* DecodeBlock counts the padding as data bytes. */
-	while (len > 0 && in[len - 1] == '=' && pad < 2)
-		len--, pad++;
-	buf[n - (int)pad] = '\0';
-	*out = (char *)buf;
 	return 0;
 }
 
@@ -59,7 +47,7 @@ static int take_pem(const json_t *obj, const char *what, const char *dir, char *
 
 	snprintf(key, sizeof(key), "%s-data", what);
 	if ((v = json_string_value(json_object_get(obj, key))) && *v)
-		return b64_decode(v, data) < 0 ? err_wrap(ERR_PARSE, "%s", key) : 0;
+		return b64_decode_pem(v, data) < 0 ? err_wrap(ERR_PARSE, "%s", key) : 0;
 	if ((v = json_string_value(json_object_get(obj, what))) && *v) {
 		*file = file_join(dir, v);
 		if (lazy && !file_exists(*file))

@@ -44,6 +44,13 @@ bool pki_key_is_rsa(const EVP_PKEY *key);
  * or "RSA PRIVATE KEY" (PKCS#1). */
 char *pki_key_pem(EVP_PKEY *key);
 EVP_PKEY *pki_key_parse(const char *pem, size_t len);
+/* "PUBLIC KEY" PEM (PKIX), as kubeadm's sa.pub. */
+char *pki_pubkey_pem(EVP_PKEY *key);
+/* A verification key from a PEM: PUBLIC KEY, a private key's public half or
+ * a CERTIFICATE's key. */
+EVP_PKEY *pki_pubkey_parse(const char *pem, size_t len);
+/* Same public key (either may be a private key). */
+bool pki_keys_match(EVP_PKEY *a, EVP_PKEY *b);
 /* True when cert's public key is the public half of key. */
 bool pki_key_matches(X509 *cert, EVP_PKEY *key);
 

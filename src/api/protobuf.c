@@ -240,6 +240,14 @@ PB_MSG(UserInfo, S(1, "username"), S(2, "uid"), SR(3, "groups"), MAP(4, "extra",
 PB_MSG(SelfSubjectReviewStatus, M(1, "userInfo", UserInfo));
 PB_MSG(SelfSubjectReview, M(1, "metadata", ObjectMeta), M(2, "status", SelfSubjectReviewStatus));
 
+/* authentication.k8s.io/v1: `kubectl create token` */
+PB_MSG(BoundObjectReference, S(1, "kind"), S(2, "apiVersion"), S(3, "name"), S(4, "uid"));
+PB_MSG(TokenRequestSpec, SR(1, "audiences"), MP(3, "boundObjectRef", BoundObjectReference),
+       I64P(4, "expirationSeconds"));
+PB_MSG(TokenRequest, M(1, "metadata", ObjectMeta), M(2, "spec", TokenRequestSpec));
+PB_MSG(TokenReviewSpec, S(1, "token"), SR(2, "audiences"));
+PB_MSG(TokenReview, M(1, "metadata", ObjectMeta), M(2, "spec", TokenReviewSpec));
+
 /* policy/v1 */
 PB_MSG(Eviction, M(1, "metadata", ObjectMeta), MP(2, "deleteOptions", DeleteOptions));
 
@@ -296,6 +304,8 @@ static const struct pb_root {
     {"v1", "Pod", &Pod},
     {"v1", "Node", &Node},
     {"authentication.k8s.io/v1", "SelfSubjectReview", &SelfSubjectReview},
+    {"authentication.k8s.io/v1", "TokenRequest", &TokenRequest},
+    {"authentication.k8s.io/v1", "TokenReview", &TokenReview},
     {"policy/v1", "Eviction", &Eviction},
     {"coordination.k8s.io/v1", "Lease", &Lease},
     {"v1", "Namespace", &Namespace},

@@ -24,7 +24,8 @@
  *
  * Kinds: certificates.k8s.io/v1 CertificateSigningRequest; apps/v1
  * Deployment, ReplicaSet, StatefulSet, DaemonSet; v1 Pod, Node;
- * authentication.k8s.io/v1 SelfSubjectReview; policy/v1 Eviction;
+ * authentication.k8s.io/v1 SelfSubjectReview, TokenRequest, TokenReview;
+ * policy/v1 Eviction;
  * coordination.k8s.io/v1 Lease; DeleteOptions under any apiVersion (the
  * captured drain fallback sends "v1"; every group registers DeleteOptions).
  *

@@ -781,7 +781,8 @@ const struct resource resources[] = {
 	{"", "v1", "Endpoints", "endpoints", "endpoints", {"ep"}, {NULL}, true, VERBS_ALL,
 	 {{NULL}}, no_fields, NULL, NULL},
 	{"", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", {"sa"}, {NULL}, true,
-	 VERBS_ALL, {{NULL}}, no_fields, NULL, NULL},
+	 VERBS_ALL, {{"token", "authentication.k8s.io", "v1", "TokenRequest", VERB_CREATE}},
+	 no_fields, NULL, NULL},
 	{"apps", "v1", "Deployment", "deployments", "deployment", {"deploy"}, {"all"}, true,
 	 VERBS_ALL, {STATUS_SUB("apps", "v1", "Deployment"), SCALE_SUB}, no_fields,
 	 deployment_defaults, workload_validate},
@@ -832,6 +833,8 @@ const struct resource resources[] = {
 	{"authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews",
 	 "selfsubjectreview", {NULL}, {NULL}, false, VERB_CREATE, {{NULL}}, no_fields, NULL,
 	 NULL},
+	{"authentication.k8s.io", "v1", "TokenReview", "tokenreviews", "tokenreview", {NULL},
+	 {NULL}, false, VERB_CREATE, {{NULL}}, no_fields, NULL, NULL},
 };
 const size_t resources_count = sizeof(resources) / sizeof(resources[0]);
 

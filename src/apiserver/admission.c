@@ -250,7 +250,10 @@ static void csr_requestor(struct req *r, json_t *obj)
 	for (size_t i = 0; i < r->user.groups.n; i++)
 		json_array_append_new(groups, json_string(r->user.groups.v[i]));
 	json_object_set_new(spec, "groups", groups);
-	json_object_del(spec, "extra");
+	if (r->user.extra && json_object_size(r->user.extra))
+		json_object_set_new(spec, "extra", json_deep_copy(r->user.extra));
+	else
+		json_object_del(spec, "extra");
 }
 
 int admit(struct req *r, json_t *obj, const json_t *old)

@@ -35,7 +35,21 @@ struct apiserver_opts {
 	size_t max_body;                  /* --max-request-body-bytes, default 3 MiB */
 	size_t watch_window;              /* events kept for watch resume */
 	const char *bootstrap_token_file; /* seed Secret bootstrap-token-<id> from it */
+	/* Service account tokens: the key TokenRequest signs with (sa.key), the
+	 * one tokens are verified with (sa.pub; default: the signing key), the
+	 * issuer (default APISERVER_DEFAULT_ISSUER), --api-audiences
+	 * (comma-separated; default the issuer) and the longest token issued
+	 * (0: no limit). */
+	const char *service_account_signing_key_file;
+	const char *service_account_key_file;
+	const char *service_account_issuer;
+	const char *api_audiences;
+	int64_t service_account_max_token_expiration_s;
 };
+
+/* kubeadm's --service-account-issuer. */
+#define APISERVER_DEFAULT_ISSUER "https://kubernetes.default.svc.cluster.local"
+
 
 void apiserver_opts_default(struct apiserver_opts *o);
 

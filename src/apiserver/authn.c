@@ -1,8 +1,9 @@
 /*
  * Authentication: x509 client certificates (user = CN, groups = O) checked
- * against --client-ca-file at the clock's time, and bootstrap tokens
- * (Secret bootstrap-token-<id> in kube-system). A failed credential is a
- * 401 and upstream's log line — never a fall back to anonymous.
+ * against --client-ca-file at the clock's time, service account tokens
+ * (satoken.c) and bootstrap tokens (Secret bootstrap-token-<id> in
+ * kube-system). A failed credential is a 401 and upstream's log line —
+ * never a fall back to anonymous.
  */
 #include "apiserver/internal.h"
 
@@ -20,13 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void set_user(struct req *r, const char *name, const struct strv *groups)
+static void set_user(struct user_info *u, const char *name, const struct strv *groups)
 {
-	if (!(r->user.name = strdup(name)))
+	if (!(u->name = strdup(name)))
 		abort();
 	for (size_t i = 0; groups && i < groups->n; i++)
-		strv_push_unique(&r->user.groups, groups->v[i]);
-	strv_push_unique(&r->user.groups, "system:authenticated");
+		strv_push_unique(&u->groups, groups->v[i]);
+	strv_push_unique(&u->groups, "system:authenticated");
 }
 
 static void unauthorized(struct req *r)
@@ -51,7 +52,7 @@ static const char *secret_data(const json_t *secret, const char *key, char *buf,
 }
 
 /* "abcdef.0123456789abcdef" against Secret kube-system/bootstrap-token-abcdef. */
-static int token_user(struct req *r, const char *token)
+int authn_bearer_token(struct apiserver *s, const char *token, struct user_info *u)
 {
 	char id[7], key[96], b1[256], b2[256];
 	const char *secret_v, *usage, *exp, *extra;
@@ -59,12 +60,12 @@ static int token_user(struct req *r, const char *token)
 	int64_t expires;
 	struct strv groups = STRV_INIT;
 
-	if (strlen(token) != 23 || token[6] != '.' || !r->s->o.enable_bootstrap_token_auth)
+	if (strlen(token) != 23 || token[6] != '.' || !s->o.enable_bootstrap_token_auth)
 		return ERR_UNAUTHORIZED;
 	memcpy(id, token, 6);
 	id[6] = '\0';
 	snprintf(key, sizeof(key), "/registry/secrets/kube-system/bootstrap-token-%s", id);
-	secret = cache_get(r->s->cache, key);
+	secret = cache_get(s->cache, key);
 	if (!secret || strcmp(jx_str(secret, "type") ?: "", "bootstrap.kubernetes.io/token"))
 		return ERR_UNAUTHORIZED;
 	secret_v = secret_data(secret, "token-secret", b1, sizeof(b1));
@@ -84,7 +85,7 @@ static int token_user(struct req *r, const char *token)
 		free(copy);
 	}
 	snprintf(key, sizeof(key), "system:bootstrap:%s", id);
-	set_user(r, key, &groups);
+	set_user(u, key, &groups);
 	strv_free(&groups);
 	return 0;
 }
@@ -100,7 +101,7 @@ int authn_request(struct req *r)
 		metrics_observe(metrics_with(r->s->m_cert_exp),
 				(double)(id->not_after_ns - clock_now()) / 1e9);
 		if (id->verify_err == 0 && id->user && *id->user) {
-			set_user(r, id->user, &id->groups);
+			set_user(&r->user, id->user, &id->groups);
 			return 0;
 		}
 		/* A certificate was offered and is bad: 401, never anonymous. */
@@ -111,9 +112,23 @@ int authn_request(struct req *r)
 		return ERR_UNAUTHORIZED;
 	}
 	if (auth && !strncmp(auth, "Bearer ", 7)) {
-		if (token_user(r, auth + 7) == 0)
+		char why[512], q[600];
+		struct strv hit = STRV_INIT;
+		int rc = satoken_authenticate(r->s, auth + 7, NULL, &r->user, &hit, why, sizeof(why));
+		strv_free(&hit);
+		if (rc == 0 || (!*why && authn_bearer_token(r->s, auth + 7, &r->user) == 0))
 			return 0;
-		LOG_ERROR("\"Unable to authenticate the request\" err=\"invalid bearer token\"");
+		user_info_free(&r->user);
+		/* Upstream's union of token authenticators: the bootstrap one's
+		 * "invalid bearer token", then the service account one's reason. */
+		if (*why) {
+			char msg[600];
+			snprintf(msg, sizeof(msg), "[invalid bearer token, %s]", why);
+			log_quote(q, sizeof(q), msg);
+		} else {
+			snprintf(q, sizeof(q), "invalid bearer token");
+		}
+		LOG_ERROR("\"Unable to authenticate the request\" err=\"%s\"", q);
 		unauthorized(r);
 		return ERR_UNAUTHORIZED;
 	}

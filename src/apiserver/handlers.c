@@ -565,13 +565,10 @@ static int admit_and_validate(struct req *r, json_t *obj, const json_t *old)
 
 static void handle_selfsubjectreview(struct req *r)
 {
-	json_t *groups = json_array(), *out;
-	for (size_t i = 0; i < r->user.groups.n; i++)
-		json_array_append_new(groups, json_string(r->user.groups.v[i]));
-	out = json_pack("{s:s,s:s,s:{s:n},s:{s:{s:s,s:o}}}", "kind", "SelfSubjectReview",
-			"apiVersion", "authentication.k8s.io/v1", "metadata", "creationTimestamp",
-			"status", "userInfo", "username", r->user.name ? r->user.name : "",
-			"groups", groups);
+	json_t *out = json_pack("{s:s,s:s,s:{s:n},s:{s:o}}", "kind", "SelfSubjectReview",
+				"apiVersion", "authentication.k8s.io/v1", "metadata",
+				"creationTimestamp", "status", "userInfo",
+				user_info_json(&r->user));
 	req_reply(r, 201, out);
 }
 
@@ -631,6 +628,8 @@ static void handle_create(struct req *r)
 	char *key;
 	const char *name, *gen;
 
+	if (satoken_handles(r))
+		return;
 	if (r->sub) {
 		if (is(r->sub->name, "binding"))
 			handle_binding(r);

@@ -98,13 +98,19 @@ int impersonate(struct req *r)
 	if (rc < 0)
 		goto out;
 	LOG_V(4, "\"impersonating\" user=\"%s\" as=\"%s\"", r->user.name ? r->user.name : "", user);
-	free(r->user.name);
-	free(r->user.uid);
-	strv_free(&r->user.groups);
+	user_info_free(&r->user);
 	r->user.name = str_dup(user);
 	r->user.uid = uid ? str_dup(uid) : NULL;
 	r->user.groups = groups;
 	groups = (struct strv)STRV_INIT;
+	for (size_t i = 0; i < extra_keys.n; i++) {
+		json_t *vals;
+		if (!r->user.extra)
+			r->user.extra = json_object();
+		if (!(vals = json_object_get(r->user.extra, extra_keys.v[i])))
+			json_object_set_new(r->user.extra, extra_keys.v[i], vals = json_array());
+		json_array_append_new(vals, json_string(extra_vals.v[i]));
+	}
 	if (!strncmp(user, SA_PREFIX, strlen(SA_PREFIX)) && !r->user.groups.n) {
 		const char *rest = user + strlen(SA_PREFIX), *colon = strchr(rest, ':');
 		strv_push(&r->user.groups, "system:serviceaccounts");

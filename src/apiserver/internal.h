@@ -30,13 +30,19 @@ struct apiserver {
 	struct cache *cache;
 	struct watch_stream *watches; /* open watch streams, for shutdown */
 	struct metric_family *m_requests, *m_latency, *m_cert_exp, *m_objects;
+	struct satoken *sa; /* service account token keys, or NULL */
 };
 
 struct user_info {
 	char *name;
 	char *uid;
 	struct strv groups;
+	json_t *extra; /* key -> [values], or NULL */
 };
+
+void user_info_free(struct user_info *u);
+/* authentication.k8s.io/v1 UserInfo {username, uid, groups, extra}. */
+json_t *user_info_json(const struct user_info *u);
 
 /* One request: the parsed route, who asks, and how to answer. */
 struct req {
@@ -76,6 +82,21 @@ bool discovery_serve(struct req *r);
 
 /* authn.c */
 int authn_request(struct req *r);
+/* A bootstrap token's user into u: 0, or ERR_UNAUTHORIZED. */
+int authn_bearer_token(struct apiserver *s, const char *token, struct user_info *u);
+
+/* satoken.c: service account tokens (JWTs) — keys from the options,
+ * TokenRequest (serviceaccounts/<name>/token) and TokenReview. */
+int satoken_init(struct apiserver *s);
+void satoken_free(struct apiserver *s);
+/* A token this server issued, for one of audiences (NULL: the API
+ * server's): 0 with u filled and the audiences it matched in hit; else
+ * ERR_UNAUTHORIZED with why empty (not a service account token of ours) or
+ * upstream's reason ("service account token has expired"). */
+int satoken_authenticate(struct apiserver *s, const char *token, const struct strv *audiences,
+			 struct user_info *u, struct strv *hit, char *why, size_t n);
+/* True when r was a TokenRequest or TokenReview (and has been answered). */
+bool satoken_handles(struct req *r);
 
 /* authz.c: 0, or a reply has been sent (403) and the request is over */
 int authz_request(struct req *r, const json_t *obj);

@@ -143,11 +143,32 @@ void req_free(struct req *r)
 	free(r->ns);
 	free(r->name);
 	free(r->verb);
-	free(r->user.name);
-	free(r->user.uid);
-	strv_free(&r->user.groups);
+	user_info_free(&r->user);
 	evhttp_clear_headers(&r->query);
 	free(r);
+}
+
+json_t *user_info_json(const struct user_info *u)
+{
+	json_t *groups = json_array();
+	json_t *out = json_pack("{s:s}", "username", u->name ? u->name : "");
+	for (size_t i = 0; i < u->groups.n; i++)
+		json_array_append_new(groups, json_string(u->groups.v[i]));
+	if (u->uid && *u->uid)
+		json_object_set_new(out, "uid", json_string(u->uid));
+	json_object_set_new(out, "groups", groups);
+	if (u->extra && json_object_size(u->extra))
+		json_object_set_new(out, "extra", json_deep_copy(u->extra));
+	return out;
+}
+
+void user_info_free(struct user_info *u)
+{
+	free(u->name);
+	free(u->uid);
+	strv_free(&u->groups);
+	json_decref(u->extra);
+	memset(u, 0, sizeof(*u));
 }
 
 char *object_key(const struct resource *res, const char *ns, const char *name)
@@ -469,6 +490,8 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 	if (!(s->tls = tls_server_ctx(o->tls_cert_file, o->tls_private_key_file,
 				      o->client_ca_file)))
 		goto fail;
+	if (satoken_init(s) < 0)
+		goto fail;
 	if (file_mkdirs(o->data_dir, 0700) < 0)
 		goto fail;
 	db = file_join(o->data_dir, "state.db");
@@ -511,5 +534,6 @@ void apiserver_free(struct apiserver *s)
 	loop_poll(s->loop);
 	cache_free(s->cache);
 	SSL_CTX_free(s->tls);
+	satoken_free(s);
 	free(s);
 }

@@ -113,6 +113,7 @@ static int api_start(struct component *c)
 	char *crt = path_in(cl, "pki/apiserver.crt"), *key = path_in(cl, "pki/apiserver.key");
 	char *ca = path_in(cl, "pki/ca.crt"), *data = path_in(cl, "data");
 	char *token = path_in(cl, "pki/bootstrap-token");
+	char *sa_key = path_in(cl, "pki/sa.key"), *sa_pub = path_in(cl, "pki/sa.pub");
 
 	apiserver_opts_default(&o);
 	o.bind_address = cl->o.bind_address;
@@ -122,6 +123,8 @@ static int api_start(struct component *c)
 	o.client_ca_file = ca;
 	o.data_dir = data;
 	o.bootstrap_token_file = token;
+	o.service_account_signing_key_file = sa_key;
+	o.service_account_key_file = sa_pub;
 	if (cl->o.toleration_set[0])
 		o.not_ready_toleration_s = cl->o.toleration_s[0];
 	if (cl->o.toleration_set[1])
@@ -134,6 +137,8 @@ static int api_start(struct component *c)
 	free(ca);
 	free(data);
 	free(token);
+	free(sa_key);
+	free(sa_pub);
 	return c->state ? 0 : ERR_UNAVAILABLE;
 }
 

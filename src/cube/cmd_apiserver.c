@@ -6,6 +6,7 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "base/timeutil.h"
 #include "base/loop.h"
 
 #include <getopt.h>
@@ -34,11 +35,20 @@ static const char usage[] =
 	"      --default-not-ready-toleration-seconds N    (default 300)\n"
 	"      --default-unreachable-toleration-seconds N  (default 300)\n"
 	"      --max-request-body-bytes N      (default 3145728)\n"
+	"      --service-account-signing-key-file F  key that signs service account tokens\n"
+	"                                      (TokenRequest; kubeadm's sa.key)\n"
+	"      --service-account-key-file F    public key (or private key, or certificate) that\n"
+	"                                      verifies them (default: the signing key)\n"
+	"      --service-account-issuer URL    the tokens' iss (default\n"
+	"                                      https://kubernetes.default.svc.cluster.local)\n"
+	"      --api-audiences A,B             audiences a token must name (default: the issuer)\n"
+	"      --service-account-max-token-expiration D  longest token issued (default: none)\n"
 	"  -v, --v N                           log verbosity; 3 logs every request\n"
 	"\n"
 	"cube's own:\n"
-	"      --cluster-dir DIR               take the certificates from a 'cube pki init' DIR\n"
-	"                                      and seed its bootstrap token Secret\n"
+	"      --cluster-dir DIR               take the certificates and sa.key/sa.pub from a\n"
+	"                                      'cube pki init' DIR and seed its bootstrap token\n"
+	"                                      Secret\n"
 	"      --bootstrap-token-file F        seed Secret kube-system/bootstrap-token-<id>\n"
 	"      --port-file F                   write the port actually bound (for --secure-port 0)\n";
 
@@ -60,6 +70,11 @@ int cmd_apiserver(int argc, char **argv)
 		{"default-not-ready-toleration-seconds", required_argument, NULL, 'n'},
 		{"default-unreachable-toleration-seconds", required_argument, NULL, 'u'},
 		{"max-request-body-bytes", required_argument, NULL, 'm'},
+		{"service-account-signing-key-file", required_argument, NULL, 'K'},
+		{"service-account-key-file", required_argument, NULL, 'Y'},
+		{"service-account-issuer", required_argument, NULL, 'I'},
+		{"api-audiences", required_argument, NULL, 'a'},
+		{"service-account-max-token-expiration", required_argument, NULL, 'X'},
 		{"cluster-dir", required_argument, NULL, 'D'},
 		{"bootstrap-token-file", required_argument, NULL, 'T'},
 		{"port-file", required_argument, NULL, 'P'},
@@ -68,7 +83,8 @@ int cmd_apiserver(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct apiserver_opts o;
-	char *cluster_files[4] = {NULL};
+	char *cluster_files[6] = {NULL};
+	int64_t max_exp_ns;
 	const char *port_file = NULL;
 	struct apiserver *s;
 	int c, rc = 0;
@@ -111,12 +127,28 @@ int cmd_apiserver(int argc, char **argv)
 			cluster_files[1] = file_join(optarg, "pki/apiserver.key");
 			cluster_files[2] = file_join(optarg, "pki/ca.crt");
 			cluster_files[3] = file_join(optarg, "pki/bootstrap-token");
+			cluster_files[4] = file_join(optarg, "pki/sa.key");
+			cluster_files[5] = file_join(optarg, "pki/sa.pub");
+			o.service_account_signing_key_file = cluster_files[4];
+			o.service_account_key_file = cluster_files[5];
 			o.tls_cert_file = cluster_files[0];
 			o.tls_private_key_file = cluster_files[1];
 			o.client_ca_file = cluster_files[2];
 			o.bootstrap_token_file = cluster_files[3];
 			break;
 		case 'T': o.bootstrap_token_file = optarg; break;
+		case 'K': o.service_account_signing_key_file = optarg; break;
+		case 'Y': o.service_account_key_file = optarg; break;
+		case 'I': o.service_account_issuer = optarg; break;
+		case 'a': o.api_audiences = optarg; break;
+		case 'X':
+			if (duration_parse(optarg, &max_exp_ns) < 0 || max_exp_ns < 0)
+				return cli_usage_error("apiserver",
+						       "invalid argument \"%s\" for "
+						       "\"--service-account-max-token-expiration\" flag",
+						       optarg);
+			o.service_account_max_token_expiration_s = max_exp_ns / 1000000000;
+			break;
 		case 'P': port_file = optarg; break;
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(usage);
@@ -139,7 +171,7 @@ int cmd_apiserver(int argc, char **argv)
 	LOG_INFO("\"Shutdown complete\"");
 out:
 	loop_free(main_loop);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 6; i++)
 		free(cluster_files[i]);
 	return rc;
 }

@@ -2028,3 +2028,93 @@ def test_nonresource_paths_authorized_as_upstream(server, kubectl):
     kubectl("create", "clusterrolebinding", "watcher-metrics",
             "--clusterrole=system:monitoring", "--user=system:node:watcher")
     assert server.request("GET", "/metrics", auth=node).status == 200
+
+
+def _jwt_part(text):
+    return json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def _der_of_es256(raw):
+    """r||s (JWS) to the DER ECDSA-Sig-Value openssl verifies."""
+    def integer(b):
+        b = b.lstrip(b"\0") or b"\0"
+        if b[0] & 0x80:
+            b = b"\0" + b
+        return b"\x02" + bytes([len(b)]) + b
+    body = integer(raw[:32]) + integer(raw[32:])
+    return b"\x30" + bytes([len(body)]) + body
+
+
+def test_service_account_tokens(kubectl, kubectl_for, server, run, tmp_path):
+    """`kubectl create token` returns an ES256 JWT signed with sa.key that
+    openssl verifies with sa.pub, carrying upstream's claims; it
+    authenticates as the service account (whoami shows its UID, groups and
+    credential id), RBAC decides what it may do, a TokenReview answers for
+    it, and a recreated service account (new UID) no longer accepts it."""
+    kubectl("create", "serviceaccount", "droid")
+    sa = get_json(kubectl, "serviceaccount", "droid")
+    token = kubectl("create", "token", "droid", "--duration", "20m").stdout.strip()
+    head, body, sig = token.split(".")
+    assert _jwt_part(head) == {"alg": "ES256", "kid": _jwt_part(head)["kid"]}
+    claims = _jwt_part(body)
+    assert claims["iss"] == "https://kubernetes.default.svc.cluster.local"
+    assert claims["aud"] == ["https://kubernetes.default.svc.cluster.local"]
+    assert claims["sub"] == "system:serviceaccount:default:droid"
+    assert claims["exp"] - claims["iat"] == 1200 and claims["nbf"] == claims["iat"]
+    assert claims["kubernetes.io"] == {"namespace": "default", "serviceaccount": {
+        "name": "droid", "uid": sa["metadata"]["uid"]}}
+    signed, der = tmp_path / "signed", tmp_path / "sig.der"
+    signed.write_bytes(f"{head}.{body}".encode())
+    der.write_bytes(_der_of_es256(base64.urlsafe_b64decode(sig + "=" * (-len(sig) % 4))))
+    out = run("openssl", "dgst", "-sha256", "-verify", server.pki / "sa.pub", "-signature",
+              der, signed)
+    assert "Verified OK" in out.stdout
+
+    conf = tmp_path / "droid.conf"
+    conf.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": server.url,
+                                               "certificate-authority": str(server.ca)}}],
+        "users": [{"name": "droid", "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "droid"}}]}))
+    droid = kubectl_for(server, conf)
+    who = droid("auth", "whoami", "-o", "json").stdout
+    info = json.loads(who)["status"]["userInfo"]
+    assert info["username"] == "system:serviceaccount:default:droid"
+    assert info["uid"] == sa["metadata"]["uid"]
+    assert info["groups"] == ["system:serviceaccounts", "system:serviceaccounts:default",
+                              "system:authenticated"]
+    assert info["extra"] == {"authentication.kubernetes.io/credential-id":
+                             [f"JTI={claims['jti']}"]}
+    r = droid("get", "pods", check=False)
+    assert ('User "system:serviceaccount:default:droid" cannot list resource "pods" in API '
+            'group "" in the namespace "default"') in r.stderr, r.stderr
+    kubectl("create", "role", "pod-lister", "--verb=list", "--resource=pods")
+    kubectl("create", "rolebinding", "droid-lists", "--role=pod-lister",
+            "--serviceaccount=default:droid")
+    assert droid("get", "pods").returncode == 0
+
+    status = json.loads(kubectl("create", "-o", "json", "-f", "-", input={
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": token}}).stdout)["status"]
+    assert status["authenticated"] is True
+    assert status["user"]["username"] == "system:serviceaccount:default:droid"
+    assert status["audiences"] == ["https://kubernetes.default.svc.cluster.local"]
+    review = json.loads(kubectl("create", "-o", "json", "-f", "-", input={
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": token, "audiences": ["vault"]}}).stdout)["status"]
+    assert "authenticated" not in review and review["error"], review
+
+    r = kubectl("create", "token", "droid", "--duration", "5m", check=False)
+    assert ('TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: '
+            'Invalid value: 300: may not specify a duration less than 10 minutes') in r.stderr
+    r = kubectl("create", "token", "nobody", check=False)
+    assert 'serviceaccounts "nobody" not found' in r.stderr
+
+    kubectl("delete", "serviceaccount", "droid")
+    kubectl("create", "serviceaccount", "droid")
+    r = droid("get", "pods", check=False)
+    assert "Unauthorized" in r.stderr, r.stderr
+    assert re.search(r'"Unable to authenticate the request" err="\[invalid bearer token, '
+                     r'service account UID \(\S+\) does not match claim \(' +
+                     sa["metadata"]["uid"] + r'\)\]"', server.log())

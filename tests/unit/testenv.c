@@ -32,7 +32,7 @@ void testenv_start(struct testenv *e, const char *tag)
 				      .ca_validity_ns = CLUSTER_CA_VALIDITY,
 				      .validity_ns = CLUSTER_CERT_VALIDITY};
 	struct apiserver_opts ao;
-	char crt[128], key[128], ca[128], data[128], tok[128], conf[128];
+	char crt[128], key[128], ca[128], data[128], tok[128], conf[128], sak[128], sap[128];
 
 	memset(e, 0, sizeof(*e));
 	snprintf(e->dir, sizeof(e->dir), "/tmp/cube-%s-XXXXXX", tag);
@@ -48,6 +48,8 @@ void testenv_start(struct testenv *e, const char *tag)
 	ao.client_ca_file = testenv_path(e, "pki/ca.crt", ca, sizeof(ca));
 	ao.data_dir = testenv_path(e, "data", data, sizeof(data));
 	ao.bootstrap_token_file = testenv_path(e, "pki/bootstrap-token", tok, sizeof(tok));
+	ao.service_account_signing_key_file = testenv_path(e, "pki/sa.key", sak, sizeof(sak));
+	ao.service_account_key_file = testenv_path(e, "pki/sa.pub", sap, sizeof(sap));
 	e->api = apiserver_new(e->loop, &ao);
 	assert_non_null(e->api);
 	snprintf(e->server, sizeof(e->server), "https://127.0.0.1:%d", apiserver_port(e->api));

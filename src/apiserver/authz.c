@@ -1,9 +1,8 @@
 /*
- * Authorization, in upstream's order: the Node authorizer's rules for nodes
- * (k8s-facts §8.3, with AuthorizeNodeWithSelectors as in 1.32), then the
- * built-in policy still hard-coded here — system:masters may do everything;
- * so may the controller manager —
- * then RBAC (rbac.c): what Roles, ClusterRoles and their bindings grant.
+ * Authorization, in upstream's order: the privileged group system:masters
+ * may do everything; then the Node authorizer's rules for nodes (k8s-facts
+ * §8.3, with AuthorizeNodeWithSelectors as in 1.32); then RBAC (rbac.c):
+ * what Roles, ClusterRoles and their bindings grant.
  * Everything else is 403 with upstream's message.
  */
 #include "apiserver/internal.h"
@@ -128,10 +127,10 @@ int authz_check(struct req *r, const json_t *obj, char **reason)
 	const char *user = r->user.name;
 
 	*reason = NULL;
-	/* The controller manager runs every controller as itself (cube has no
-	 * per-controller service-account credentials yet), so it still has
-	 * everything; the scheduler has exactly its bootstrap roles, through RBAC. */
-	if (in_group(r, "system:masters") || is(user, "system:kube-controller-manager"))
+	/* Upstream's privileged group; everyone else — the scheduler, the
+	 * controller manager and each of its controllers' service accounts —
+	 * holds exactly what the bootstrap policy binds to them. */
+	if (in_group(r, "system:masters"))
 		return 0;
 	if (r->res && is(r->res->plural, "selfsubjectreviews") &&
 	    in_group(r, "system:authenticated"))

@@ -122,6 +122,10 @@ json_t *rbac_rules_for(struct apiserver *s, const struct user_info *u, const cha
  * (bind) being written: 0, or the 403 answered. */
 int rbac_check_escalation(struct req *r, const json_t *obj);
 
+/* Covers: the simple rules (one verb, group, resource, name or URL each)
+ * of rules that owners do not hold; a new array. */
+json_t *rbac_missing_rules(const json_t *owners, const json_t *rules);
+
 /* The cache prefix of an RBAC collection (malloc'd; ns NULL: every one). */
 char *rbac_prefix(const char *plural, const char *ns);
 
@@ -142,6 +146,11 @@ int admit(struct req *r, json_t *obj, const json_t *old);
 /* handlers.c */
 void handle_resource(struct req *r);
 void seed_defaults(struct apiserver *s);
+/* seed.c: create obj (stolen) at key with a uid and creationTimestamp. */
+void seed_create(struct apiserver *s, const char *key, json_t *obj);
+/* policy.c: upstream's bootstrap RBAC, created and reconciled; kubeadm's
+ * bindings too on a cluster's first start. */
+void policy_reconcile(struct apiserver *s, bool first_start);
 
 /* watch.c */
 void watch_serve(struct req *r);

@@ -212,13 +212,12 @@ bool rbac_allows(struct apiserver *s, const struct authz_attrs *a, char *why, si
 }
 
 /* RulesFor: every rule the user holds in ns (and cluster-wide) — the
- * built-in policy's superusers everything, then what their bindings give. */
+ * privileged group system:masters everything, then what bindings give. */
 json_t *rbac_rules_for(struct apiserver *s, const struct user_info *u, const char *ns)
 {
 	json_t *out = json_array();
 
-	if (strv_has(&u->groups, "system:masters") ||
-	    is(u->name, "system:kube-controller-manager")) {
+	if (strv_has(&u->groups, "system:masters")) {
 		json_array_append_new(out, json_pack("{s:[s],s:[s],s:[s]}", "verbs", "*", "apiGroups",
 						     "*", "resources", "*"));
 		json_array_append_new(out,
@@ -347,12 +346,15 @@ static void missing_lines(const json_t *acc, struct strv *out)
 	}
 }
 
+typedef void (*missing_fn)(json_t *acc, const char *verb, const char *group, const char *res,
+			   const char *name, const char *url);
+
 /* Covers: each rule broken into simple rules in BreakdownRule's order
  * (group, resource, verb, name; then URL, verb), each held by some owner
- * rule; what is not, compacted into missing. */
-static void uncovered(const json_t *owners, const json_t *rules, struct strv *missing)
+ * rule; what is not goes to add. */
+static void uncovered(const json_t *owners, const json_t *rules, missing_fn add, json_t *acc)
 {
-	json_t *rule, *v, *g, *res, *nm, *u, *acc = json_object();
+	json_t *rule, *v, *g, *res, *nm, *u;
 	size_t i, a, b, c, d;
 
 	json_array_foreach(rules, i, rule)
@@ -369,24 +371,45 @@ static void uncovered(const json_t *owners, const json_t *rules, struct strv *mi
 				continue;
 			if (!json_array_size(names)) {
 				if (!simple_covered(owners, verb, gs, rs, NULL, NULL))
-					missing_add(acc, verb, gs, rs, NULL, NULL);
+					add(acc, verb, gs, rs, NULL, NULL);
 				continue;
 			}
 			json_array_foreach(names, d, nm) if (
 				json_string_value(nm) &&
 				!simple_covered(owners, verb, gs, rs, json_string_value(nm), NULL))
-				missing_add(acc, verb, gs, rs, json_string_value(nm), NULL);
+				add(acc, verb, gs, rs, json_string_value(nm), NULL);
 		}
 		json_array_foreach(json_object_get(rule, "nonResourceURLs"), a, u)
 			json_array_foreach(verbs, c, v)
 		{
 			const char *url = json_string_value(u), *verb = json_string_value(v);
 			if (url && verb && !simple_covered(owners, verb, NULL, NULL, NULL, url))
-				missing_add(acc, verb, NULL, NULL, NULL, url);
+				add(acc, verb, NULL, NULL, NULL, url);
 		}
 	}
-	missing_lines(acc, missing);
-	json_decref(acc);
+}
+
+/* One simple rule, as BreakdownRule writes it. */
+static void breakdown_add(json_t *acc, const char *verb, const char *group, const char *res,
+			  const char *name, const char *url)
+{
+	json_t *r = json_pack("{s:[s]}", "verbs", verb);
+	if (url) {
+		json_object_set_new(r, "nonResourceURLs", json_pack("[s]", url));
+	} else {
+		json_object_set_new(r, "apiGroups", json_pack("[s]", group));
+		json_object_set_new(r, "resources", json_pack("[s]", res));
+		if (name)
+			json_object_set_new(r, "resourceNames", json_pack("[s]", name));
+	}
+	json_array_append_new(acc, r);
+}
+
+json_t *rbac_missing_rules(const json_t *owners, const json_t *rules)
+{
+	json_t *acc = json_array();
+	uncovered(owners, rules, breakdown_add, acc);
+	return acc;
 }
 
 /* The rules a roleRef points at, or NULL with *err set. */
@@ -447,7 +470,12 @@ int rbac_check_escalation(struct req *r, const json_t *obj)
 		goto refuse;
 	}
 	owners = rbac_rules_for(r->s, &r->user, r->ns);
-	uncovered(owners, rules, &missing);
+	{
+		json_t *acc = json_object();
+		uncovered(owners, rules, missing_add, acc);
+		missing_lines(acc, &missing);
+		json_decref(acc);
+	}
 	json_decref(owners);
 	if (!missing.n) {
 		strv_free(&missing);

@@ -37,9 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LEEWAY_S 60                      /* go-jose's jwt.DefaultLeeway */
-#define DEFAULT_EXPIRATION_S 3600        /* TokenRequestSpec's default */
-#define MIN_EXPIRATION_S 600             /* "less than 10 minutes" */
+#define LEEWAY_S 60               /* go-jose's jwt.DefaultLeeway */
+#define DEFAULT_EXPIRATION_S 3600 /* TokenRequestSpec's default */
+#define MIN_EXPIRATION_S 600      /* "less than 10 minutes" */
 #define MAX_EXPIRATION_S (INT64_C(1) << 32)
 #define WARN_ONLY_EXPIRATION_S (3600 + 7) /* the kubelet's projected tokens */
 #define EXTENDED_EXPIRATION_S (24 * 365 * 3600)
@@ -84,7 +84,7 @@ static bool key_ok(EVP_PKEY *key, const char *path)
 		return true;
 	if (EVP_PKEY_is_a(key, "EC") &&
 	    EVP_PKEY_get_utf8_string_param(key, OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof(group),
-					   NULL) &&
+	                                   NULL) &&
 	    is(group, "prime256v1"))
 		return true;
 	err_set(ERR_INVALID, "%s: service account keys must be RSA or ECDSA P-256", path);
@@ -104,7 +104,7 @@ int satoken_init(struct apiserver *s)
 	if (o->service_account_signing_key_file) {
 		if (!(t->signer = pki_key_load(o->service_account_signing_key_file)))
 			return err_wrap(ERR_INVALID, "--service-account-signing-key-file %s",
-					o->service_account_signing_key_file);
+			                o->service_account_signing_key_file);
 		if (!key_ok(t->signer, o->service_account_signing_key_file))
 			return ERR_INVALID;
 		key_id(t->signer, t->kid, sizeof(t->kid));
@@ -117,7 +117,7 @@ int satoken_init(struct apiserver *s)
 		free(text);
 		if (!t->verifier)
 			return err_wrap(ERR_INVALID, "--service-account-key-file %s",
-					o->service_account_key_file);
+			                o->service_account_key_file);
 		if (!key_ok(t->verifier, o->service_account_key_file))
 			return ERR_INVALID;
 	} else {
@@ -126,8 +126,8 @@ int satoken_init(struct apiserver *s)
 		t->verifier = t->signer;
 	}
 	if (!(t->issuer = strdup(o->service_account_issuer && *o->service_account_issuer
-					 ? o->service_account_issuer
-					 : APISERVER_DEFAULT_ISSUER)))
+	                             ? o->service_account_issuer
+	                             : APISERVER_DEFAULT_ISSUER)))
 		abort();
 	if (o->api_audiences && *o->api_audiences) {
 		char *copy = strdup(o->api_audiences), *save = NULL;
@@ -274,7 +274,7 @@ static json_t *jws_verify(EVP_PKEY *key, const char *token, char *why, size_t n)
 	md = EVP_MD_CTX_new();
 	ok = md && EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, key) == 1 &&
 	     EVP_DigestVerify(md, der ? der : sig, der ? dlen : slen, (const unsigned char *)token,
-			      (size_t)(dot2 - token)) == 1;
+	                      (size_t)(dot2 - token)) == 1;
 	ERR_clear_error();
 	if (!ok)
 		snprintf(why, n, "invalid signature");
@@ -295,7 +295,7 @@ out:
 /* ---- authentication ------------------------------------------------------------------- */
 
 static const json_t *object_at(struct apiserver *s, const char *plural, const char *ns,
-			       const char *name)
+                               const char *name)
 {
 	char *key = object_key(resource_find("", "v1", plural), ns, name);
 	const json_t *obj = name && *name ? cache_get(s->cache, key) : NULL;
@@ -311,8 +311,8 @@ static bool deleted_before(const json_t *obj, int64_t t)
 }
 
 /* A bound object ("pod", "secret"; the node is informational) still there. */
-static int check_bound(struct apiserver *s, const json_t *k8s, const char *what,
-		       const char *plural, const char *ns, char *why, size_t n)
+static int check_bound(struct apiserver *s, const json_t *k8s, const char *what, const char *plural,
+                       const char *ns, char *why, size_t n)
 {
 	const json_t *ref = json_object_get(k8s, what), *obj;
 	if (!ref)
@@ -323,8 +323,8 @@ static int check_bound(struct apiserver *s, const json_t *k8s, const char *what,
 		return ERR_UNAUTHORIZED;
 	}
 	if (!is(jx_str(obj, "metadata.uid"), jx_str(ref, "uid"))) {
-		snprintf(why, n, "%s UID (%s) does not match service account %s ref claim (%s)", what,
-			 jx_str(obj, "metadata.uid") ?: "", what, jx_str(ref, "uid") ?: "");
+		snprintf(why, n, "%s UID (%s) does not match service account %s ref claim (%s)",
+		         what, jx_str(obj, "metadata.uid") ?: "", what, jx_str(ref, "uid") ?: "");
 		return ERR_UNAUTHORIZED;
 	}
 	return 0;
@@ -338,9 +338,9 @@ static bool audience_ok(const json_t *aud, const struct strv *want, struct strv 
 		if (strv_has(want, json_string_value(aud)))
 			strv_push_unique(hit, json_string_value(aud));
 	} else {
-		json_array_foreach(aud, i, a) if (json_is_string(a) &&
-						  strv_has(want, json_string_value(a)))
-			strv_push_unique(hit, json_string_value(a));
+		json_array_foreach(aud, i,
+		                   a) if (json_is_string(a) && strv_has(want, json_string_value(a)))
+		    strv_push_unique(hit, json_string_value(a));
 	}
 	return hit->n > 0;
 }
@@ -352,7 +352,7 @@ static void extra_set(json_t *extra, const char *key, const char *value)
 }
 
 int satoken_authenticate(struct apiserver *s, const char *token, const struct strv *audiences,
-			 struct user_info *u, struct strv *hit, char *why, size_t n)
+                         struct user_info *u, struct strv *hit, char *why, size_t n)
 {
 	struct satoken *t = s->sa;
 	json_t *claims;
@@ -369,7 +369,7 @@ int satoken_authenticate(struct apiserver *s, const char *token, const struct st
 	if (!is(jx_str(claims, "iss"), t->issuer))
 		goto out;
 	if (!audience_ok(json_object_get(claims, "aud"), audiences ? audiences : &t->audiences,
-			 hit)) {
+	                 hit)) {
 		snprintf(why, n, "token audiences is invalid for the target audiences");
 		goto out;
 	}
@@ -402,7 +402,7 @@ int satoken_authenticate(struct apiserver *s, const char *token, const struct st
 	}
 	if (!is(jx_str(sa, "metadata.uid"), jx_str(k8s, "serviceaccount.uid"))) {
 		snprintf(why, n, "service account UID (%s) does not match claim (%s)",
-			 jx_str(sa, "metadata.uid") ?: "", jx_str(k8s, "serviceaccount.uid") ?: "");
+		         jx_str(sa, "metadata.uid") ?: "", jx_str(k8s, "serviceaccount.uid") ?: "");
 		goto out;
 	}
 	if (check_bound(s, k8s, "secret", "secrets", ns, why, n) < 0 ||
@@ -435,8 +435,8 @@ out:
 static void reply_token_invalid(struct req *r, struct validation *v, const char *name)
 {
 	char *msg = val_message(v, "TokenRequest.authentication.k8s.io", name);
-	json_t *st = status_failure(ERR_UNPROCESSABLE, msg, "authentication.k8s.io",
-				    "TokenRequest", name);
+	json_t *st =
+	    status_failure(ERR_UNPROCESSABLE, msg, "authentication.k8s.io", "TokenRequest", name);
 	json_object_set(json_object_get(st, "details"), "causes", v->causes);
 	free(msg);
 	req_fail_status(r, st);
@@ -445,7 +445,7 @@ static void reply_token_invalid(struct req *r, struct validation *v, const char 
 static json_t *ref_of(const json_t *obj)
 {
 	return json_pack("{s:s,s:s}", "name", jx_str(obj, "metadata.name") ?: "", "uid",
-			 jx_str(obj, "metadata.uid") ?: "");
+	                 jx_str(obj, "metadata.uid") ?: "");
 }
 
 /* spec.boundObjectRef into the private claims (k8s); 0 or answered. */
@@ -461,37 +461,41 @@ static int bind_object(struct req *r, const json_t *ref, json_t *k8s, bool *pod_
 		/* Go's GroupVersionKind.String(): "group/version, Kind=kind". */
 		const char *slash = strchr(api, '/');
 		snprintf(msg, sizeof(msg), "cannot bind token to object of type %.*s/%s, Kind=%s",
-			 slash ? (int)(slash - api) : 0, api, slash ? slash + 1 : api, kind);
+		         slash ? (int)(slash - api) : 0, api, slash ? slash + 1 : api, kind);
 		req_fail(r, ERR_INVALID, msg);
 		return ERR_INVALID;
 	}
-	obj = is(kind, "Pod")	   ? object_at(r->s, "pods", r->ns, name)
+	obj = is(kind, "Pod")      ? object_at(r->s, "pods", r->ns, name)
 	      : is(kind, "Secret") ? object_at(r->s, "secrets", r->ns, name)
-				   : object_at(r->s, "nodes", NULL, name);
+	                           : object_at(r->s, "nodes", NULL, name);
 	if (!obj) {
 		snprintf(msg, sizeof(msg), "%s \"%s\" not found",
-			 is(kind, "Pod") ? "pods" : is(kind, "Secret") ? "secrets" : "nodes", name);
+		         is(kind, "Pod")      ? "pods"
+		         : is(kind, "Secret") ? "secrets"
+		                              : "nodes",
+		         name);
 		req_fail_status(r, status_failure(ERR_NOTFOUND, msg, "",
-						  is(kind, "Pod")      ? "pods"
-						  : is(kind, "Secret") ? "secrets"
-								       : "nodes",
-						  name));
+		                                  is(kind, "Pod")      ? "pods"
+		                                  : is(kind, "Secret") ? "secrets"
+		                                                       : "nodes",
+		                                  name));
 		return ERR_NOTFOUND;
 	}
 	if (is(kind, "Pod") && !is(jx_str(obj, "spec.serviceAccountName"), r->name)) {
-		snprintf(msg, sizeof(msg),
-			 "cannot bind token for serviceaccount \"%s\" to pod running with different "
-			 "serviceaccount name.",
-			 r->name);
+		snprintf(
+		    msg, sizeof(msg),
+		    "cannot bind token for serviceaccount \"%s\" to pod running with different "
+		    "serviceaccount name.",
+		    r->name);
 		req_fail(r, ERR_INVALID, msg);
 		return ERR_INVALID;
 	}
 	if (want_uid && *want_uid && !is(want_uid, jx_str(obj, "metadata.uid"))) {
 		snprintf(msg, sizeof(msg),
-			 "Operation cannot be fulfilled on %s \"%s\": the UID in the bound object "
-			 "reference (%s) does not match the UID in record. The object might have "
-			 "been deleted and then recreated",
-			 kind, name, want_uid);
+		         "Operation cannot be fulfilled on %s \"%s\": the UID in the bound object "
+		         "reference (%s) does not match the UID in record. The object might have "
+		         "been deleted and then recreated",
+		         kind, name, want_uid);
 		req_fail_status(r, status_failure(ERR_CONFLICT, msg, "", kind, name));
 		return ERR_CONFLICT;
 	}
@@ -502,7 +506,7 @@ static int bind_object(struct req *r, const json_t *ref, json_t *k8s, bool *pod_
 		if (node && *node) {
 			const json_t *no = object_at(r->s, "nodes", NULL, node);
 			json_object_set_new(k8s, "node",
-					    no ? ref_of(no) : json_pack("{s:s}", "name", node));
+			                    no ? ref_of(no) : json_pack("{s:s}", "name", node));
 		}
 	} else {
 		json_object_set_new(k8s, is(kind, "Secret") ? "secret" : "node", ref_of(obj));
@@ -515,7 +519,8 @@ static void handle_token_request(struct req *r, json_t *body)
 	struct satoken *t = r->s->sa;
 	const json_t *sa = object_at(r->s, "serviceaccounts", r->ns, r->name);
 	json_t *spec = json_object_get(body, "spec"), *k8s, *claims, *auds, *out;
-	const char *bname = jx_str(body, "metadata.name"), *bns = jx_str(body, "metadata.namespace");
+	const char *bname = jx_str(body, "metadata.name"),
+	           *bns = jx_str(body, "metadata.namespace");
 	const char *buid = jx_str(body, "metadata.uid");
 	struct validation v;
 	int64_t exp_s, now = clock_now(), life_s;
@@ -525,10 +530,10 @@ static void handle_token_request(struct req *r, json_t *body)
 	val_init(&v);
 	if (bname && *bname && !is(bname, r->name))
 		val_invalid_str(&v, "metadata.name", bname,
-				"must match the service account name if specified");
+		                "must match the service account name if specified");
 	else if (bns && *bns && !is(bns, r->ns))
 		val_invalid_str(&v, "metadata.namespace", bns,
-				"must match the service account namespace if specified");
+		                "must match the service account namespace if specified");
 	if (!val_ok(&v)) {
 		reply_token_invalid(r, &v, r->name);
 		goto done;
@@ -538,13 +543,14 @@ static void handle_token_request(struct req *r, json_t *body)
 		goto done;
 	}
 	if (buid && *buid && !is(buid, jx_str(sa, "metadata.uid"))) {
-		snprintf(msg, sizeof(msg),
-			 "Operation cannot be fulfilled on TokenRequest.authentication.k8s.io \"%s\": "
-			 "the UID in the token request (%s) does not match the UID of the service "
-			 "account (%s)",
-			 r->name, buid, jx_str(sa, "metadata.uid") ?: "");
+		snprintf(
+		    msg, sizeof(msg),
+		    "Operation cannot be fulfilled on TokenRequest.authentication.k8s.io \"%s\": "
+		    "the UID in the token request (%s) does not match the UID of the service "
+		    "account (%s)",
+		    r->name, buid, jx_str(sa, "metadata.uid") ?: "");
 		req_fail_status(r, status_failure(ERR_CONFLICT, msg, "authentication.k8s.io",
-						  "TokenRequest", r->name));
+		                                  "TokenRequest", r->name));
 		goto done;
 	}
 	if (!json_is_object(spec))
@@ -559,17 +565,19 @@ static void handle_token_request(struct req *r, json_t *body)
 		json_object_set_new(spec, "expirationSeconds", json_integer(DEFAULT_EXPIRATION_S));
 	exp_s = json_integer_value(json_object_get(spec, "expirationSeconds"));
 	if (exp_s < MIN_EXPIRATION_S)
-		val_invalid(&v, "spec.expirationSeconds", json_object_get(spec, "expirationSeconds"),
-			    "may not specify a duration less than 10 minutes");
+		val_invalid(&v, "spec.expirationSeconds",
+		            json_object_get(spec, "expirationSeconds"),
+		            "may not specify a duration less than 10 minutes");
 	else if (exp_s > MAX_EXPIRATION_S)
-		val_invalid(&v, "spec.expirationSeconds", json_object_get(spec, "expirationSeconds"),
-			    "may not specify a duration larger than 2^32 seconds");
+		val_invalid(&v, "spec.expirationSeconds",
+		            json_object_get(spec, "expirationSeconds"),
+		            "may not specify a duration larger than 2^32 seconds");
 	if (!val_ok(&v)) {
 		reply_token_invalid(r, &v, "");
 		goto done;
 	}
 	k8s = json_pack("{s:s,s:{s:s,s:s}}", "namespace", r->ns, "serviceaccount", "name", r->name,
-			"uid", jx_str(sa, "metadata.uid") ?: "");
+	                "uid", jx_str(sa, "metadata.uid") ?: "");
 	if (json_is_object(json_object_get(spec, "boundObjectRef")) &&
 	    bind_object(r, json_object_get(spec, "boundObjectRef"), k8s, &pod_bound) < 0) {
 		json_decref(k8s);
@@ -579,12 +587,12 @@ static void handle_token_request(struct req *r, json_t *body)
 	    exp_s > r->s->o.service_account_max_token_expiration_s) {
 		char warn[256];
 		snprintf(warn, sizeof(warn),
-			 "299 - \"requested expiration of %" PRId64 " seconds shortened to %" PRId64
-			 " seconds\"",
-			 exp_s, r->s->o.service_account_max_token_expiration_s);
+		         "299 - \"requested expiration of %" PRId64 " seconds shortened to %" PRId64
+		         " seconds\"",
+		         exp_s, r->s->o.service_account_max_token_expiration_s);
 		if (r->ev)
 			evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Warning",
-					  warn);
+			                  warn);
 		exp_s = r->s->o.service_account_max_token_expiration_s;
 		json_object_set_new(spec, "expirationSeconds", json_integer(exp_s));
 	}
@@ -596,19 +604,20 @@ static void handle_token_request(struct req *r, json_t *body)
 		json_t *a;
 		size_t i;
 		json_array_foreach(auds, i, a) if (!strv_has(&t->audiences, json_string_value(a)))
-			ours = false;
+		    ours = false;
 		if (ours) {
-			json_object_set_new(k8s, "warnafter",
-					    json_integer(now / NS_PER_SEC + WARN_ONLY_EXPIRATION_S));
+			json_object_set_new(
+			    k8s, "warnafter",
+			    json_integer(now / NS_PER_SEC + WARN_ONLY_EXPIRATION_S));
 			life_s = EXTENDED_EXPIRATION_S;
 		}
 	}
 	jti = new_uid();
 	snprintf(msg, sizeof(msg), SA_PREFIX "%s:%s", r->ns, r->name);
 	claims = json_pack("{s:O,s:I,s:I,s:s,s:s,s:o,s:I,s:s}", "aud", auds, "exp",
-			   (json_int_t)(now / NS_PER_SEC + life_s), "iat",
-			   (json_int_t)(now / NS_PER_SEC), "iss", t->issuer, "jti", jti,
-			   "kubernetes.io", k8s, "nbf", (json_int_t)(now / NS_PER_SEC), "sub", msg);
+	                   (json_int_t)(now / NS_PER_SEC + life_s), "iat",
+	                   (json_int_t)(now / NS_PER_SEC), "iss", t->issuer, "jti", jti,
+	                   "kubernetes.io", k8s, "nbf", (json_int_t)(now / NS_PER_SEC), "sub", msg);
 	token = jws_sign(t->signer, t->kid, claims);
 	json_decref(claims);
 	free(jti);
@@ -621,13 +630,14 @@ static void handle_token_request(struct req *r, json_t *body)
 	jx_set_str(body, "metadata.name", r->name);
 	jx_set_str(body, "metadata.namespace", r->ns);
 	jx_set_str(body, "metadata.creationTimestamp", time_format_rfc3339(now, ts));
-	out = json_pack("{s:s,s:s}", "token", token,
-			"expirationTimestamp",
-			time_format_rfc3339(now + exp_s * NS_PER_SEC, ts));
+	out = json_pack("{s:s,s:s}", "token", token, "expirationTimestamp",
+	                time_format_rfc3339(now + exp_s * NS_PER_SEC, ts));
 	json_object_set_new(body, "status", out);
 	free(token);
-	LOG_V(4, "\"Issued service account token\" serviceAccount=\"%s/%s\" expirationSeconds=%" PRId64,
-	      r->ns, r->name, exp_s);
+	LOG_V(
+	    4,
+	    "\"Issued service account token\" serviceAccount=\"%s/%s\" expirationSeconds=%" PRId64,
+	    r->ns, r->name, exp_s);
 	req_reply(r, 201, json_incref(body));
 done:
 	val_free(&v);
@@ -648,15 +658,16 @@ static void handle_token_review(struct req *r, json_t *body)
 		struct validation v;
 		val_init(&v);
 		val_required(&v, "spec.token");
-		req_fail_status(r, status_failure(ERR_UNPROCESSABLE,
-						  "TokenReview.authentication.k8s.io \"\" is invalid: "
-						  "spec.token: Required value: token must be specified",
-						  "authentication.k8s.io", "TokenReview", ""));
+		req_fail_status(
+		    r, status_failure(ERR_UNPROCESSABLE,
+		                      "TokenReview.authentication.k8s.io \"\" is invalid: "
+		                      "spec.token: Required value: token must be specified",
+		                      "authentication.k8s.io", "TokenReview", ""));
 		val_free(&v);
 		return;
 	}
 	json_array_foreach(auds, i, a) if (json_is_string(a))
-		strv_push_unique(&want, json_string_value(a));
+	    strv_push_unique(&want, json_string_value(a));
 	if (!want.n && r->s->sa)
 		for (i = 0; i < r->s->sa->audiences.n; i++)
 			strv_push(&want, r->s->sa->audiences.v[i]);
@@ -674,7 +685,7 @@ static void handle_token_review(struct req *r, json_t *body)
 	} else {
 		json_object_set_new(status, "user", json_object());
 		json_object_set_new(status, "error",
-				    json_string(*why ? why : "invalid bearer token"));
+		                    json_string(*why ? why : "invalid bearer token"));
 	}
 	json_object_set_new(body, "status", status);
 	json_object_set_new(body, "kind", json_string("TokenReview"));

@@ -48,12 +48,23 @@ struct rest_call {
 	struct rest_call *next;
 };
 
+/* A request waiting for credentials (rest_hold). */
+struct held {
+	struct rest_call *call; /* the caller's handle, on no connection yet */
+	char *method, *path, *ct, *body;
+	struct held *next;
+};
+
 struct rest_client {
 	struct loop *loop;
 	SSL_CTX *tls;
 	char *host, *token, *user_agent, *ca_pem;
 	int port, max_conns, timeout_s;
 	struct conn *conns;
+	bool holding;
+	struct held *held, **held_tail;
+	void (*on_unauthorized)(void *arg);
+	void *unauthorized_arg;
 };
 
 struct rest_watch {
@@ -221,16 +232,22 @@ static const char *transport_error(struct conn *k, char *buf, size_t n)
 	return buf;
 }
 
+static void call_attach(struct conn *k, struct rest_call *call)
+{
+	call->conn = k;
+	call->next = k->calls;
+	k->calls = call;
+}
+
 static struct rest_call *call_new(struct conn *k, rest_cb cb, void *arg)
 {
 	struct rest_call *call = calloc(1, sizeof(*call));
 	if (!call)
 		abort();
-	call->conn = k;
 	call->cb = cb;
 	call->arg = arg;
-	call->next = k->calls;
-	k->calls = call;
+	if (k)
+		call_attach(k, call);
 	return call;
 }
 
@@ -259,9 +276,14 @@ static void add_headers(struct rest_client *c, struct evhttp_request *req, const
 	if (ct)
 		evhttp_add_header(h, "Content-Type", ct);
 	if (c->token) {
-		char auth[512];
-		snprintf(auth, sizeof(auth), "Bearer %s", c->token);
+		/* Service account JWTs run to a kilobyte and more. */
+		size_t n = strlen(c->token) + 8;
+		char *auth = malloc(n);
+		if (!auth)
+			abort();
+		snprintf(auth, n, "Bearer %s", c->token);
 		evhttp_add_header(h, "Authorization", auth);
+		free(auth);
 	}
 }
 
@@ -274,6 +296,8 @@ static void on_reply(struct evhttp_request *req, void *arg)
 	char err[512];
 
 	call_unlink(call);
+	if (status == 401 && k->c->on_unauthorized && k->c->token)
+		k->c->on_unauthorized(k->c->unauthorized_arg);
 	if (!call->cb) {
 		/* Cancelled: nobody wants the answer. */
 	} else if (status == 0) {
@@ -303,22 +327,22 @@ static enum evhttp_cmd_type method_of(const char *m)
 	return EVHTTP_REQ_GET;
 }
 
-struct rest_call *rest_do_ct(struct rest_client *c, const char *method, const char *path,
-			     const char *content_type, const json_t *body, rest_cb cb, void *arg)
+/* Put call on a connection and send it; body is JSON text or NULL. */
+static void call_send(struct rest_client *c, struct rest_call *call, const char *method,
+		      const char *path, const char *content_type, const char *body)
 {
 	struct conn *k = conn_pick(c);
-	struct rest_call *call = call_new(k, cb, arg);
 
+	call_attach(k, call);
 	call->req = evhttp_request_new(on_reply, call);
 	add_headers(c, call->req, body ? (content_type ? content_type : "application/json") : NULL);
 	if (body) {
-		char *text = jx_dump(body), len[24];
-		evbuffer_add(evhttp_request_get_output_buffer(call->req), text, strlen(text));
+		char len[24];
+		evbuffer_add(evhttp_request_get_output_buffer(call->req), body, strlen(body));
 		/* evhttp adds Content-Length only for POST and PUT; PATCH needs it too. */
-		snprintf(len, sizeof(len), "%zu", strlen(text));
+		snprintf(len, sizeof(len), "%zu", strlen(body));
 		evhttp_add_header(evhttp_request_get_output_headers(call->req), "Content-Length",
 				  len);
-		free(text);
 	}
 	if (evhttp_make_request(k->evcon, call->req, method_of(method), path) < 0) {
 		/* libevent freed the request; the reap reports the failure later. */
@@ -326,7 +350,97 @@ struct rest_call *rest_do_ct(struct rest_client *c, const char *method, const ch
 		conn_retire(k, "could not send the request");
 	}
 	conn_nodelay(k);
+}
+
+static char *dup_or_null(const char *s)
+{
+	char *d = s ? strdup(s) : NULL;
+	if (s && !d)
+		abort();
+	return d;
+}
+
+struct rest_call *rest_do_ct(struct rest_client *c, const char *method, const char *path,
+			     const char *content_type, const json_t *body, rest_cb cb, void *arg)
+{
+	struct rest_call *call = call_new(NULL, cb, arg);
+	char *text = body ? jx_dump(body) : NULL;
+
+	if (c->holding) {
+		struct held *h = calloc(1, sizeof(*h));
+		if (!h)
+			abort();
+		h->call = call;
+		h->method = dup_or_null(method);
+		h->path = dup_or_null(path);
+		h->ct = dup_or_null(content_type);
+		h->body = text;
+		*c->held_tail = h;
+		c->held_tail = &h->next;
+		return call;
+	}
+	call_send(c, call, method, path, content_type, text);
+	free(text);
 	return call;
+}
+
+static void held_free(struct held *h)
+{
+	free(h->method);
+	free(h->path);
+	free(h->ct);
+	free(h->body);
+	free(h);
+}
+
+void rest_hold(struct rest_client *c, bool on)
+{
+	struct held *list = c->held;
+
+	c->holding = on;
+	if (on)
+		return;
+	c->held = NULL;
+	c->held_tail = &c->held;
+	/* In the order they were asked for; the cancelled are dropped. */
+	while (list) {
+		struct held *h = list;
+		list = h->next;
+		if (h->call->cb)
+			call_send(c, h->call, h->method, h->path, h->ct, h->body);
+		else
+			free(h->call);
+		held_free(h);
+	}
+}
+
+int rest_set_token(struct rest_client *c, const char *token)
+{
+	char *t = dup_or_null(token);
+	free(c->token);
+	c->token = t;
+	return 0;
+}
+
+void rest_on_unauthorized(struct rest_client *c, void (*fn)(void *arg), void *arg)
+{
+	c->on_unauthorized = fn;
+	c->unauthorized_arg = arg;
+}
+
+struct rest_client *rest_client_derive(const struct rest_client *c, const char *user_agent)
+{
+	char server[320];
+	struct rest_config cfg = {
+		.server = server,
+		.ca_pem = c->ca_pem,
+		.user_agent = user_agent,
+		.max_conns = c->max_conns,
+		.timeout_s = c->timeout_s,
+	};
+	snprintf(server, sizeof(server), strchr(c->host, ':') ? "https://[%s]:%d" : "https://%s:%d",
+		 c->host, c->port);
+	return rest_client_new(c->loop, &cfg);
 }
 
 struct rest_call *rest_do(struct rest_client *c, const char *method, const char *path,
@@ -436,6 +550,7 @@ struct rest_client *rest_client_new(struct loop *loop, const struct rest_config 
 	if (!c)
 		abort();
 	c->loop = loop;
+	c->held_tail = &c->held;
 	c->max_conns = cfg->max_conns > 0 ? cfg->max_conns : 4;
 	c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 30;
 	c->user_agent = strdup(cfg->user_agent ? cfg->user_agent : "cube/0.1.0");
@@ -527,6 +642,12 @@ void rest_client_free(struct rest_client *c)
 	/* The owner is going away: nobody is left to hear about failures. */
 	while (c->conns)
 		conn_free(c->conns, false);
+	while (c->held) {
+		struct held *h = c->held;
+		c->held = h->next;
+		free(h->call);
+		held_free(h);
+	}
 	SSL_CTX_free(c->tls);
 	free(c->host);
 	free(c->token);

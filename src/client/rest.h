@@ -67,6 +67,20 @@ void rest_clear_client_cert(struct rest_client *c);
 void rest_close_all(struct rest_client *c);
 
 /*
+ * Bearer credentials that come and go (the controller manager's service
+ * account tokens, client-go's cached token source): rest_set_token is used
+ * by requests sent from then on; while rest_hold(c, true) plain requests
+ * wait, in order, and go out when the hold is lifted (watches are never
+ * held); on_unauthorized runs when a request carrying a token gets a 401,
+ * so the owner can fetch a new one.
+ */
+int rest_set_token(struct rest_client *c, const char *token);
+void rest_hold(struct rest_client *c, bool on);
+void rest_on_unauthorized(struct rest_client *c, void (*fn)(void *arg), void *arg);
+/* A client for the same server and trust, with no credentials yet. */
+struct rest_client *rest_client_derive(const struct rest_client *c, const char *user_agent);
+
+/*
  * status: the HTTP status, or 0 on a transport failure (then err says why).
  * body: the response parsed as JSON, or NULL.
  */

@@ -73,6 +73,11 @@ struct controller_manager_opts {
 	int64_t cleaner_period_ns;
 	int workers; /* per queue-driven controller, default 5 (upstream's) */
 	int64_t terminated_pod_gc_threshold; /* --terminated-pod-gc-threshold, 12500 */
+	/* --use-service-account-credentials (upstream's default false; kubeadm
+	 * and cube up set it): each controller acts as
+	 * system:serviceaccount:kube-system:<its name>, with a TokenRequest
+	 * token; without it every controller is the manager's own user. */
+	bool use_service_account_credentials;
 	/* --secure-port (10257; 0: none), --bind-address, --cert-dir,
 	 * --tls-cert-file, --tls-private-key-file, --client-ca-file: /healthz and
 	 * /metrics (net/secureserve.h). */

@@ -34,9 +34,13 @@
 	"own addresses."
 
 struct csrapproving {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	struct workqueue *q;
 	struct job_list jobs;
+	/* Nodes, for --approve-kubelet-serving (cube's own): read from the
+	 * manager's informer, since certificate-controller may not get nodes. */
+	struct informer *nodes;
 };
 
 static bool in_groups(const json_t *csr, const char *g)
@@ -81,7 +85,7 @@ static void approve(struct csrapproving *c, struct job *j, const char *message)
 
 	LOG_INFO("\"%s\" csr=\"%s\"", message, name_of(j));
 
-	rest_do(c->m->rest, "PUT", csr_path(path, sizeof(path), name_of(j), "approval"), next,
+	rest_do(c->rest, "PUT", csr_path(path, sizeof(path), name_of(j), "approval"), next,
 		on_approved, j);
 	json_decref(next);
 }
@@ -151,7 +155,7 @@ static void ask_one(struct csrapproving *c, struct job *j)
 	size_t n = strlen(q->tried);
 
 	snprintf(q->tried + n, sizeof(q->tried) - n, "%s%s", n ? " " : "", sub);
-	rest_do(c->m->rest, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review,
+	rest_do(c->rest, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review,
 		on_review, j);
 	json_decref(review);
 }
@@ -277,7 +281,8 @@ static void serving_csr(struct csrapproving *c, struct job *j, const struct pki_
 	bool bad;
 	unsigned usages = csr_usages(j->csr, &bad);
 	const char *user = jx_str(j->csr, "spec.username") ?: "";
-	char why[512], path[512];
+	char why[512];
+	json_t *node;
 
 	if (csr_check_kubelet_serving(info, usages, bad, why, sizeof(why))) {
 		leave_pending(c, j, why);
@@ -289,8 +294,17 @@ static void serving_csr(struct csrapproving *c, struct job *j, const struct pki_
 		leave_pending(c, j, why);
 		return;
 	}
-	snprintf(path, sizeof(path), "/api/v1/nodes/%s", info->cn + 12);
-	rest_do(c->m->rest, "GET", path, NULL, on_node, j);
+	node = c->nodes ? informer_get(c->nodes, info->cn + 12) : NULL;
+	if (node) {
+		on_node(j, 200, node, NULL);
+	} else {
+		/* The Node may not be registered yet (on_node tries later). */
+		json_t *st;
+		snprintf(why, sizeof(why), "nodes \"%s\" not found", info->cn + 12);
+		st = json_pack("{s:s}", "message", why);
+		on_node(j, 404, st, NULL);
+		json_decref(st);
+	}
 }
 
 /* ---- the queue -------------------------------------------------------------------------- */
@@ -348,8 +362,11 @@ struct csrapproving *csrapproving_new(struct controller_manager *m)
 	struct csrapproving *c = calloc(1, sizeof(*c));
 	if (!c)
 		abort();
+	c->rest = cm_client(m, "certificate-controller");
 	c->m = m;
 	c->q = workqueue_new(m->loop, m->workers, process, c);
+	if (m->approve_kubelet_serving)
+		c->nodes = cm_informer(m, "/api/v1/nodes", NULL);
 	LOG_INFO("\"Starting certificate controller\" name=\"csrapproving\"");
 	LOG_INFO("\"Waiting for caches to sync\" controller=\"certificate-csrapproving\"");
 	return c;

@@ -26,6 +26,7 @@
 #define PENDING_EXPIRATION (24 * NS_PER_HOUR)
 
 struct csrcleaner {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	struct timer *tick;
 	struct job_list deletes; /* DELETEs in flight */
@@ -144,7 +145,7 @@ static void on_tick(void *arg)
 		char path[512];
 		if (!name || deleting(c, name) || !should_clean(all[i]))
 			continue;
-		rest_do(c->m->rest, "DELETE", csr_path(path, sizeof(path), name, NULL), NULL,
+		rest_do(c->rest, "DELETE", csr_path(path, sizeof(path), name, NULL), NULL,
 			on_deleted, job_new(&c->deletes, NULL, name, c));
 	}
 	free(all);
@@ -156,6 +157,7 @@ struct csrcleaner *csrcleaner_new(struct controller_manager *m)
 	struct csrcleaner *c = calloc(1, sizeof(*c));
 	if (!c)
 		abort();
+	c->rest = cm_client(m, "certificate-controller");
 	c->m = m;
 	c->tick = loop_timer(m->loop, on_tick, c);
 	LOG_INFO("\"Starting CSR cleaner controller\"");

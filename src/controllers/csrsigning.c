@@ -37,6 +37,7 @@ struct stamp {
 };
 
 struct csrsigning {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	struct workqueue *q;
 	struct job_list jobs;
@@ -258,7 +259,7 @@ static void fail_validation(struct csrsigning *c, struct job *j, const char *sig
 	LOG_INFO("\"Signer refused the request\" csr=\"%s\" signerName=\"%s\" "
 		 "reason=\"SignerValidationFailure\" message=\"%s\"",
 		 name_of(j), signer, q);
-	rest_do(c->m->rest, "PUT", csr_path(path, sizeof(path), name_of(j), "status"), next,
+	rest_do(c->rest, "PUT", csr_path(path, sizeof(path), name_of(j), "status"), next,
 		on_failed_written, j);
 	json_decref(next);
 }
@@ -291,7 +292,7 @@ static void sign(struct csrsigning *c, struct job *j, const char *signer, X509_R
 		 time_format_rfc3339(pki_cert_not_after(cert), na));
 	next = json_deep_copy(j->csr);
 	jx_set(next, "status.certificate", json_string(b64));
-	rest_do(c->m->rest, "PUT", csr_path(path, sizeof(path), name_of(j), "status"), next,
+	rest_do(c->rest, "PUT", csr_path(path, sizeof(path), name_of(j), "status"), next,
 		on_issued, j);
 	json_decref(next);
 	free(b64);
@@ -350,6 +351,7 @@ struct csrsigning *csrsigning_new(struct controller_manager *m)
 
 	if (!c)
 		abort();
+	c->rest = cm_client(m, "certificate-controller");
 	c->m = m;
 	c->cert_st = stamp_of(m->signing_cert);
 	c->key_st = stamp_of(m->signing_key);

@@ -67,6 +67,7 @@ struct backoff {
 #define REV_LABEL "controller-revision-hash"
 
 struct daemonset {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	struct informer *sets, *pods, *nodes;
 	int pods_by_owner;
@@ -605,13 +606,14 @@ struct daemonset *daemonset_new(struct controller_manager *m)
 
 	if (!c)
 		abort();
+	c->rest = cm_client(m, "daemon-set-controller");
 	c->m = m;
 	c->sets = cm_informer(m, DS_PATH, &sh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->nodes = cm_informer(m, "/api/v1/nodes", &nh);
 	c->pods_by_owner = cm_index(m, "/api/v1/pods", index_controller_uid);
-	c->events = event_recorder_new(m->loop, m->rest, NAME, NULL, 3);
-	c->work = keyed_new(m, 2, sync_ds, c, "error syncing daemon set %s: %s");
+	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);
+	c->work = keyed_new(m, c->rest, 2, sync_ds, c, "error syncing daemon set %s: %s");
 	LOG_INFO("\"Starting daemon sets controller\"");
 	return c;
 }

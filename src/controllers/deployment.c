@@ -60,6 +60,7 @@
 #define A_HISTORY "deployment.kubernetes.io/revision-history"
 
 struct deployment {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	struct informer *deploys, *sets, *pods;
 	int sets_by_ns, pods_by_owner;
@@ -754,18 +755,13 @@ static void claim_sets(struct deployment *c, struct ksync *s, struct run *r)
 		if (!mine && !ref && sel && !label_selector_empty(sel) &&
 		    label_selector_match(sel, jx_get(all[i], "metadata.labels")) &&
 		    !jx_get(d, "metadata.deletionTimestamp")) {
-			json_t *copy = json_deep_copy(all[i]), *refs;
+			json_t *patch = adopt_patch(d, "apps/v1", "Deployment", all[i]);
 			char path[768];
-			if (!json_is_array(refs = jx_get(copy, "metadata.ownerReferences"))) {
-				refs = json_array();
-				jx_set(copy, "metadata.ownerReferences", refs);
-			}
-			json_array_append_new(refs, owner_ref_to(d, "apps/v1", "Deployment"));
 			snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets/%s",
-				 s_(jx_str(copy, "metadata.namespace")),
-				 s_(jx_str(copy, "metadata.name")));
-			ksync_call(s, "PUT", path, NULL, copy, on_written, NULL);
-			json_decref(copy);
+				 s_(jx_str(all[i], "metadata.namespace")),
+				 s_(jx_str(all[i], "metadata.name")));
+			ksync_call(s, "PATCH", path, SMP, patch, on_written, NULL);
+			json_decref(patch);
 			mine = true;
 		}
 		if (mine)
@@ -1044,6 +1040,7 @@ struct deployment *deployment_new(struct controller_manager *m)
 
 	if (!c)
 		abort();
+	c->rest = cm_client(m, "deployment-controller");
 	c->m = m;
 	c->deploys = cm_informer(m, DEPLOY_PATH, &dh);
 	c->sets = cm_informer(m, RS_PATH, &sh);
@@ -1053,8 +1050,8 @@ struct deployment *deployment_new(struct controller_manager *m)
 		c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	}
 	c->pods_by_owner = cm_index(m, "/api/v1/pods", index_controller_uid);
-	c->events = event_recorder_new(m->loop, m->rest, NAME, NULL, 3);
-	c->work = keyed_new(m, m->workers, sync_deployment, c, "error syncing deployment %s: %s");
+	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);
+	c->work = keyed_new(m, c->rest, m->workers, sync_deployment, c, "error syncing deployment %s: %s");
 	LOG_INFO("\"Starting controller\" controller=\"deployment\"");
 	return c;
 }

@@ -46,6 +46,7 @@
 #define MANAGED_BY "endpointslice-controller.k8s.io"
 
 struct endpoints {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	bool slices; /* endpointslice-controller, else endpoints-controller */
 	struct informer *services, *pods, *targets;
@@ -541,16 +542,17 @@ static struct endpoints *endpoints_make(struct controller_manager *m, bool slice
 		abort();
 	c->m = m;
 	c->slices = slices;
+	c->rest = cm_client(m, slices ? "endpointslice-controller" : "endpoint-controller");
 	c->services = cm_informer(m, SVC_PATH, &sh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->pods_by_ns = cm_index(m, "/api/v1/pods", index_namespace);
 	c->targets = cm_informer(m, slices ? SLICE_PATH : EP_PATH, &th);
 	if (slices)
 		c->targets_by_service = cm_index(m, SLICE_PATH, index_slice_service);
-	c->events = event_recorder_new(m->loop, m->rest,
+	c->events = event_recorder_new(m->loop, c->rest,
 				       slices ? "endpoint-slice-controller" : "endpoint-controller",
 				       NULL, 3);
-	c->work = keyed_new(m, m->workers, sync_service, c,
+	c->work = keyed_new(m, c->rest, m->workers, sync_service, c,
 			    slices ? "error syncing endpoint slices for service %s: %s"
 				   : "error syncing service %s: %s");
 	LOG_INFO(slices ? "\"Starting endpoint slice controller\""

@@ -44,10 +44,13 @@ struct podgc;
 struct daemonset;
 struct nsctl;
 struct jobctl;
+struct aggregation;
 
 struct controller_manager {
 	struct loop *loop;
-	struct rest_client *rest;
+	struct rest_client *rest; /* the manager's own identity: informers, credentials */
+	bool use_sa_credentials;
+	struct hmap sa_clients; /* service account name -> its client (credentials.c) */
 	struct hmap informers; /* collection path -> struct informer*, shared */
 	struct {
 		char path[128];
@@ -77,6 +80,7 @@ struct controller_manager {
 	struct daemonset *daemonset;
 	struct nsctl *namespaces;
 	struct jobctl *jobs;
+	struct aggregation *aggregation;
 };
 
 /* The manager's informer on a collection ("/api/v1/pods"), shared by every
@@ -106,6 +110,13 @@ bool pod_ready(const json_t *pod);
 bool pod_available(const json_t *pod, int64_t min_ready_s, int64_t now_ns);
 /* {apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true} */
 json_t *owner_ref_to(const json_t *owner, const char *api_version, const char *kind);
+/* upstream's ControllerRefManager patches (strategic merge, PATCH): adopt
+ * obj by owner, or drop owner's reference; both carry obj's uid, so they
+ * fail on an object recreated under the same name. */
+#define SMP "application/strategic-merge-patch+json"
+json_t *adopt_patch(const json_t *owner, const char *api_version, const char *kind,
+		    const json_t *obj);
+json_t *release_patch(const json_t *owner, const json_t *obj);
 /* GetPodFromTemplate: labels, annotations, finalizers and spec of the
  * template, generateName "<owner>-", the controller ownerReference. */
 json_t *pod_from_template(const json_t *tmpl, const json_t *owner, const char *api_version,
@@ -188,6 +199,10 @@ struct jobctl *jobctl_new(struct controller_manager *m);
 void jobctl_stop(struct jobctl *c);
 void jobctl_free(struct jobctl *c);
 
+struct aggregation *aggregation_new(struct controller_manager *m);
+void aggregation_stop(struct aggregation *c);
+void aggregation_free(struct aggregation *c);
+
 /* ---- CSR helpers (manager.c) --------------------------------------------- */
 
 /* spec.request decoded and parsed (signature checked); NULL with err_msg(). */
@@ -215,6 +230,15 @@ json_t *csr_with_condition(const json_t *csr, const char *type, const char *reas
 			   const char *message);
 /* status.certificate decoded to PEM text (malloc'd, NUL-terminated), or NULL. */
 char *csr_certificate_pem(const json_t *csr, size_t *len);
+/* credentials.c: the client a controller acts through — its service
+ * account's (kube-system/<sa_name>, a TokenRequest token) with
+ * --use-service-account-credentials, else the manager's own. Shared by the
+ * controllers of one account; the manager's to free. */
+struct rest_client *cm_client(struct controller_manager *m, const char *sa_name);
+void cm_clients_free(struct controller_manager *m);
+
+#define CM_USER_AGENT "kube-controller-manager/v1.32.0 (linux/amd64) kubernetes/cube"
+
 /* "/apis/.../certificatesigningrequests/<name>[/<sub>]" into buf. */
 const char *csr_path(char *buf, size_t n, const char *name, const char *sub);
 /* The message of a failed API call: the Status message, or the transport

@@ -78,6 +78,7 @@ struct jbackoff {
 };
 
 struct jobctl {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	struct informer *jobs, *pods;
 	int pods_by_owner;
@@ -880,12 +881,13 @@ struct jobctl *jobctl_new(struct controller_manager *m)
 
 	if (!c)
 		abort();
+	c->rest = cm_client(m, "job-controller");
 	c->m = m;
 	c->jobs = cm_informer(m, JOBS_PATH, &jh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->pods_by_owner = cm_index(m, "/api/v1/pods", index_controller_uid);
-	c->events = event_recorder_new(m->loop, m->rest, NAME, NULL, 3);
-	c->work = keyed_new(m, WORKERS, sync_job, c, "syncing job: %s: %s");
+	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);
+	c->work = keyed_new(m, c->rest, WORKERS, sync_job, c, "syncing job: %s: %s");
 	LOG_INFO("\"Starting job controller\"");
 	return c;
 }

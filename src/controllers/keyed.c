@@ -36,6 +36,7 @@ struct ksync {
 
 struct keyed {
 	struct controller_manager *m;
+	struct rest_client *rest; /* the controller's (cm_client) */
 	struct workqueue *q;
 	ksync_fn sync;
 	void *ctl;
@@ -161,7 +162,7 @@ static struct kcall *call_start(struct ksync *s, const char *method, const char 
 		s->calls->prev = c;
 	s->calls = c;
 	s->pending++;
-	c->call = rest_do_ct(s->k->m->rest, method, path, ct, body, on_answer, c);
+	c->call = rest_do_ct(s->k->rest, method, path, ct, body, on_answer, c);
 	return c;
 }
 
@@ -263,13 +264,14 @@ void ksync_requeue_after(struct ksync *s, int64_t delay_ns)
 	workqueue_add_after(s->k->q, s->key, delay_ns);
 }
 
-struct keyed *keyed_new(struct controller_manager *m, int workers, ksync_fn sync, void *ctl,
+struct keyed *keyed_new(struct controller_manager *m, struct rest_client *rest, int workers, ksync_fn sync, void *ctl,
 			const char *error_fmt)
 {
 	struct keyed *k = calloc(1, sizeof(*k));
 	if (!k)
 		abort();
 	k->m = m;
+	k->rest = rest;
 	k->sync = sync;
 	k->ctl = ctl;
 	k->error_fmt = str_dup(error_fmt);

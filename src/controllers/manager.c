@@ -19,13 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define USER_AGENT "kube-controller-manager/v1.32.0 (linux/amd64) cube/certificate-controller"
+#define USER_AGENT CM_USER_AGENT "/shared-informers"
 
 /* ---- controller names ------------------------------------------------------ */
 
 enum { CTL_SIGNING, CTL_APPROVING, CTL_CLEANER, CTL_NODELIFECYCLE, CTL_TAINTEVICTION,
        CTL_REPLICASET, CTL_DEPLOYMENT, CTL_STATEFULSET,
-       CTL_DAEMONSET, CTL_ENDPOINTSLICE, CTL_ENDPOINTS, CTL_PODGC, CTL_NAMESPACE, CTL_JOB, CTL_N };
+       CTL_DAEMONSET, CTL_ENDPOINTSLICE, CTL_ENDPOINTS, CTL_PODGC, CTL_NAMESPACE, CTL_JOB,
+       CTL_AGGREGATION, CTL_N };
 
 /* In upstream's registration order; alias first, as users type it. */
 static const struct {
@@ -46,6 +47,7 @@ static const struct {
 	[CTL_PODGC] = {"podgc", "pod-garbage-collector-controller"},
 	[CTL_NAMESPACE] = {"namespace", "namespace-controller"},
 	[CTL_JOB] = {"job", "job-controller"},
+	[CTL_AGGREGATION] = {"clusterrole-aggregation", "clusterrole-aggregation-controller"},
 };
 
 static int canonical(const char *s, size_t n)
@@ -271,6 +273,7 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 				 : NULL;
 	if (!(m->rest = rest_client_for_component(loop, o->kubeconfig, o->kc, o->server, USER_AGENT)))
 		goto fail;
+	m->use_sa_credentials = o->use_service_account_credentials;
 	h.arg = m;
 	m->csrs = cm_informer(m, CSR_PATH, &h);
 	m->sync_wait = loop_timer(loop, on_sync_wait, m);
@@ -325,6 +328,8 @@ struct controller_manager *controller_manager_new(struct loop *loop,
 			m->namespaces = namespace_new(m);
 		} else if (i == CTL_JOB) {
 			m->jobs = jobctl_new(m);
+		} else if (i == CTL_AGGREGATION) {
+			m->aggregation = aggregation_new(m);
 		} else {
 			m->cleaner = csrcleaner_new(m);
 		}
@@ -377,8 +382,10 @@ void controller_manager_free(struct controller_manager *m)
 	daemonset_stop(m->daemonset);
 	namespace_stop(m->namespaces);
 	jobctl_stop(m->jobs);
+	aggregation_stop(m->aggregation);
 	rest_client_free(m->rest);
 	m->rest = NULL;
+	cm_clients_free(m);
 	timer_free(m->sync_wait);
 	nodelifecycle_free(m->nodelifecycle);
 	tainteviction_free(m->tainteviction);
@@ -391,6 +398,7 @@ void controller_manager_free(struct controller_manager *m)
 	daemonset_free(m->daemonset);
 	namespace_free(m->namespaces);
 	jobctl_free(m->jobs);
+	aggregation_free(m->aggregation);
 	metrics_free(m->metrics);
 	csrcleaner_free(m->cleaner);
 	csrapproving_free(m->approving);

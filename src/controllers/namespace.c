@@ -47,6 +47,7 @@
 #define RESYNC_NS (5 * 60 * NS_PER_SEC)
 
 struct nsctl {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	struct informer *namespaces;
 	struct keyed *work;
@@ -544,9 +545,10 @@ struct nsctl *namespace_new(struct controller_manager *m)
 
 	if (!c)
 		abort();
+	c->rest = cm_client(m, "namespace-controller");
 	c->m = m;
 	c->namespaces = cm_informer(m, "/api/v1/namespaces", &h);
-	c->work = keyed_new(m, WORKERS, sync_namespace, c, "deletion of namespace %s failed: %s");
+	c->work = keyed_new(m, c->rest, WORKERS, sync_namespace, c, "deletion of namespace %s failed: %s");
 	c->resync = loop_timer(m->loop, on_resync, c);
 	timer_after(c->resync, RESYNC_NS);
 	LOG_INFO("\"Starting namespace controller\"");

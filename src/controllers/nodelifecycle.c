@@ -72,6 +72,7 @@ struct taint_write;
 struct health_write;
 
 struct nodelifecycle {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	struct nlc_opts o;
 	struct informer *nodes, *leases, *pods;
@@ -239,7 +240,7 @@ static void mark_pod_not_ready(struct nodelifecycle *c, const json_t *pod)
 		 jx_str(pod, "metadata.namespace") ?: "", jx_str(pod, "metadata.name") ?: "");
 	{
 		struct job *j = job_new(&c->jobs, NULL, jx_str(pod, "spec.nodeName") ?: "", c);
-		rest_do(c->m->rest, "PUT", path, copy, on_pod_marked, j);
+		rest_do(c->rest, "PUT", path, copy, on_pod_marked, j);
 	}
 	json_decref(copy);
 	pod_event(c, pod, "Warning", "NodeNotReady", "Node is not ready");
@@ -460,7 +461,7 @@ static void on_taint_get(void *arg, int status, json_t *body, const char *err)
 		json_object_del(json_object_get(copy, "spec"), "taints");
 	}
 	snprintf(path, sizeof(path), "/api/v1/nodes/%s", t->node);
-	rest_do(t->c->m->rest, "PUT", path, copy, on_taint_put, t);
+	rest_do(t->c->rest, "PUT", path, copy, on_taint_put, t);
 	json_decref(copy);
 }
 
@@ -468,7 +469,7 @@ static void taint_get(struct taint_write *t)
 {
 	char path[300];
 	snprintf(path, sizeof(path), "/api/v1/nodes/%s", t->node);
-	rest_do(t->c->m->rest, "GET", path, NULL, on_taint_get, t);
+	rest_do(t->c->rest, "GET", path, NULL, on_taint_get, t);
 }
 
 /* Start a taint change when the informer's copy says one is needed. */
@@ -830,7 +831,7 @@ static void on_health_retry(void *arg)
 	struct health_write *w = arg;
 	char path[300];
 	snprintf(path, sizeof(path), "/api/v1/nodes/%s", w->name);
-	w->call = rest_do(w->c->m->rest, "GET", path, NULL, on_health_got, w);
+	w->call = rest_do(w->c->rest, "GET", path, NULL, on_health_got, w);
 }
 
 static void on_health_put(void *arg, int status, json_t *body, const char *err)
@@ -861,7 +862,7 @@ static void health_put(struct health_write *w, const json_t *node)
 	char path[300];
 
 	snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", w->name);
-	w->call = rest_do(w->c->m->rest, "PUT", path, status, on_health_put, w);
+	w->call = rest_do(w->c->rest, "PUT", path, status, on_health_put, w);
 	json_decref(status);
 }
 
@@ -1078,6 +1079,7 @@ struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const stru
 
 	if (!c)
 		abort();
+	c->rest = cm_client(m, "node-controller");
 	c->m = m;
 	c->o = *o;
 	c->health = (struct hmap)HMAP_INIT;
@@ -1086,7 +1088,7 @@ struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const stru
 	c->leases = cm_informer(m, LEASES_PATH, &lh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->by_node = cm_pods_by_node(m);
-	c->events = event_recorder_new(m->loop, m->rest, "node-controller", NULL, 3);
+	c->events = event_recorder_new(m->loop, c->rest, "node-controller", NULL, 3);
 	{
 		double per_node[8], all_nodes[8];
 		for (int i = 0; i < 8; i++) {

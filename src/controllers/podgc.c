@@ -38,6 +38,7 @@
 #define QUARANTINE_NS (40 * NS_PER_SEC)
 
 struct podgc {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	struct informer *pods, *nodes;
 	struct timer *tick;
@@ -83,7 +84,7 @@ static void delete_now(struct job *j)
 	char path[768];
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0", g->ns,
 		 g->name);
-	rest_do(g->c->m->rest, "DELETE", path, NULL, on_deleted, j);
+	rest_do(g->c->rest, "DELETE", path, NULL, on_deleted, j);
 }
 
 static void on_marked(void *arg, int status, json_t *body, const char *err)
@@ -132,7 +133,7 @@ static void force_delete(struct podgc *c, const json_t *pod, const char *reason,
 					 condition_msg, "lastTransitionTime",
 					 time_format_rfc3339(clock_now(), now)));
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/status", g->ns, g->name);
-		rest_do_ct(c->m->rest, "PATCH", path, "application/strategic-merge-patch+json", patch,
+		rest_do_ct(c->rest, "PATCH", path, SMP, patch,
 			   on_marked, j);
 		json_decref(patch);
 	}
@@ -239,7 +240,7 @@ static void gc_orphaned(struct podgc *c, json_t **pods, size_t n)
 			snprintf(k->node, sizeof(k->node), "%s", node);
 			j = job_new(&c->jobs, NULL, node, k);
 			snprintf(path, sizeof(path), "/api/v1/nodes/%s", node);
-			rest_do(c->m->rest, "GET", path, NULL, on_node_checked, j);
+			rest_do(c->rest, "GET", path, NULL, on_node_checked, j);
 			free(hmap_del(&c->gone, node));
 		}
 	}
@@ -288,6 +289,7 @@ struct podgc *podgc_new(struct controller_manager *m, int64_t threshold)
 	struct podgc *c = calloc(1, sizeof(*c));
 	if (!c)
 		abort();
+	c->rest = cm_client(m, "pod-garbage-collector");
 	c->m = m;
 	c->threshold = threshold;
 	c->pods = cm_informer(m, "/api/v1/pods", NULL);

@@ -57,6 +57,7 @@ struct expect {
 };
 
 struct replicaset {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	struct informer *sets, *pods;
 	int pods_by_ns;
@@ -576,28 +577,15 @@ static void claim(struct replicaset *c, struct ksync *s, struct run *r)
 		if (owned_by(pod, rs)) {
 			if (!matches && !deleting) {
 				/* Release: drop our ownerReference. */
-				json_t *refs;
-				size_t k;
-				copy = json_deep_copy(pod);
-				refs = jx_get(copy, "metadata.ownerReferences");
-				for (k = 0; k < json_array_size(refs); k++)
-					if (!strcmp(s_(jx_str(json_array_get(refs, k), "uid")),
-						    s_(jx_str(rs, "metadata.uid"))))
-						json_array_remove(refs, k--);
-				ksync_call(s, "PUT", path, NULL, copy, on_claimed, NULL);
+				copy = release_patch(rs, pod);
+				ksync_call(s, "PATCH", path, SMP, copy, on_claimed, NULL);
 				json_decref(copy);
 				continue;
 			}
 		} else if (!controller_ref(pod) && matches && !deleting &&
 			   !jx_get(pod, "metadata.deletionTimestamp")) {
-			json_t *refs;
-			copy = json_deep_copy(pod);
-			if (!json_is_array(refs = jx_get(copy, "metadata.ownerReferences"))) {
-				refs = json_array();
-				jx_set(copy, "metadata.ownerReferences", refs);
-			}
-			json_array_append_new(refs, owner_ref_to(rs, "apps/v1", "ReplicaSet"));
-			ksync_call(s, "PUT", path, NULL, copy, on_claimed, NULL);
+			copy = adopt_patch(rs, "apps/v1", "ReplicaSet", pod);
+			ksync_call(s, "PATCH", path, SMP, copy, on_claimed, NULL);
 			json_decref(copy);
 		} else {
 			continue;
@@ -663,12 +651,13 @@ struct replicaset *replicaset_new(struct controller_manager *m)
 
 	if (!c)
 		abort();
+	c->rest = cm_client(m, "replicaset-controller");
 	c->m = m;
 	c->sets = cm_informer(m, RS_PATH, &sh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->pods_by_ns = cm_index(m, "/api/v1/pods", index_namespace);
-	c->events = event_recorder_new(m->loop, m->rest, NAME, NULL, 3);
-	c->work = keyed_new(m, m->workers, sync_set, c, "sync %s failed with %s");
+	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);
+	c->work = keyed_new(m, c->rest, m->workers, sync_set, c, "sync %s failed with %s");
 	LOG_INFO("\"Starting controller\" name=\"replicaset\"");
 	return c;
 }

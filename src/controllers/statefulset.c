@@ -52,6 +52,7 @@
 #define REV_LABEL "controller-revision-hash"
 
 struct statefulset {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	struct informer *sets, *pods, *revisions;
 	int pods_by_owner, revs_by_owner;
@@ -507,14 +508,15 @@ struct statefulset *statefulset_new(struct controller_manager *m)
 
 	if (!c)
 		abort();
+	c->rest = cm_client(m, "statefulset-controller");
 	c->m = m;
 	c->sets = cm_informer(m, STS_PATH, &sh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->revisions = cm_informer(m, CR_PATH, NULL);
 	c->pods_by_owner = cm_index(m, "/api/v1/pods", index_controller_uid);
 	c->revs_by_owner = cm_index(m, CR_PATH, index_controller_uid);
-	c->events = event_recorder_new(m->loop, m->rest, NAME, NULL, 3);
-	c->work = keyed_new(m, m->workers, sync_set, c, "error syncing StatefulSet %s: %s");
+	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);
+	c->work = keyed_new(m, c->rest, m->workers, sync_set, c, "error syncing StatefulSet %s: %s");
 	LOG_INFO("\"Starting stateful set controller\"");
 	return c;
 }

@@ -69,6 +69,7 @@ struct deletion {
 };
 
 struct tainteviction {
+	struct rest_client *rest; /* its service account's (cm_client) */
 	struct controller_manager *m;
 	struct informer *pods, *nodes;
 	int by_node;
@@ -160,7 +161,7 @@ static void step_delete(struct deletion *d)
 {
 	char path[768];
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", d->ns, d->name);
-	d->call = rest_do(d->c->m->rest, "DELETE", path, NULL, on_deleted, d);
+	d->call = rest_do(d->c->rest, "DELETE", path, NULL, on_deleted, d);
 }
 
 static void on_patched(void *arg, int status, json_t *body, const char *err)
@@ -206,7 +207,7 @@ static void on_got(void *arg, int status, json_t *pod, const char *err)
 			  "message", "Taint manager: deleting due to NoExecute taint",
 			  "lastTransitionTime", now);
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/status", d->ns, d->name);
-	d->call = rest_do_ct(d->c->m->rest, "PATCH", path, "application/strategic-merge-patch+json",
+	d->call = rest_do_ct(d->c->rest, "PATCH", path, SMP,
 			     patch, on_patched, d);
 	json_decref(patch);
 }
@@ -215,7 +216,7 @@ static void step_get(struct deletion *d)
 {
 	char path[768];
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", d->ns, d->name);
-	d->call = rest_do(d->c->m->rest, "GET", path, NULL, on_got, d);
+	d->call = rest_do(d->c->rest, "GET", path, NULL, on_got, d);
 }
 
 /* deletePodHandler: the scheduled time has come. */
@@ -487,12 +488,14 @@ struct tainteviction *tainteviction_new(struct controller_manager *m)
 
 	if (!c)
 		abort();
+	/* Upstream: "taint-manager uses existing cluster role from node-controller". */
+	c->rest = cm_client(m, "node-controller");
 	c->m = m;
 	/* Nodes first: their handlers run before the pods' for the same list. */
 	c->nodes = cm_informer(m, "/api/v1/nodes", &nh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->by_node = cm_pods_by_node(m);
-	c->events = event_recorder_new(m->loop, m->rest, NAME, NULL, 3);
+	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);
 	c->m_deletions = metrics_with(metrics_counter(
 		m->metrics, "taint_eviction_controller_pod_deletions_total",
 		"[ALPHA] Total number of Pods deleted by TaintEvictionController since its start.",

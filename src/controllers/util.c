@@ -68,6 +68,21 @@ json_t *owner_ref_to(const json_t *owner, const char *api_version, const char *k
 			 "blockOwnerDeletion", 1);
 }
 
+json_t *adopt_patch(const json_t *owner, const char *api_version, const char *kind,
+		    const json_t *obj)
+{
+	return json_pack("{s:{s:[o],s:s}}", "metadata", "ownerReferences",
+			 owner_ref_to(owner, api_version, kind), "uid",
+			 jx_str(obj, "metadata.uid") ?: "");
+}
+
+json_t *release_patch(const json_t *owner, const json_t *obj)
+{
+	return json_pack("{s:{s:[{s:s,s:s}],s:s}}", "metadata", "ownerReferences", "$patch",
+			 "delete", "uid", jx_str(owner, "metadata.uid") ?: "", "uid",
+			 jx_str(obj, "metadata.uid") ?: "");
+}
+
 json_t *pod_from_template(const json_t *tmpl, const json_t *owner, const char *api_version,
 			  const char *kind)
 {

@@ -163,6 +163,7 @@ static int cm_start(struct component *c)
 	if (cl->o.cert_ttl_ns > 0)
 		o.cluster_signing_duration_ns = cl->o.cert_ttl_ns;
 	o.approve_kubelet_serving = cl->o.approve_kubelet_serving;
+	o.use_service_account_credentials = true; /* as kubeadm's manifest */
 	if (cl->o.controllers)
 		o.controllers = cl->o.controllers;
 	if (cl->o.node_monitor_period_ns > 0)

@@ -72,6 +72,12 @@ static const char usage[] =
 	"      --terminated-pod-gc-threshold N  terminated pods kept before the pod garbage\n"
 	"                                      collector deletes the oldest; <= 0 disables it\n"
 	"                                      (default 12500)\n"
+	"      --use-service-account-credentials  run each controller as its own service account\n"
+	"                                      (system:serviceaccount:kube-system:<controller>,\n"
+	"                                      with a TokenRequest token; kubeadm and cube up set\n"
+	"                                      it). Default false: every controller is the\n"
+	"                                      manager's own user, which then needs more than the\n"
+	"                                      system:kube-controller-manager role grants\n"
 	CLI_SERVING_HELP("10257")
 	"  -v, --v N                           log verbosity (2: CA reloads and why a CSR is left\n"
 	"                                      pending; 4: every CSR event)\n"
@@ -103,6 +109,7 @@ int cmd_controller_manager(int argc, char **argv)
 		{"unhealthy-zone-threshold", required_argument, NULL, 6},
 		{"large-cluster-size-threshold", required_argument, NULL, 7},
 		{"terminated-pod-gc-threshold", required_argument, NULL, 8},
+		{"use-service-account-credentials", optional_argument, NULL, 9},
 		CLI_SERVING_OPTIONS,
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -176,6 +183,13 @@ int cmd_controller_manager(int argc, char **argv)
 			o.terminated_pod_gc_threshold = v;
 			break;
 		}
+		case 9:
+			if (cli_parse_bool(optarg, &o.use_service_account_credentials) < 0)
+				return cli_usage_error("controller-manager",
+						       "invalid argument \"%s\" for "
+						       "\"--use-service-account-credentials\" flag",
+						       optarg);
+			break;
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(usage);
 		default: {

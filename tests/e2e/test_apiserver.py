@@ -2118,3 +2118,42 @@ def test_service_account_tokens(kubectl, kubectl_for, server, run, tmp_path):
     assert re.search(r'"Unable to authenticate the request" err="\[invalid bearer token, '
                      r'service account UID \(\S+\) does not match claim \(' +
                      sa["metadata"]["uid"] + r'\)\]"', server.log())
+
+
+def test_bootstrap_policy_reconciled_at_restart(apiserver, kubectl_for):
+    """At start the API server reconciles upstream's bootstrap policy: a
+    role that lost a rule gets it back as simple rules, a binding that lost
+    its subject gets it back (what a user added stays), a role annotated
+    autoupdate=false is only reported; the log lines are upstream's."""
+    kubectl = kubectl_for(apiserver)
+    proxier = get_json(kubectl, "clusterrole", "system:node-proxier")
+    assert proxier["rules"][0] == {"apiGroups": [""], "resources": ["endpoints", "services"],
+                                   "verbs": ["list", "watch"]}
+    proxier["rules"] = proxier["rules"][1:]
+    kubectl("replace", "-f", "-", input=proxier)
+    dns = get_json(kubectl, "clusterrole", "system:kube-dns")
+    dns["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"] = "false"
+    dns["rules"] = []
+    kubectl("replace", "-f", "-", input=dns)
+    kubectl("patch", "clusterrolebinding", "system:kube-scheduler", "--type=json", "-p",
+            json.dumps([{"op": "replace", "path": "/subjects", "value": [
+                {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "extra"}]}]))
+    apiserver.restart()
+    log = apiserver.log()
+    simple = ("[{[list] [] [endpoints] [] []} {[watch] [] [endpoints] [] []} "
+              "{[list] [] [services] [] []} {[watch] [] [services] [] []}]")
+    assert ("updated clusterrole.rbac.authorization.k8s.io/system:node-proxier with "
+            f"additional permissions: {simple}") in log, log[-3000:]
+    assert ("skipped reconcile-protected clusterrole.rbac.authorization.k8s.io/system:kube-dns "
+            f"with missing permissions: {simple}") in log
+    assert ("updated clusterrolebinding.rbac.authorization.k8s.io/system:kube-scheduler with "
+            "additional subjects: [{User rbac.authorization.k8s.io system:kube-scheduler }]") in log
+    proxier = get_json(kubectl, "clusterrole", "system:node-proxier")
+    assert {"apiGroups": [""], "resources": ["services"], "verbs": ["watch"]} in proxier["rules"]
+    assert get_json(kubectl, "clusterrole", "system:kube-dns").get("rules", []) == []
+    names = [s["name"] for s in
+             get_json(kubectl, "clusterrolebinding", "system:kube-scheduler")["subjects"]]
+    assert names == ["extra", "system:kube-scheduler"]
+    # A restart with nothing to mend writes nothing.
+    apiserver.restart()
+    assert "updated clusterrole" not in apiserver.log()[len(log):]

@@ -51,7 +51,8 @@ class ControllerManager:
         return [self.cube, "controller-manager", "--kubeconfig", str(self.conf),
                 "--cluster-signing-cert-file", str(self.server.pki / "ca.crt"),
                 "--cluster-signing-key-file", str(self.server.pki / "ca.key"),
-                "--secure-port", "0", "-v", "2", *self.extra]
+                "--secure-port", "0", "-v", "2", "--use-service-account-credentials",
+                *self.extra]
 
     def start(self, wait_until):
         log = open(self.log_path, "ab")
@@ -323,3 +324,46 @@ def test_signer_refuses_wrong_usages(server, start_cm, kubectl, wait_until,
     assert failed[0]["message"] == \
         "invalid usage for client certificate: server auth", obj
     assert not obj["status"].get("certificate")
+
+
+def test_controllers_act_as_their_service_accounts(server, start_cm, kubectl, wait_until):
+    """With --use-service-account-credentials each controller is its own
+    kube-system service account holding exactly its system:controller:*
+    role: the accounts exist, the CSR approver's approval is made as
+    certificate-controller, and the aggregation controller (escalate on
+    clusterroles) folds a role labelled aggregate-to-view into view, edit
+    and admin."""
+    start_cm("cm-identities")
+    wait_until(lambda: "clusterrole-aggregation-controller" in kubectl(
+        "get", "serviceaccounts", "-n", "kube-system", "-o", "name").stdout, 20,
+        "the controllers' service accounts")
+    accounts = kubectl("get", "serviceaccounts", "-n", "kube-system", "-o", "name").stdout
+    for name in ("certificate-controller", "node-controller", "replicaset-controller",
+                 "deployment-controller", "namespace-controller", "pod-garbage-collector"):
+        assert f"serviceaccount/{name}\n" in accounts, accounts
+    can = lambda *a: kubectl("auth", "can-i", *a, "--as",  # noqa: E731
+                             "system:serviceaccount:kube-system:replicaset-controller",
+                             check=False).stdout.strip()
+    assert can("patch", "pods") == "yes" and can("update", "pods") == "no"
+    assert can("get", "secrets") == "no"
+
+    kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "widgets-reader", "labels": {
+            "rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+        "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"],
+                   "verbs": ["get", "list"]}]}))
+    want = {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get", "list"]}
+
+    def aggregated(role):
+        return want in json.loads(kubectl("get", "clusterrole", role, "-o",
+                                          "json").stdout).get("rules", [])
+    for role in ("view", "edit", "admin"):
+        wait_until(lambda: aggregated(role), 20, f"widgets-reader's rule in {role}")
+    view = json.loads(kubectl("get", "clusterrole", "view", "-o", "json").stdout)
+    source = json.loads(kubectl("get", "clusterrole", "system:aggregate-to-view", "-o",
+                                "json").stdout)
+    assert view["rules"][:len(source["rules"])] == source["rules"]  # by name: "system:..." first
+    assert not any("secrets" in r.get("resources", []) for r in view["rules"])
+    kubectl("delete", "clusterrole", "widgets-reader")
+    wait_until(lambda: not aggregated("view"), 20, "the rule gone from view")

@@ -302,3 +302,62 @@ def test_up_kubelet_with_a_foreign_ca_certificate_never_returns(up, run, tmp):
     desc = again.kubectl("describe", "node", "node-1").stdout
     assert "NodeStatusUnknown" in desc and "node.kubernetes.io/unreachable:NoSchedule" in desc
     assert again.stop() == 0
+
+
+ROTATION = "kubeadm:node-autoapprove-certificate-rotation"
+SELFNODECLIENT = "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"
+
+
+def node_states(up):
+    out = up.kubectl("get", "nodes", "--no-headers", check=False).stdout
+    return {l.split()[0]: l.split()[1] for l in out.splitlines() if len(l.split()) > 1}
+
+
+def test_up_deleted_rotation_binding_is_the_seeds_failure_chain(up, run):
+    """Issue 9's acceptance, the seeds' "CSR not auto-approved": delete
+    kubeadm's rotation binding and every node's next renewal CSR (csr-* by
+    system:node:<name>) stays Pending while bootstrap is untouched; the
+    certificates run out, heartbeats stop and the nodes go NotReady; the
+    seeds' fix — the binding again with `kubectl create clusterrolebinding
+    ... --group=system:nodes` — gets the pending CSRs approved, the kubelets
+    take their certificates (from the CSR watch they opened while their
+    certificate was still valid) and the nodes come back Ready.
+
+    --exit-after 10m keeps upstream's watchdog from restarting the kubelets
+    meanwhile: a restarted kubelet would bootstrap again with the token and
+    be approved through kubeadm:node-autoapprove-bootstrap, as a kubeadm
+    node whose bootstrap token is still valid does."""
+    u = up("--cert-ttl", "2m", "--exit-after", "10m", "--node-monitor-period", "1s",
+           "--node-monitor-grace-period", "25s")
+    wait_for(lambda: ready_nodes(u) == set(NODES), 30, "3 Ready nodes")
+    u.kubectl("delete", "clusterrolebinding", ROTATION)
+    deleted_at = time.monotonic()
+
+    def pending_renewals():
+        return {c["spec"]["username"][len("system:node:"):] for c in csrs(u)
+                if c["spec"]["username"].startswith("system:node:") and
+                c["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet" and
+                not c.get("status", {}).get("conditions")}
+    # Each node's certificate was issued before the deletion at the latest:
+    # its renewal falls within 78 s of that, its expiry at 120 s.
+    wait_for(lambda: pending_renewals() == set(NODES), 120, "a Pending renewal per node")
+    table = u.kubectl("get", "csr", "--no-headers").stdout.splitlines()
+    for line in table:
+        if "system:node:" in line and "Approved" not in line:
+            assert line.startswith("csr-") and line.split()[-1] == "Pending", line
+    wait_for(lambda: set(node_states(u).values()) == {"NotReady"}, 180,
+             "every node NotReady once its certificate expired")
+    assert time.monotonic() - deleted_at > 60, "NotReady before any certificate could expire"
+    assert pending_renewals() == set(NODES)
+    assert re.search(r'"Unable to authenticate the request" err="verifying certificate .*'
+                     r'x509: certificate has expired', u.output()), u.output()[-3000:]
+
+    u.kubectl("create", "clusterrolebinding", ROTATION, f"--clusterrole={SELFNODECLIENT}",
+              "--group=system:nodes")
+    wait_for(lambda: not pending_renewals(), 90, "the pending renewals approved")
+    wait_for(lambda: ready_nodes(u) == set(NODES), 90, "every node Ready again")
+    for n in NODES:
+        path = cert_file(u.data, n)
+        out = run("openssl", "x509", "-in", path, "-noout", "-checkend", "30", check=False)
+        assert out.returncode == 0, f"{n}: the current certificate is not the new one"
+    assert u.stop() == 0

@@ -14,8 +14,8 @@
 static void test_rfc4648_vectors(void **state)
 {
 	static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
-	static const char *const std[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=",
-					  "Zm9vYmFy"};
+	static const char *const std[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
+	                                  "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
 	static const char *const url[] = {"", "Zg", "Zm8", "Zm9v", "Zm9vYg", "Zm9vYmE", "Zm9vYmFy"};
 	(void)state;
 	for (size_t i = 0; i < 7; i++) {
@@ -65,19 +65,19 @@ static void test_refused(void **state)
 	(void)state;
 	assert_null(b64_decode(NULL, &len));
 	assert_null(b64_decode("", &len));
-	assert_null(b64_decode("Zm9", &len));  /* unpadded */
-	assert_null(b64_decode("Zm!v", &len)); /* not the alphabet */
-	assert_null(b64url_decode("Zg==", 4, &len)); /* padding is not base64url */
-	assert_null(b64url_decode("+/+/", 4, &len)); /* the standard alphabet neither */
+	assert_null(b64_decode("Zm9", &len));         /* unpadded */
+	assert_null(b64_decode("Zm!v", &len));        /* not the alphabet */
+	assert_null(b64url_decode("Zg==", 4, &len));  /* padding is not base64url */
+	assert_null(b64url_decode("+/+/", 4, &len));  /* the standard alphabet neither */
 	assert_null(b64url_decode("Zm9vY", 5, &len)); /* a lone sixth of a byte */
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rfc4648_vectors),
-		cmocka_unit_test(test_url_alphabet),
-		cmocka_unit_test(test_refused),
+	    cmocka_unit_test(test_rfc4648_vectors),
+	    cmocka_unit_test(test_url_alphabet),
+	    cmocka_unit_test(test_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

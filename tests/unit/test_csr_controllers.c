@@ -264,6 +264,7 @@ static void start_cm(struct world *w, bool serving, const char *controllers)
 	o.cluster_signing_cert_file = w->ca_path;
 	o.cluster_signing_key_file = w->ca_key_path;
 	o.approve_kubelet_serving = serving;
+	o.use_service_account_credentials = true; /* as kubeadm runs it */
 	o.cleaner_period_ns = 100 * NS_PER_MS;
 	if (controllers)
 		o.controllers = controllers;
@@ -520,8 +521,19 @@ static void test_unauthorized_requestor_stays_pending(void **state)
 	struct rest_client *sched;
 	char path[160];
 
-	/* The controller manager may create CSRs (its built-in rights) but no
-	 * binding gives it nodeclient or selfnodeclient. */
+	/* The controller manager, once a binding lets it create CSRs: none
+	 * gives it nodeclient or selfnodeclient. */
+	json_t *b = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s},s:[{s:s,s:s,s:s}]}", "apiVersion",
+			      "rbac.authorization.k8s.io/v1", "kind", "ClusterRoleBinding",
+			      "metadata", "name", "manager-makes-csrs", "roleRef", "apiGroup",
+			      "rbac.authorization.k8s.io", "kind", "ClusterRole", "name",
+			      "system:node-bootstrapper", "subjects", "kind", "User", "apiGroup",
+			      "rbac.authorization.k8s.io", "name", "system:kube-controller-manager");
+	int st;
+	json_decref(call(w, w->env.admin, "POST",
+			 "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", b, &st));
+	assert_int_equal(st, 201);
+	json_decref(b);
 	snprintf(path, sizeof(path), "%s/controller-manager.conf", w->env.dir);
 	assert_int_equal(kubeconfig_load(path, &kc), 0);
 	free(kc.server);

@@ -257,6 +257,70 @@ static void test_informer(void **state)
 	json_decref(patch);
 }
 
+static int unauthorized_seen;
+static void on_unauthorized(void *arg)
+{
+	(void)arg;
+	unauthorized_seen++;
+}
+
+/* A derived client holds its requests until it has a token, sends them in
+ * order when the hold is lifted (a cancelled one is dropped), and reports
+ * a 401 on a request that carried a token. */
+static void test_hold_and_token(void **state)
+{
+	struct world *w = *state;
+	struct rest_client *c = rest_client_derive(w->env.admin, "test/held");
+	struct result a, b, cancelled, bad;
+	json_t *token_req = json_pack("{s:s,s:s,s:{s:i}}", "apiVersion", "authentication.k8s.io/v1",
+				      "kind", "TokenRequest", "spec", "expirationSeconds", 600);
+	struct result made, tok;
+
+	call(w, "POST", "/api/v1/namespaces/default/serviceaccounts",
+	     json_pack("{s:{s:s}}", "metadata", "name", "held"), &made);
+	assert_int_equal(made.status, 201);
+	json_decref(made.body);
+	call(w, "POST", "/api/v1/namespaces/default/serviceaccounts/held/token", token_req, &tok);
+	assert_int_equal(tok.status, 201);
+	json_decref(token_req);
+
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	memset(&cancelled, 0, sizeof(cancelled));
+	rest_hold(c, true);
+	rest_do(c, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+		json_pack("{s:s,s:s}", "apiVersion", "authentication.k8s.io/v1", "kind",
+			  "SelfSubjectReview"),
+		on_result, &a);
+	rest_cancel(rest_do(c, "GET", "/api/v1/namespaces", NULL, on_result, &cancelled));
+	rest_do(c, "GET", "/api/v1/namespaces/default/pods", NULL, on_result, &b);
+	testenv_pump(&w->env, 5);
+	assert_false(a.done || b.done);
+	rest_set_token(c, jx_str(tok.body, "status.token"));
+	rest_hold(c, false);
+	spin_until(w, &a.done);
+	spin_until(w, &b.done);
+	assert_int_equal(a.status, 201);
+	assert_string_equal(jx_str(a.body, "status.userInfo.username"),
+			    "system:serviceaccount:default:held");
+	assert_int_equal(b.status, 403); /* no binding gives it pods */
+	assert_false(cancelled.done);
+	assert_int_equal(unauthorized_seen, 0);
+
+	rest_on_unauthorized(c, on_unauthorized, NULL);
+	rest_set_token(c, "not.a-valid.token");
+	memset(&bad, 0, sizeof(bad));
+	rest_do(c, "GET", "/api/v1/namespaces/default/pods", NULL, on_result, &bad);
+	spin_until(w, &bad.done);
+	assert_int_equal(bad.status, 401);
+	assert_int_equal(unauthorized_seen, 1);
+	json_decref(a.body);
+	json_decref(b.body);
+	json_decref(bad.body);
+	json_decref(tok.body);
+	rest_client_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -264,6 +328,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_watch_and_rotation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_watch_from_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_informer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hold_and_token, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

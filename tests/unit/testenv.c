@@ -146,6 +146,7 @@ struct controller_manager *testenv_cm_start(struct testenv *e, const char *tag,
 	o.kc = kc;
 	o.server = e->server;
 	o.controllers = controllers;
+	o.use_service_account_credentials = true; /* as kubeadm runs it */
 	if (tune)
 		tune(&o);
 	cm = controller_manager_new(e->loop, &o);

@@ -822,6 +822,20 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 			return;
 		}
 	}
+	{
+		/* uid is immutable: an update (or patch, as controllers' adoption
+		 * patches do) naming another object's uid is refused, not merged. */
+		const char *bu = jx_str(body, "metadata.uid");
+		if (!scale && bu && *bu && !is(bu, jx_str(old, "metadata.uid"))) {
+			struct validation v;
+			val_init(&v);
+			val_immutable(&v, "metadata.uid", jx_get(body, "metadata.uid"),
+				      jx_get(old, "metadata.uid"));
+			reply_invalid(r, &v, r->res->kind, r->name);
+			val_free(&v);
+			return;
+		}
+	}
 	next = merge_for_sub(r, old, body);
 	if (is(r->res->plural, "certificatesigningrequests")) {
 		struct validation v;

@@ -10,7 +10,8 @@
  *     verb, group, resource each, as upstream's Covers breaks them down), the
  *     policy's labels and annotations merged under its own, missing
  *     aggregation selectors and binding subjects appended — nothing a user
- *     added is taken away; a binding whose roleRef changed is recreated.
+ *     added is taken away; a binding whose roleRef changed is reset to the
+ *     policy's (deleted and created again).
  *
  * Then kubeadm's three bindings, once, on a cluster's first start (a
  * deleted one stays deleted: the seeds' "CSR not auto-approved").
@@ -603,7 +604,7 @@ static bool is_protected(const json_t *obj)
 {
 	/* The key has dots: not a jx path. */
 	const char *v =
-		json_string_value(json_object_get(jx_get(obj, "metadata.annotations"), AUTOUPDATE));
+	    json_string_value(json_object_get(jx_get(obj, "metadata.annotations"), AUTOUPDATE));
 	return v && !strcmp(v, "false");
 }
 
@@ -642,7 +643,7 @@ static void reconcile_role(struct apiserver *s, const char *plural, const char *
 	describe(desc, sizeof(desc), what, want);
 	if (!have) {
 		seed_create(s, key, want);
-		LOG_INFO("created %s", desc);
+		LOG_V(2, "created %s", desc);
 		free(key);
 		return;
 	}
@@ -689,7 +690,7 @@ static void reconcile_role(struct apiserver *s, const char *plural, const char *
 	}
 	{
 		char *m = go_rules(missing);
-		LOG_INFO("updated %s with additional permissions: %s", desc, m);
+		LOG_V(2, "updated %s with additional permissions: %s", desc, m);
 		free(m);
 	}
 	write_or_log(s, key, copy, false);
@@ -728,7 +729,7 @@ static void reconcile_binding(struct apiserver *s, const char *plural, const cha
 	describe(desc, sizeof(desc), what, want);
 	if (!have) {
 		seed_create(s, key, json_incref(want));
-		LOG_INFO("created %s", desc);
+		LOG_V(2, "created %s", desc);
 		goto out;
 	}
 	json_array_foreach(json_object_get(want, "subjects"), i,
@@ -744,30 +745,13 @@ static void reconcile_binding(struct apiserver *s, const char *plural, const cha
 		goto out;
 	}
 	if (!json_equal(json_object_get(have, "roleRef"), json_object_get(want, "roleRef"))) {
-		/* roleRef cannot be updated: upstream deletes and creates it again,
-		 * keeping the subjects, labels and annotations it had. */
-		json_t *meta = json_object_get(have, "metadata");
-		copy = json_pack("{s:s,s:s,s:{s:s},s:O,s:O}", "apiVersion", RBAC_GROUP "/v1",
-		                 "kind", jx_str(have, "kind") ?: "ClusterRoleBinding", "metadata",
-		                 "name", jx_str(have, "metadata.name"), "roleRef",
-		                 json_object_get(want, "roleRef"), "subjects",
-		                 json_is_array(json_object_get(have, "subjects"))
-		                     ? json_object_get(have, "subjects")
-		                     : json_array());
-		if (jx_str(have, "metadata.namespace"))
-			jx_set_str(copy, "metadata.namespace", jx_str(have, "metadata.namespace"));
-		if (json_object_get(meta, "labels"))
-			jx_set(copy, "metadata.labels",
-			       json_deep_copy(json_object_get(meta, "labels")));
-		if (json_object_get(meta, "annotations"))
-			jx_set(copy, "metadata.annotations",
-			       json_deep_copy(json_object_get(meta, "annotations")));
-		merge_meta(copy, want);
-		json_array_extend(json_object_get(copy, "subjects"), missing);
+		/* roleRef cannot be updated: upstream resets the binding
+		 * completely, deleting it and creating the policy's. */
+		copy = json_deep_copy(want);
 		if (cache_delete(s->cache, key, NULL, NULL) < 0)
 			LOG_ERROR("bootstrap policy %s: %s", key, err_msg());
 		seed_create(s, key, copy);
-		LOG_INFO("recreated %s", desc);
+		LOG_V(2, "recreated %s", desc);
 		goto out;
 	}
 	copy = json_deep_copy(have);
@@ -784,7 +768,7 @@ static void reconcile_binding(struct apiserver *s, const char *plural, const cha
 		goto out;
 	}
 	m = go_subjects(missing);
-	LOG_INFO("updated %s with additional subjects: %s", desc, m);
+	LOG_V(2, "updated %s with additional subjects: %s", desc, m);
 	free(m);
 	write_or_log(s, key, copy, false);
 out:

@@ -345,6 +345,26 @@ static bool audience_ok(const json_t *aud, const struct strv *want, struct strv 
 	return hit->n > 0;
 }
 
+/* Go's %q of a []string: ["a" "b"]. */
+static void go_quoted(char *buf, size_t n, const json_t *list, const struct strv *sv)
+{
+	size_t len = 0;
+	json_t *v;
+	size_t i;
+	len += (size_t)snprintf(buf + len, n - len, "[");
+	if (json_is_string(list)) {
+		len += (size_t)snprintf(buf + len, n > len ? n - len : 0, "\"%s\"",
+		                        json_string_value(list));
+	} else if (list) {
+		json_array_foreach(list, i, v) if (len < n) len += (size_t)snprintf(
+		    buf + len, n - len, "%s\"%s\"", i ? " " : "", json_string_value(v) ?: "");
+	}
+	for (i = 0; sv && i < sv->n && len < n; i++)
+		len += (size_t)snprintf(buf + len, n - len, "%s\"%s\"", i ? " " : "", sv->v[i]);
+	if (len < n)
+		snprintf(buf + len, n - len, "]");
+}
+
 static void extra_set(json_t *extra, const char *key, const char *value)
 {
 	if (value && *value)
@@ -358,8 +378,8 @@ int satoken_authenticate(struct apiserver *s, const char *token, const struct st
 	json_t *claims;
 	const json_t *k8s, *sa;
 	const char *ns, *name, *sub;
-	char frag[256];
-	int64_t now = clock_now_sec(), exp, nbf;
+	char frag[512]; /* the prefix, a 63-byte namespace, a 253-byte name */
+	int64_t now = clock_now_sec(), exp, nbf, iat;
 	int rc = ERR_UNAUTHORIZED;
 
 	*why = '\0';
@@ -370,17 +390,27 @@ int satoken_authenticate(struct apiserver *s, const char *token, const struct st
 		goto out;
 	if (!audience_ok(json_object_get(claims, "aud"), audiences ? audiences : &t->audiences,
 	                 hit)) {
-		snprintf(why, n, "token audiences is invalid for the target audiences");
+		char have[200], want[200];
+		go_quoted(have, sizeof(have), json_object_get(claims, "aud"), NULL);
+		go_quoted(want, sizeof(want), NULL, audiences ? audiences : &t->audiences);
+		snprintf(why, n, "token audiences %s is invalid for the target audiences %s", have,
+		         want);
 		goto out;
 	}
+	/* go-jose's order: nbf, exp, iat, each with the leeway. */
 	exp = json_integer_value(json_object_get(claims, "exp"));
 	nbf = json_integer_value(json_object_get(claims, "nbf"));
+	iat = json_integer_value(json_object_get(claims, "iat"));
+	if (json_object_get(claims, "nbf") && now + LEEWAY_S < nbf) {
+		snprintf(why, n, "service account token is not valid yet");
+		goto out;
+	}
 	if (json_object_get(claims, "exp") && now > exp + LEEWAY_S) {
 		snprintf(why, n, "service account token has expired");
 		goto out;
 	}
-	if (json_object_get(claims, "nbf") && now + LEEWAY_S < nbf) {
-		snprintf(why, n, "service account token is not valid yet");
+	if (json_object_get(claims, "iat") && now + LEEWAY_S < iat) {
+		snprintf(why, n, "service account token is issued in the future");
 		goto out;
 	}
 	k8s = json_object_get(claims, "kubernetes.io");
@@ -406,7 +436,11 @@ int satoken_authenticate(struct apiserver *s, const char *token, const struct st
 		goto out;
 	}
 	if (check_bound(s, k8s, "secret", "secrets", ns, why, n) < 0 ||
-	    check_bound(s, k8s, "pod", "pods", ns, why, n) < 0)
+	    check_bound(s, k8s, "pod", "pods", ns, why, n) < 0 ||
+	    /* A pod's node is informational; a token bound to a node itself
+	     * lives as long as that node. */
+	    (!json_object_get(k8s, "pod") &&
+	     check_bound(s, k8s, "node", "nodes", NULL, why, n) < 0))
 		goto out;
 
 	if (!(u->name = strdup(sub)))
@@ -457,7 +491,8 @@ static int bind_object(struct req *r, const json_t *ref, json_t *k8s, bool *pod_
 	char msg[512];
 
 	*pod_bound = false;
-	if (!is(api, "v1") || (!is(kind, "Pod") && !is(kind, "Secret") && !is(kind, "Node"))) {
+	/* Upstream looks only at the group: "v1" (or no version) is the core. */
+	if (strchr(api, '/') || (!is(kind, "Pod") && !is(kind, "Secret") && !is(kind, "Node"))) {
 		/* Go's GroupVersionKind.String(): "group/version, Kind=kind". */
 		const char *slash = strchr(api, '/');
 		snprintf(msg, sizeof(msg), "cannot bind token to object of type %.*s/%s, Kind=%s",
@@ -521,7 +556,6 @@ static void handle_token_request(struct req *r, json_t *body)
 	json_t *spec = json_object_get(body, "spec"), *k8s, *claims, *auds, *out;
 	const char *bname = jx_str(body, "metadata.name"),
 	           *bns = jx_str(body, "metadata.namespace");
-	const char *buid = jx_str(body, "metadata.uid");
 	struct validation v;
 	int64_t exp_s, now = clock_now(), life_s;
 	bool pod_bound = false;
@@ -542,26 +576,33 @@ static void handle_token_request(struct req *r, json_t *body)
 		req_not_found(r);
 		goto done;
 	}
-	if (buid && *buid && !is(buid, jx_str(sa, "metadata.uid"))) {
-		snprintf(
-		    msg, sizeof(msg),
-		    "Operation cannot be fulfilled on TokenRequest.authentication.k8s.io \"%s\": "
-		    "the UID in the token request (%s) does not match the UID of the service "
-		    "account (%s)",
-		    r->name, buid, jx_str(sa, "metadata.uid") ?: "");
-		req_fail_status(r, status_failure(ERR_CONFLICT, msg, "authentication.k8s.io",
-		                                  "TokenRequest", r->name));
-		goto done;
-	}
 	if (!json_is_object(spec))
 		json_object_set_new(body, "spec", spec = json_object());
 	auds = json_object_get(spec, "audiences");
+	{
+		/* What Go's decoder refuses before the REST code sees it. */
+		json_t *a;
+		size_t i;
+		const char *bad = auds && !json_is_array(auds) ? "[]string" : NULL;
+		json_array_foreach(auds, i, a) if (!json_is_string(a)) bad = "string";
+		if (bad || (json_object_get(spec, "expirationSeconds") &&
+		            !json_is_integer(json_object_get(spec, "expirationSeconds")) &&
+		            !json_is_null(json_object_get(spec, "expirationSeconds")))) {
+			snprintf(
+			    msg, sizeof(msg),
+			    "json: cannot unmarshal into Go struct field TokenRequestSpec.spec.%s "
+			    "of type %s",
+			    bad ? "audiences" : "expirationSeconds", bad ? bad : "int64");
+			req_fail(r, ERR_INVALID, msg);
+			goto done;
+		}
+	}
 	if (!json_is_array(auds) || !json_array_size(auds)) {
 		json_object_set_new(spec, "audiences", auds = json_array());
 		for (size_t i = 0; i < t->audiences.n; i++)
 			json_array_append_new(auds, json_string(t->audiences.v[i]));
 	}
-	if (!json_object_get(spec, "expirationSeconds"))
+	if (!json_is_integer(json_object_get(spec, "expirationSeconds"))) /* absent or null */
 		json_object_set_new(spec, "expirationSeconds", json_integer(DEFAULT_EXPIRATION_S));
 	exp_s = json_integer_value(json_object_get(spec, "expirationSeconds"));
 	if (exp_s < MIN_EXPIRATION_S)
@@ -655,15 +696,7 @@ static void handle_token_review(struct req *r, json_t *body)
 	size_t i;
 
 	if (!token || !*token) {
-		struct validation v;
-		val_init(&v);
-		val_required(&v, "spec.token");
-		req_fail_status(
-		    r, status_failure(ERR_UNPROCESSABLE,
-		                      "TokenReview.authentication.k8s.io \"\" is invalid: "
-		                      "spec.token: Required value: token must be specified",
-		                      "authentication.k8s.io", "TokenReview", ""));
-		val_free(&v);
+		req_fail(r, ERR_INVALID, "token is required for TokenReview in authentication");
 		return;
 	}
 	json_array_foreach(auds, i, a) if (json_is_string(a))
@@ -672,20 +705,30 @@ static void handle_token_review(struct req *r, json_t *body)
 		for (i = 0; i < r->s->sa->audiences.n; i++)
 			strv_push(&want, r->s->sa->audiences.v[i]);
 	status = json_object();
-	if (satoken_authenticate(r->s, token, &want, &u, &hit, why, sizeof(why)) == 0 ||
-	    (!*why && authn_bearer_token(r->s, token, &u) == 0)) {
+	if (satoken_authenticate(r->s, token, &want, &u, &hit, why, sizeof(why)) < 0 && !*why) {
+		/* A bootstrap token is audience-agnostic: good for the API
+		 * server's own audiences among those asked for (upstream's
+		 * WrapAudienceAgnosticToken), for no other. */
+		strv_free(&hit);
+		for (i = 0; r->s->sa && i < r->s->sa->audiences.n; i++)
+			if (strv_has(&want, r->s->sa->audiences.v[i]))
+				strv_push(&hit, r->s->sa->audiences.v[i]);
+		if (!want.n)
+			strv_push(&hit, APISERVER_DEFAULT_ISSUER);
+		if (!hit.n || authn_bearer_token(r->s, token, &u) < 0)
+			user_info_free(&u);
+	}
+	if (u.name) {
 		json_t *list = json_array();
-		/* Bootstrap tokens are not audience-bound: they answer for all. */
-		const struct strv *given = hit.n ? &hit : &want;
-		for (i = 0; i < given->n; i++)
-			json_array_append_new(list, json_string(given->v[i]));
+		for (i = 0; i < hit.n; i++)
+			json_array_append_new(list, json_string(hit.v[i]));
 		json_object_set_new(status, "authenticated", json_true());
 		json_object_set_new(status, "user", user_info_json(&u));
 		json_object_set_new(status, "audiences", list);
 	} else {
 		json_object_set_new(status, "user", json_object());
-		json_object_set_new(status, "error",
-		                    json_string(*why ? why : "invalid bearer token"));
+		if (*why) /* an unknown token is just not authenticated */
+			json_object_set_new(status, "error", json_string(why));
 	}
 	json_object_set_new(body, "status", status);
 	json_object_set_new(body, "kind", json_string("TokenReview"));

@@ -414,6 +414,22 @@ void rest_hold(struct rest_client *c, bool on)
 	}
 }
 
+void rest_fail_held(struct rest_client *c, const char *err)
+{
+	struct held *list = c->held;
+
+	c->held = NULL;
+	c->held_tail = &c->held;
+	while (list) {
+		struct held *h = list;
+		list = h->next;
+		if (h->call->cb)
+			h->call->cb(h->call->arg, 0, NULL, err);
+		free(h->call);
+		held_free(h);
+	}
+}
+
 int rest_set_token(struct rest_client *c, const char *token)
 {
 	char *t = dup_or_null(token);

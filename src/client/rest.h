@@ -76,6 +76,8 @@ void rest_close_all(struct rest_client *c);
  */
 int rest_set_token(struct rest_client *c, const char *token);
 void rest_hold(struct rest_client *c, bool on);
+/* The held requests fail (status 0, err); the hold stays. */
+void rest_fail_held(struct rest_client *c, const char *err);
 void rest_on_unauthorized(struct rest_client *c, void (*fn)(void *arg), void *arg);
 /* A client for the same server and trust, with no credentials yet. */
 struct rest_client *rest_client_derive(const struct rest_client *c, const char *user_agent);

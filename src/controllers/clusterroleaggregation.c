@@ -21,6 +21,7 @@
 
 #include "api/selector.h"
 
+#include "base/err.h"
 #include "base/jx.h"
 #include "base/log.h"
 
@@ -77,7 +78,8 @@ static int by_name(const void *a, const void *b)
 	              jx_str(*(json_t *const *)b, "metadata.name") ?: "");
 }
 
-/* The union of the selected roles' rules (a new array). */
+/* The union of the selected roles' rules (a new array), or NULL when a
+ * selector is not one. */
 static json_t *aggregate(struct aggregation *c, const json_t *role)
 {
 	const char *self = jx_str(role, "metadata.name");
@@ -88,8 +90,12 @@ static json_t *aggregate(struct aggregation *c, const json_t *role)
 	json_array_foreach(jx_get(role, "aggregationRule.clusterRoleSelectors"), i, sel)
 	{
 		struct label_selector *ls = label_selector_from_json(sel);
-		if (!ls)
-			continue;
+		if (!ls) {
+			/* Upstream returns the selector's error and retries. */
+			json_decref(rules);
+			free(all);
+			return NULL;
+		}
 		for (size_t k = 0; k < n; k++) {
 			json_t *r;
 			size_t j;
@@ -122,7 +128,10 @@ static void sync_role(void *ctl, struct ksync *s)
 
 	if (!role || !json_object_get(role, "aggregationRule"))
 		return;
-	rules = aggregate(c, role);
+	if (!(rules = aggregate(c, role))) {
+		ksync_fail(s, "%s", err_msg()[0] ? err_msg() : "invalid label selector");
+		return;
+	}
 	/* An absent rules list and an empty one are the same to upstream. */
 	if (json_equal(rules, json_object_get(role, "rules")) ||
 	    (!json_array_size(rules) && !json_array_size(json_object_get(role, "rules")))) {

@@ -7,7 +7,10 @@
  * (a lifetime under 10 minutes is taken as 10, as upstream's clock-skew
  * guard), fetched anew after a 401. Requests made before the first token
  * wait for it (rest_hold); a failed fetch is retried after 0.5, 1, 2, 4 s
- * and then every 4 s with upstream's "get token failed" warning.
+ * and then every 4 s with upstream's "get token failed" warning, and each
+ * fourth failure fails the requests waiting ("failed to get token for
+ * kube-system/<name>: timed out waiting for the condition"), as upstream's
+ * four tries per request do.
  *
  * Without the flag every controller is the manager itself (m->rest), as
  * upstream: then the manager needs more than system:kube-controller-manager
@@ -62,8 +65,16 @@ static void retry(struct sa_client *sc, const char *what, int status, const json
 	sc->failures++;
 	api_error(msg, sizeof(msg), status, body, err);
 	LOG_WARN("%s failed: %s", what, msg);
-	if (sc->failures == BACKOFF_STEPS)
-		LOG_ERROR("failed to get token for " SA_NS "/%s: %s", sc->name, msg);
+	if (sc->failures % BACKOFF_STEPS == 0) {
+		/* Upstream's token source gives up after four tries and the
+		 * request fails with this; the next one tries again. */
+		char why[600];
+		snprintf(why, sizeof(why),
+		         "failed to get token for " SA_NS
+		         "/%s: timed out waiting for the condition",
+		         sc->name);
+		rest_fail_held(sc->rest, why);
+	}
 	timer_after(sc->timer, wait);
 }
 

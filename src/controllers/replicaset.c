@@ -545,11 +545,12 @@ static void write_status(void *ctl, struct ksync *s)
 	(void)c;
 }
 
+/* arg non-NULL for a release: as upstream's ReleasePod, a pod gone (404) or
+ * recreated under the name (422, its uid differs) is released already. */
 static void on_claimed(struct ksync *s, void *arg, int status, json_t *body, const char *err)
 {
 	char why[512];
-	(void)arg;
-	if (status != 200 && status != 404)
+	if (status != 200 && status != 404 && !(arg && status == 422))
 		ksync_fail(s, "%s", api_error(why, sizeof(why), status, body, err));
 }
 
@@ -578,7 +579,7 @@ static void claim(struct replicaset *c, struct ksync *s, struct run *r)
 			if (!matches && !deleting) {
 				/* Release: drop our ownerReference. */
 				copy = release_patch(rs, pod);
-				ksync_call(s, "PATCH", path, SMP, copy, on_claimed, NULL);
+				ksync_call(s, "PATCH", path, SMP, copy, on_claimed, (void *)1);
 				json_decref(copy);
 				continue;
 			}

@@ -2157,3 +2157,53 @@ def test_bootstrap_policy_reconciled_at_restart(apiserver, kubectl_for):
     # A restart with nothing to mend writes nothing.
     apiserver.restart()
     assert "updated clusterrole" not in apiserver.log()[len(log):]
+
+
+def test_token_request_and_review_edge_cases(server, kubectl):
+    """Bad TokenRequest bodies are 400s, not crashes; a node-bound token
+    dies with its node; TokenReview wants a token; a patch naming another
+    object's uid (a controller's adoption of a recreated pod) is refused."""
+    kubectl("create", "serviceaccount", "edgy")
+    base = f"{CORE}/namespaces/default/serviceaccounts/edgy/token"
+    for spec in ({"audiences": [1]}, {"audiences": "x"}, {"expirationSeconds": "1h"},
+                 {"audiences": [1], "expirationSeconds": 3607,
+                  "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "nope"}}):
+        r = server.request("POST", base, {"apiVersion": "authentication.k8s.io/v1",
+                                          "kind": "TokenRequest", "spec": spec})
+        assert r.status == 400, (spec, r.status, r.body)
+    r = server.request("POST", base, {"apiVersion": "authentication.k8s.io/v1",
+                                      "kind": "TokenRequest",
+                                      "spec": {"expirationSeconds": None}})
+    assert r.status == 201 and r.json()["spec"]["expirationSeconds"] == 3600, r.body
+    r = server.request("POST", base, {"kind": "TokenRequest", "spec": {"boundObjectRef": {
+        "kind": "Deployment", "apiVersion": "apps/v1", "name": "x"}}})
+    assert_status(r, 400, "BadRequest",
+                  "cannot bind token to object of type apps/v1, Kind=Deployment")
+
+    create(kubectl, node_manifest("bound-node"))
+    node_uid = get_json(kubectl, "node", "bound-node")["metadata"]["uid"]
+    r = server.request("POST", base, {"kind": "TokenRequest", "spec": {"boundObjectRef": {
+        "kind": "Node", "apiVersion": "v1", "name": "bound-node", "uid": node_uid}}})
+    assert r.status == 201, r.body
+    token = r.json()["status"]["token"]
+    claims = _jwt_part(token.split(".")[1])
+    assert claims["kubernetes.io"]["node"] == {"name": "bound-node", "uid": node_uid}
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+              "spec": {"token": token}}
+    r = server.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", review)
+    assert r.json()["status"]["authenticated"] is True, r.body
+    kubectl("delete", "node", "bound-node")
+    r = server.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", review)
+    assert r.json()["status"].get("authenticated") is not True
+    assert r.json()["status"]["error"] == "service account token has been invalidated"
+    r = server.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews",
+                       {"kind": "TokenReview", "spec": {"token": ""}})
+    assert_status(r, 400, "BadRequest", "token is required for TokenReview in authentication")
+
+    create(kubectl, pod_manifest("adoptee"))
+    r = server.request("PATCH", f"{CORE}/namespaces/default/pods/adoptee",
+                       {"metadata": {"uid": "not-its-uid", "labels": {"a": "b"}}},
+                       content_type="application/strategic-merge-patch+json")
+    assert_status(r, 422, "Invalid", "metadata.uid: Invalid value: \"not-its-uid\": field is "
+                  "immutable")
+    assert "a" not in (get_json(kubectl, "pod", "adoptee")["metadata"].get("labels") or {})

@@ -276,8 +276,11 @@ static void test_hold_and_token(void **state)
 				      "kind", "TokenRequest", "spec", "expirationSeconds", 600);
 	struct result made, tok;
 
-	call(w, "POST", "/api/v1/namespaces/default/serviceaccounts",
-	     json_pack("{s:{s:s}}", "metadata", "name", "held"), &made);
+	json_t *sa = json_pack("{s:{s:s}}", "metadata", "name", "held");
+	json_t *review = json_pack("{s:s,s:s}", "apiVersion", "authentication.k8s.io/v1", "kind",
+				   "SelfSubjectReview");
+	call(w, "POST", "/api/v1/namespaces/default/serviceaccounts", sa, &made);
+	json_decref(sa);
 	assert_int_equal(made.status, 201);
 	json_decref(made.body);
 	call(w, "POST", "/api/v1/namespaces/default/serviceaccounts/held/token", token_req, &tok);
@@ -288,10 +291,9 @@ static void test_hold_and_token(void **state)
 	memset(&b, 0, sizeof(b));
 	memset(&cancelled, 0, sizeof(cancelled));
 	rest_hold(c, true);
-	rest_do(c, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-		json_pack("{s:s,s:s}", "apiVersion", "authentication.k8s.io/v1", "kind",
-			  "SelfSubjectReview"),
-		on_result, &a);
+	rest_do(c, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review, on_result,
+		&a);
+	json_decref(review); /* the request has its own copy of the body */
 	rest_cancel(rest_do(c, "GET", "/api/v1/namespaces", NULL, on_result, &cancelled));
 	rest_do(c, "GET", "/api/v1/namespaces/default/pods", NULL, on_result, &b);
 	testenv_pump(&w->env, 5);

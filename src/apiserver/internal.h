@@ -151,6 +151,9 @@ void seed_create(struct apiserver *s, const char *key, json_t *obj);
 /* policy.c: upstream's bootstrap RBAC, created and reconciled; kubeadm's
  * bindings too on a cluster's first start. */
 void policy_reconcile(struct apiserver *s, bool first_start);
+/* upstream's NodeRules(): the system:node role's rules, for the Node
+ * authorizer's resources it does not subdivide. Process-lifetime. */
+const json_t *policy_node_rules(void);
 
 /* watch.c */
 void watch_serve(struct req *r);

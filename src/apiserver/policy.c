@@ -803,6 +803,22 @@ static void kubeadm_bindings(struct apiserver *s)
 	}
 }
 
+const json_t *policy_node_rules(void)
+{
+	static json_t *rules;
+	/* Built once, on the loop thread, and kept for the process's life. */
+	if (!rules) {
+		json_t *role = NULL;
+		for (size_t i = 0; !role && i < sizeof(cluster_roles) / sizeof(cluster_roles[0]); i++)
+			if (!strcmp(cluster_roles[i].name, "system:node"))
+				role = role_object("ClusterRole", "system:node", NULL,
+				                   cluster_roles[i].rules, 24);
+		rules = json_incref(json_object_get(role, "rules"));
+		json_decref(role);
+	}
+	return rules;
+}
+
 void policy_reconcile(struct apiserver *s, bool first_start)
 {
 	for (size_t i = 0; i < sizeof(cluster_roles) / sizeof(cluster_roles[0]); i++)

@@ -600,6 +600,18 @@ static bool merge_meta(json_t *obj, const json_t *want)
 	return a || b;
 }
 
+/* What the object lacks, appended to its list field; true if any. */
+static bool append_missing(json_t *obj, const char *field, const json_t *missing)
+{
+	json_t *list = json_object_get(obj, field);
+	if (!json_array_size(missing))
+		return false;
+	if (!json_is_array(list))
+		json_object_set_new(obj, field, list = json_array());
+	json_array_extend(list, (json_t *)missing);
+	return true;
+}
+
 static bool is_protected(const json_t *obj)
 {
 	/* The key has dots: not a jx path. */
@@ -660,13 +672,7 @@ static void reconcile_role(struct apiserver *s, const char *plural, const char *
 	}
 	copy = json_deep_copy(have);
 	changed = merge_meta(copy, want);
-	if (json_array_size(missing)) {
-		json_t *rules = json_object_get(copy, "rules");
-		if (!json_is_array(rules))
-			json_object_set_new(copy, "rules", rules = json_array());
-		json_array_extend(rules, missing);
-		changed = true;
-	}
+	changed = append_missing(copy, "rules", missing) || changed;
 	have_sels = jx_get(copy, "aggregationRule.clusterRoleSelectors");
 	json_array_foreach(jx_get(want, "aggregationRule.clusterRoleSelectors"), i, sel)
 	{
@@ -756,13 +762,7 @@ static void reconcile_binding(struct apiserver *s, const char *plural, const cha
 	}
 	copy = json_deep_copy(have);
 	changed = merge_meta(copy, want);
-	if (json_array_size(missing)) {
-		json_t *subs = json_object_get(copy, "subjects");
-		if (!json_is_array(subs))
-			json_object_set_new(copy, "subjects", subs = json_array());
-		json_array_extend(subs, missing);
-		changed = true;
-	}
+	changed = append_missing(copy, "subjects", missing) || changed;
 	if (!changed) {
 		json_decref(copy);
 		goto out;

@@ -393,15 +393,23 @@ static void held_free(struct held *h)
 	free(h);
 }
 
-void rest_hold(struct rest_client *c, bool on)
+/* The held list, detached (callbacks may queue new requests meanwhile). */
+static struct held *take_held(struct rest_client *c)
 {
 	struct held *list = c->held;
+	c->held = NULL;
+	c->held_tail = &c->held;
+	return list;
+}
+
+void rest_hold(struct rest_client *c, bool on)
+{
+	struct held *list;
 
 	c->holding = on;
 	if (on)
 		return;
-	c->held = NULL;
-	c->held_tail = &c->held;
+	list = take_held(c);
 	/* In the order they were asked for; the cancelled are dropped. */
 	while (list) {
 		struct held *h = list;
@@ -416,10 +424,8 @@ void rest_hold(struct rest_client *c, bool on)
 
 void rest_fail_held(struct rest_client *c, const char *err)
 {
-	struct held *list = c->held;
+	struct held *list = take_held(c);
 
-	c->held = NULL;
-	c->held_tail = &c->held;
 	while (list) {
 		struct held *h = list;
 		list = h->next;

@@ -15,6 +15,7 @@ import pathlib
 
 import pytest
 
+from authz_matrix_gen import cell_name, discover_with, namespaces_for
 from test_kubelet import ControllerManager
 
 TABLE = json.loads((pathlib.Path(__file__).parent / "authz_matrix.json").read_text())
@@ -30,23 +31,9 @@ def cluster(cube, make_apiserver, tmp_path_factory):
     server.stop()
 
 
-def discovered(server):
-    paths = ["/api/v1"] + [f"/apis/{g['preferredVersion']['groupVersion']}"
-                           for g in server.request("GET", "/apis").json()["groups"]]
-    out = []
-    for p in paths:
-        lst = server.request("GET", p).json()
-        group = lst["groupVersion"].split("/")[0] if "/" in lst["groupVersion"] else ""
-        for r in lst["resources"]:
-            res, _, sub = r["name"].partition("/")
-            out.append({"group": group, "resource": res, "subresource": sub,
-                        "namespaced": r["namespaced"], "verbs": sorted(r["verbs"])})
-    return sorted(out, key=lambda r: (r["group"], r["resource"], r["subresource"]))
-
-
 def test_table_covers_what_cube_serves(cluster):
     server, _ = cluster
-    assert discovered(server) == TABLE["resources"], \
+    assert discover_with(lambda p: server.request("GET", p).json()) == TABLE["resources"], \
         "discovery changed: regenerate tests/e2e/authz_matrix.json (authz_matrix_gen.py)"
 
 
@@ -70,9 +57,7 @@ def test_every_decision_is_upstreams(cluster, wait_until):
     for who, ident in TABLE["identities"].items():
         allowed = set(TABLE["allowed"][who])
         for r in TABLE["resources"]:
-            namespaces = ([("default"), ("kube-node-lease")] if r["resource"] == "leases"
-                          else ["default"] if r["namespaced"] else [""])
-            for ns in namespaces:
+            for ns in namespaces_for(r):
                 for verb in TABLE["verbs"]:
                     attrs = {"verb": verb, "group": r["group"], "resource": r["resource"]}
                     if r["subresource"]:
@@ -83,9 +68,7 @@ def test_every_decision_is_upstreams(cluster, wait_until):
                         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                         "spec": {"user": ident["user"], "groups": ident["groups"],
                                  "resourceAttributes": attrs}}).json()["status"]["allowed"]
-                    cell = (f"{verb} {r['group']}/{r['resource']}"
-                            f"{'/' + r['subresource'] if r['subresource'] else ''}"
-                            f"{' in ' + ns if ns else ''}")
+                    cell = cell_name(verb, r, ns)
                     cells += 1
                     if got != (cell in allowed):
                         wrong.append(f"{who}: {cell}: cube {'allows' if got else 'denies'}")

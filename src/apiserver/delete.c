@@ -338,14 +338,20 @@ static void delete_with(struct req *r, const json_t *old, struct delete_opts *o,
 		}
 		break;
 	}
-	case PLAN_MARK:
+	case PLAN_MARK: {
+		/* The reply may end r at once (a dry run): nothing of r after it. */
+		struct apiserver *s = r->s;
+		bool cascade = is(o->policy, "Foreground") && !req_query(r, "dryRun");
+		char *uid = strdup(jx_str(old, "metadata.uid") ?: "");
 		if (answer)
 			write_and_answer(r, key, marked, false, 201, answer);
 		else
 			write_and_reply(r, key, marked, false, 200);
-		if (is(o->policy, "Foreground"))
-			finish_foreground(r->s, key, jx_str(old, "metadata.uid"));
+		if (cascade)
+			finish_foreground(s, key, uid);
+		free(uid);
 		break;
+	}
 	case PLAN_ALREADY:
 		if (answer)
 			req_reply(r, 201, answer);

@@ -882,8 +882,12 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 	      json_array_size(jx_get(old, "spec.finalizers")) > 0)) &&
 	    (!is(r->res->plural, "namespaces") ||
 	     json_array_size(jx_get(next, "spec.finalizers")) == 0)) {
+		/* The reply may end r at once (a dry run): nothing of r after it. */
+		struct apiserver *s = r->s;
+		bool dry = req_query(r, "dryRun") != NULL;
 		write_and_reply(r, key, next, false, 200);
-		delete_internal(r->s, key, 0, "Background");
+		if (!dry)
+			delete_internal(s, key, 0, "Background");
 		free(key);
 		return;
 	}

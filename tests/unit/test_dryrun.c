@@ -1,0 +1,111 @@
+/*
+ * Dry runs that end a request early must leave it alone afterwards (issue
+ * 10, item 1): removing the last finalizer of a terminating object with
+ * ?dryRun=All, and a Foreground delete with ?dryRun=All, used the request
+ * after the reply had freed it. Under ASan this file is the regression
+ * test; without it, it checks the dry run changed nothing.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "testenv.h"
+
+#include "base/jx.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CMS "/api/v1/namespaces/default/configmaps"
+
+static int setup(void **state)
+{
+	struct testenv *e = calloc(1, sizeof(*e));
+	testenv_start(e, "dryrun");
+	*state = e;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	testenv_stop(*state);
+	free(*state);
+	return 0;
+}
+
+static json_t *get_cm(struct testenv *e, const char *name)
+{
+	char path[128];
+	struct testenv_result r;
+	snprintf(path, sizeof(path), CMS "/%s", name);
+	r = testenv_call(e, "GET", path, NULL);
+	if (r.status != 200) {
+		json_decref(r.body);
+		return NULL;
+	}
+	return r.body;
+}
+
+static void make_held(struct testenv *e, const char *name)
+{
+	json_t *cm = json_pack("{s:s,s:s,s:{s:s,s:[s]}}", "apiVersion", "v1", "kind", "ConfigMap",
+			       "metadata", "name", name, "finalizers", "example.com/hold");
+	struct testenv_result r = testenv_call(e, "POST", CMS, cm);
+	assert_int_equal(r.status, 201);
+	json_decref(r.body);
+	json_decref(cm);
+}
+
+static void test_dry_run_last_finalizer_removal(void **state)
+{
+	struct testenv *e = *state;
+	struct testenv_result r;
+	json_t *cm;
+
+	make_held(e, "held");
+	r = testenv_call(e, "DELETE", CMS "/held", NULL);
+	json_decref(r.body);
+	cm = get_cm(e, "held");
+	assert_non_null(jx_get(cm, "metadata.deletionTimestamp"));
+	json_object_del(json_object_get(cm, "metadata"), "finalizers");
+	r = testenv_call(e, "PUT", CMS "/held?dryRun=All", cm);
+	assert_int_equal(r.status, 200);
+	assert_null(jx_get(r.body, "metadata.finalizers"));
+	json_decref(r.body);
+	json_decref(cm);
+	testenv_pump(e, 3);
+	/* Nothing happened: still there, still held. */
+	cm = get_cm(e, "held");
+	assert_non_null(cm);
+	assert_string_equal(json_string_value(json_array_get(jx_get(cm, "metadata.finalizers"), 0)),
+			    "example.com/hold");
+	json_decref(cm);
+}
+
+static void test_dry_run_foreground_delete(void **state)
+{
+	struct testenv *e = *state;
+	struct testenv_result r;
+	json_t *cm;
+
+	make_held(e, "fg");
+	r = testenv_call(e, "DELETE", CMS "/fg?dryRun=All&propagationPolicy=Foreground", NULL);
+	assert_int_equal(r.status, 200);
+	json_decref(r.body);
+	testenv_pump(e, 3);
+	cm = get_cm(e, "fg");
+	assert_non_null(cm);
+	assert_null(jx_get(cm, "metadata.deletionTimestamp")); /* not even marked */
+	json_decref(cm);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_dry_run_last_finalizer_removal, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dry_run_foreground_delete, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -48,6 +48,9 @@ static int read_opts(struct req *r, const json_t *body_opts, struct delete_opts 
 		o->rv = jx_str(body_opts, "preconditions.resourceVersion");
 		if (json_is_true(json_object_get(body_opts, "orphanDependents")))
 			o->policy = "Orphan";
+		/* kubectl --dry-run=server says it in the body ("dryRun": ["All"]). */
+		if (json_array_size(json_object_get(body_opts, "dryRun")))
+			r->dry_run = true;
 	}
 	if (g)
 		o->grace = strtoll(g, NULL, 10);
@@ -322,7 +325,18 @@ static void delete_with(struct req *r, const json_t *old, struct delete_opts *o,
 	}
 	switch (plan_delete(old, o->grace, o->policy, &marked)) {
 	case PLAN_NOW: {
-		struct del_ctx *d = calloc(1, sizeof(*d));
+		struct del_ctx *d;
+		if (req_dry_run(r)) {
+			/* The answer a deletion would get; nothing deleted, nothing
+			 * collected. */
+			if (answer)
+				req_reply(r, 201, answer);
+			else
+				req_reply(r, 200, status_success(200, r->res->group, r->res->plural,
+								 r->name, jx_str(old, "metadata.uid")));
+			break;
+		}
+		d = calloc(1, sizeof(*d));
 		if (!d)
 			abort();
 		d->r = r;
@@ -341,7 +355,7 @@ static void delete_with(struct req *r, const json_t *old, struct delete_opts *o,
 	case PLAN_MARK: {
 		/* The reply may end r at once (a dry run): nothing of r after it. */
 		struct apiserver *s = r->s;
-		bool cascade = is(o->policy, "Foreground") && !req_query(r, "dryRun");
+		bool cascade = is(o->policy, "Foreground") && !req_dry_run(r);
 		char *uid = strdup(jx_str(old, "metadata.uid") ?: "");
 		if (answer)
 			write_and_answer(r, key, marked, false, 201, answer);
@@ -417,13 +431,13 @@ void handle_deletecollection(struct req *r)
 {
 	struct selectors sel;
 	char *prefix;
-	json_t **objs;
+	json_t **objs = NULL;
 	size_t n;
 
 	if (authz_request(r, NULL) < 0 || parse_selectors(r, &sel) < 0)
 		return;
 	prefix = prefix_key(r->res, r->ns);
-	n = cache_list(r->s->cache, prefix, NULL, 0, &objs, NULL);
+	n = req_dry_run(r) ? 0 : cache_list(r->s->cache, prefix, NULL, 0, &objs, NULL);
 	for (size_t i = 0; i < n; i++) {
 		if (!selectors_match(&sel, objs[i]))
 			continue;

@@ -193,7 +193,7 @@ void write_and_answer(struct req *r, const char *key, json_t *obj, bool create, 
 	struct write_ctx *w;
 	int rc;
 
-	if (req_query(r, "dryRun")) {
+	if (req_dry_run(r)) {
 		if (answer) {
 			json_decref(obj);
 			req_reply(r, code, answer);
@@ -884,7 +884,7 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 	     json_array_size(jx_get(next, "spec.finalizers")) == 0)) {
 		/* The reply may end r at once (a dry run): nothing of r after it. */
 		struct apiserver *s = r->s;
-		bool dry = req_query(r, "dryRun") != NULL;
+		bool dry = req_dry_run(r);
 		write_and_reply(r, key, next, false, 200);
 		if (!dry)
 			delete_internal(s, key, 0, "Background");

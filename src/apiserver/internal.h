@@ -64,6 +64,7 @@ struct req {
 	int64_t start_ns;
 	int code;
 	bool streaming;
+	bool dry_run; /* ?dryRun or a DeleteOptions body's dryRun: answer, store nothing */
 };
 
 /* server.c */
@@ -72,6 +73,8 @@ void req_fail(struct req *r, int err, const char *message);      /* Status from 
 void req_fail_status(struct req *r, json_t *status);             /* steals status */
 void req_not_found(struct req *r);                               /* "<res> \"name\" not found" */
 const char *req_query(struct req *r, const char *key);
+/* ?dryRun=All, or a DeleteOptions body that said so (r->dry_run). */
+bool req_dry_run(struct req *r);
 bool query_bool(struct req *r, const char *key);
 void req_free(struct req *r);
 char *object_key(const struct resource *res, const char *ns, const char *name);

@@ -162,6 +162,11 @@ json_t *user_info_json(const struct user_info *u)
 	return out;
 }
 
+bool req_dry_run(struct req *r)
+{
+	return r->dry_run || req_query(r, "dryRun") != NULL;
+}
+
 void user_info_free(struct user_info *u)
 {
 	free(u->name);

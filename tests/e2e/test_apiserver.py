@@ -2207,3 +2207,13 @@ def test_token_request_and_review_edge_cases(server, kubectl):
     assert_status(r, 422, "Invalid", "metadata.uid: Invalid value: \"not-its-uid\": field is "
                   "immutable")
     assert "a" not in (get_json(kubectl, "pod", "adoptee")["metadata"].get("labels") or {})
+
+
+def test_dry_run_delete_deletes_nothing(kubectl):
+    """`kubectl delete --dry-run=server` (a DeleteOptions body with dryRun)
+    answers as a delete would and the object stays (issue 10, item 2)."""
+    kubectl("create", "configmap", "dry-kept")
+    out = kubectl("delete", "configmap", "dry-kept", "--dry-run=server").stdout
+    assert 'configmap "dry-kept" deleted (server dry run)' in out, out
+    obj = get_json(kubectl, "configmap", "dry-kept")
+    assert "deletionTimestamp" not in obj["metadata"]

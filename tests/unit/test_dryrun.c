@@ -3,7 +3,9 @@
  * 10, item 1): removing the last finalizer of a terminating object with
  * ?dryRun=All, and a Foreground delete with ?dryRun=All, used the request
  * after the reply had freed it. Under ASan this file is the regression
- * test; without it, it checks the dry run changed nothing.
+ * test; without it, it checks the dry run changed nothing. And (item 2) a
+ * dry-run DELETE — query or DeleteOptions body — a dry-run deletecollection
+ * and a dry-run eviction delete nothing.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -51,7 +53,7 @@ static json_t *get_cm(struct testenv *e, const char *name)
 static void make_held(struct testenv *e, const char *name)
 {
 	json_t *cm = json_pack("{s:s,s:s,s:{s:s,s:[s]}}", "apiVersion", "v1", "kind", "ConfigMap",
-			       "metadata", "name", name, "finalizers", "example.com/hold");
+	                       "metadata", "name", name, "finalizers", "example.com/hold");
 	struct testenv_result r = testenv_call(e, "POST", CMS, cm);
 	assert_int_equal(r.status, 201);
 	json_decref(r.body);
@@ -80,7 +82,7 @@ static void test_dry_run_last_finalizer_removal(void **state)
 	cm = get_cm(e, "held");
 	assert_non_null(cm);
 	assert_string_equal(json_string_value(json_array_get(jx_get(cm, "metadata.finalizers"), 0)),
-			    "example.com/hold");
+	                    "example.com/hold");
 	json_decref(cm);
 }
 
@@ -101,11 +103,82 @@ static void test_dry_run_foreground_delete(void **state)
 	json_decref(cm);
 }
 
+static void make_cm(struct testenv *e, const char *name)
+{
+	json_t *cm = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+	                       "metadata", "name", name);
+	struct testenv_result r = testenv_call(e, "POST", CMS, cm);
+	assert_int_equal(r.status, 201);
+	json_decref(r.body);
+	json_decref(cm);
+}
+
+static void assert_still_there(struct testenv *e, const char *name)
+{
+	json_t *cm;
+	testenv_pump(e, 3);
+	cm = get_cm(e, name);
+	assert_non_null(cm);
+	assert_null(jx_get(cm, "metadata.deletionTimestamp"));
+	json_decref(cm);
+}
+
+/* Issue 10, item 2: a dry-run delete answers as a delete would and deletes
+ * nothing — asked in the query, in a DeleteOptions body (kubectl
+ * --dry-run=server), for a collection and for an eviction. */
+static void test_dry_run_deletes_delete_nothing(void **state)
+{
+	struct testenv *e = *state;
+	struct testenv_result r;
+	json_t *opts = json_pack("{s:s,s:s,s:[s]}", "apiVersion", "v1", "kind", "DeleteOptions",
+	                         "dryRun", "All");
+	json_t *pod, *eviction;
+
+	make_cm(e, "q");
+	r = testenv_call(e, "DELETE", CMS "/q?dryRun=All", NULL);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(jx_str(r.body, "status"), "Success");
+	json_decref(r.body);
+	assert_still_there(e, "q");
+
+	make_cm(e, "b");
+	r = testenv_call(e, "DELETE", CMS "/b", opts);
+	assert_int_equal(r.status, 200);
+	json_decref(r.body);
+	assert_still_there(e, "b");
+
+	r = testenv_call(e, "DELETE", CMS "?dryRun=All", NULL);
+	assert_int_equal(r.status, 200);
+	json_decref(r.body);
+	assert_still_there(e, "q");
+	assert_still_there(e, "b");
+
+	pod = json_pack("{s:s,s:s,s:{s:s},s:{s:[{s:s,s:s}]}}", "apiVersion", "v1", "kind", "Pod",
+	                "metadata", "name", "p", "spec", "containers", "name", "c", "image", "x");
+	r = testenv_call(e, "POST", "/api/v1/namespaces/default/pods", pod);
+	assert_int_equal(r.status, 201);
+	json_decref(r.body);
+	eviction = json_pack("{s:s,s:s,s:{s:s},s:O}", "apiVersion", "policy/v1", "kind", "Eviction",
+	                     "metadata", "name", "p", "deleteOptions", opts);
+	r = testenv_call(e, "POST", "/api/v1/namespaces/default/pods/p/eviction", eviction);
+	assert_int_equal(r.status, 201);
+	json_decref(r.body);
+	testenv_pump(e, 3);
+	r = testenv_call(e, "GET", "/api/v1/namespaces/default/pods/p", NULL);
+	assert_int_equal(r.status, 200);
+	assert_null(jx_get(r.body, "metadata.deletionTimestamp"));
+	json_decref(r.body);
+	json_decref(pod);
+	json_decref(eviction);
+	json_decref(opts);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_dry_run_last_finalizer_removal, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_dry_run_foreground_delete, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_dry_run_last_finalizer_removal, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_dry_run_foreground_delete, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_dry_run_deletes_delete_nothing, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -519,42 +519,47 @@ static json_t *binding_object(const char *kind, const char *name, const char *ns
 
 /* Go's %v of a []rbacv1.PolicyRule or []rbacv1.Subject: what upstream's
  * reconcile lines print. */
+
+/* The items joined by spaces inside open/close; frees items. */
+static char *wrap_join(struct strv *items, const char *open, const char *close)
+{
+	char *joined = strv_join(items, " "), *out = str_printf("%s%s%s", open, joined, close);
+	free(joined);
+	strv_free(items);
+	return out;
+}
+
+static void push_owned(struct strv *sv, char *s)
+{
+	strv_push(sv, s);
+	free(s);
+}
+
+/* A []string: [a b]. */
 static void go_list(struct strv *out, const json_t *list)
 {
+	struct strv items = STRV_INIT;
 	json_t *v;
 	size_t i;
-	struct strv items = STRV_INIT;
 	json_array_foreach(list, i, v) strv_push(&items, json_string_value(v) ?: "");
-	char *joined = strv_join(&items, " ");
-	strv_pushf(out, "[%s]", joined);
-	free(joined);
-	strv_free(&items);
+	push_owned(out, wrap_join(&items, "[", "]"));
 }
 
 static char *go_rules(const json_t *rules)
 {
+	static const char *const fields[] = {"verbs", "apiGroups", "resources", "resourceNames",
+	                                     "nonResourceURLs"};
 	struct strv all = STRV_INIT;
 	json_t *r;
 	size_t i;
 	json_array_foreach(rules, i, r)
 	{
 		struct strv f = STRV_INIT;
-		static const char *const fields[] = {"verbs", "apiGroups", "resources",
-		                                     "resourceNames", "nonResourceURLs"};
 		for (size_t k = 0; k < 5; k++)
 			go_list(&f, json_object_get(r, fields[k]));
-		char *joined = strv_join(&f, " ");
-		strv_pushf(&all, "{%s}", joined);
-		free(joined);
-		strv_free(&f);
+		push_owned(&all, wrap_join(&f, "{", "}"));
 	}
-	char *joined = strv_join(&all, " "), *out = malloc(strlen(joined) + 3);
-	if (!out)
-		abort();
-	sprintf(out, "[%s]", joined);
-	free(joined);
-	strv_free(&all);
-	return out;
+	return wrap_join(&all, "[", "]");
 }
 
 static char *go_subjects(const json_t *subs)
@@ -565,13 +570,7 @@ static char *go_subjects(const json_t *subs)
 	json_array_foreach(subs, i, s)
 	    strv_pushf(&all, "{%s %s %s %s}", jx_str(s, "kind") ?: "", jx_str(s, "apiGroup") ?: "",
 	               jx_str(s, "name") ?: "", jx_str(s, "namespace") ?: "");
-	char *joined = strv_join(&all, " "), *out = malloc(strlen(joined) + 3);
-	if (!out)
-		abort();
-	sprintf(out, "[%s]", joined);
-	free(joined);
-	strv_free(&all);
-	return out;
+	return wrap_join(&all, "[", "]");
 }
 
 /* want's map under have's (the object's own values win); true if changed. */
@@ -809,7 +808,8 @@ const json_t *policy_node_rules(void)
 	/* Built once, on the loop thread, and kept for the process's life. */
 	if (!rules) {
 		json_t *role = NULL;
-		for (size_t i = 0; !role && i < sizeof(cluster_roles) / sizeof(cluster_roles[0]); i++)
+		for (size_t i = 0; !role && i < sizeof(cluster_roles) / sizeof(cluster_roles[0]);
+		     i++)
 			if (!strcmp(cluster_roles[i].name, "system:node"))
 				role = role_object("ClusterRole", "system:node", NULL,
 				                   cluster_roles[i].rules, 24);

@@ -8,6 +8,7 @@
 #include "base/err.h"
 #include "base/jx.h"
 #include "base/log.h"
+#include "base/strv.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -352,14 +353,6 @@ static void call_send(struct rest_client *c, struct rest_call *call, const char 
 	conn_nodelay(k);
 }
 
-static char *dup_or_null(const char *s)
-{
-	char *d = s ? strdup(s) : NULL;
-	if (s && !d)
-		abort();
-	return d;
-}
-
 struct rest_call *rest_do_ct(struct rest_client *c, const char *method, const char *path,
 			     const char *content_type, const json_t *body, rest_cb cb, void *arg)
 {
@@ -371,9 +364,9 @@ struct rest_call *rest_do_ct(struct rest_client *c, const char *method, const ch
 		if (!h)
 			abort();
 		h->call = call;
-		h->method = dup_or_null(method);
-		h->path = dup_or_null(path);
-		h->ct = dup_or_null(content_type);
+		h->method = str_dup(method);
+		h->path = str_dup(path);
+		h->ct = str_dup(content_type);
 		h->body = text;
 		*c->held_tail = h;
 		c->held_tail = &h->next;
@@ -438,7 +431,7 @@ void rest_fail_held(struct rest_client *c, const char *err)
 
 int rest_set_token(struct rest_client *c, const char *token)
 {
-	char *t = dup_or_null(token);
+	char *t = str_dup(token);
 	free(c->token);
 	c->token = t;
 	return 0;

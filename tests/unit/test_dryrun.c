@@ -21,6 +21,7 @@
 #include <string.h>
 
 #define CMS "/api/v1/namespaces/default/configmaps"
+#define HOLD "example.com/hold"
 
 static int setup(void **state)
 {
@@ -50,11 +51,15 @@ static json_t *get_cm(struct testenv *e, const char *name)
 	return r.body;
 }
 
-static void make_held(struct testenv *e, const char *name)
+/* A ConfigMap, held by a finalizer when one is given. */
+static void make_cm(struct testenv *e, const char *name, const char *finalizer)
 {
-	json_t *cm = json_pack("{s:s,s:s,s:{s:s,s:[s]}}", "apiVersion", "v1", "kind", "ConfigMap",
-	                       "metadata", "name", name, "finalizers", "example.com/hold");
-	struct testenv_result r = testenv_call(e, "POST", CMS, cm);
+	json_t *cm = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+	                       "metadata", "name", name);
+	struct testenv_result r;
+	if (finalizer)
+		jx_set(cm, "metadata.finalizers", json_pack("[s]", finalizer));
+	r = testenv_call(e, "POST", CMS, cm);
 	assert_int_equal(r.status, 201);
 	json_decref(r.body);
 	json_decref(cm);
@@ -66,7 +71,7 @@ static void test_dry_run_last_finalizer_removal(void **state)
 	struct testenv_result r;
 	json_t *cm;
 
-	make_held(e, "held");
+	make_cm(e, "held", HOLD);
 	r = testenv_call(e, "DELETE", CMS "/held", NULL);
 	json_decref(r.body);
 	cm = get_cm(e, "held");
@@ -82,7 +87,7 @@ static void test_dry_run_last_finalizer_removal(void **state)
 	cm = get_cm(e, "held");
 	assert_non_null(cm);
 	assert_string_equal(json_string_value(json_array_get(jx_get(cm, "metadata.finalizers"), 0)),
-	                    "example.com/hold");
+	                    HOLD);
 	json_decref(cm);
 }
 
@@ -92,7 +97,7 @@ static void test_dry_run_foreground_delete(void **state)
 	struct testenv_result r;
 	json_t *cm;
 
-	make_held(e, "fg");
+	make_cm(e, "fg", HOLD);
 	r = testenv_call(e, "DELETE", CMS "/fg?dryRun=All&propagationPolicy=Foreground", NULL);
 	assert_int_equal(r.status, 200);
 	json_decref(r.body);
@@ -100,16 +105,6 @@ static void test_dry_run_foreground_delete(void **state)
 	cm = get_cm(e, "fg");
 	assert_non_null(cm);
 	assert_null(jx_get(cm, "metadata.deletionTimestamp")); /* not even marked */
-	json_decref(cm);
-}
-
-static void make_cm(struct testenv *e, const char *name)
-{
-	json_t *cm = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
-	                       "metadata", "name", name);
-	struct testenv_result r = testenv_call(e, "POST", CMS, cm);
-	assert_int_equal(r.status, 201);
-	json_decref(r.body);
 	json_decref(cm);
 }
 
@@ -134,14 +129,14 @@ static void test_dry_run_deletes_delete_nothing(void **state)
 	                         "dryRun", "All");
 	json_t *pod, *eviction;
 
-	make_cm(e, "q");
+	make_cm(e, "q", NULL);
 	r = testenv_call(e, "DELETE", CMS "/q?dryRun=All", NULL);
 	assert_int_equal(r.status, 200);
 	assert_string_equal(jx_str(r.body, "status"), "Success");
 	json_decref(r.body);
 	assert_still_there(e, "q");
 
-	make_cm(e, "b");
+	make_cm(e, "b", NULL);
 	r = testenv_call(e, "DELETE", CMS "/b", opts);
 	assert_int_equal(r.status, 200);
 	json_decref(r.body);

@@ -27,6 +27,7 @@ static bool is(const char *a, const char *b)
 struct delete_opts {
 	int64_t grace; /* -1: not given */
 	const char *policy;
+	int orphan_deps;      /* the deprecated orphanDependents: -1 absent, 0, 1 */
 	const char *uid, *rv; /* preconditions */
 	json_t *doc;          /* owns the strings above */
 };
@@ -38,6 +39,7 @@ static int read_opts(struct req *r, const json_t *body_opts, struct delete_opts 
 
 	memset(o, 0, sizeof(*o));
 	o->grace = -1;
+	o->orphan_deps = -1;
 	if (body_opts) {
 		o->doc = json_incref((json_t *)body_opts);
 		if (json_is_integer(json_object_get(body_opts, "gracePeriodSeconds")))
@@ -46,8 +48,9 @@ static int read_opts(struct req *r, const json_t *body_opts, struct delete_opts 
 		o->policy = jx_str(body_opts, "propagationPolicy");
 		o->uid = jx_str(body_opts, "preconditions.uid");
 		o->rv = jx_str(body_opts, "preconditions.resourceVersion");
-		if (json_is_true(json_object_get(body_opts, "orphanDependents")))
-			o->policy = "Orphan";
+		if (json_is_boolean(json_object_get(body_opts, "orphanDependents")))
+			o->orphan_deps = json_is_true(json_object_get(body_opts,
+								      "orphanDependents"));
 		/* kubectl --dry-run=server says it in the body ("dryRun": ["All"]). */
 		if (json_array_size(json_object_get(body_opts, "dryRun")))
 			r->dry_run = true;
@@ -56,6 +59,18 @@ static int read_opts(struct req *r, const json_t *body_opts, struct delete_opts 
 		o->grace = strtoll(g, NULL, 10);
 	if (p)
 		o->policy = p;
+	if (req_query(r, "orphanDependents"))
+		o->orphan_deps = query_bool(r, "orphanDependents");
+	if (o->policy && o->orphan_deps >= 0) {
+		char msg[256];
+		snprintf(msg, sizeof(msg),
+			 "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid "
+			 "value: \"%s\": orphanDependents and deletionPropagation cannot be both "
+			 "set",
+			 o->policy);
+		req_fail(r, ERR_UNPROCESSABLE, msg);
+		return ERR_UNPROCESSABLE;
+	}
 	if (o->policy && !is(o->policy, "Background") && !is(o->policy, "Foreground") &&
 	    !is(o->policy, "Orphan")) {
 		char msg[256];
@@ -83,81 +98,11 @@ static json_t *read_body_opts(struct req *r, bool *failed)
 	return body;
 }
 
-/* ---- the garbage collector ------------------------------------------------- */
-
-static bool owned_by(const json_t *obj, const char *uid)
-{
-	json_t *ref;
-	size_t i;
-	json_array_foreach(jx_get(obj, "metadata.ownerReferences"), i, ref)
-		if (is(jx_str(ref, "uid"), uid))
-			return true;
-	return false;
-}
-
-static const struct resource *res_of(const json_t *obj);
-
-/* Keys of every object owning a reference to uid (malloc'd strv). */
-static void dependents(struct apiserver *s, const char *uid, struct strv *out)
-{
-	json_t **objs;
-	size_t n = cache_list(s->cache, "/registry/", NULL, 0, &objs, NULL);
-
-	for (size_t i = 0; i < n; i++) {
-		const struct resource *res = owned_by(objs[i], uid) ? res_of(objs[i]) : NULL;
-		if (!res)
-			continue;
-		char *key = object_key(res, jx_str(objs[i], "metadata.namespace"),
-				       jx_str(objs[i], "metadata.name"));
-		strv_push(out, key);
-		free(key);
-	}
-	free(objs);
-}
-
-static void orphan(struct apiserver *s, const char *key, const char *uid)
-{
-	json_t *obj = cache_get(s->cache, key), *copy, *refs, *ref;
-	size_t i;
-
-	if (!obj)
-		return;
-	copy = json_deep_copy(obj);
-	refs = jx_get(copy, "metadata.ownerReferences");
-	json_array_foreach(refs, i, ref)
-	{
-		if (is(jx_str(ref, "uid"), uid)) {
-			json_array_remove(refs, i);
-			break;
-		}
-	}
-	if (json_array_size(refs) == 0)
-		json_object_del(json_object_get(copy, "metadata"), "ownerReferences");
-	if (cache_update(s->cache, key, copy, NULL, NULL) < 0)
-		LOG_ERROR("garbage collector: orphan %s: %s", key, err_msg());
-}
-
-static void collect_garbage(struct apiserver *s, const char *uid, const char *policy)
-{
-	struct strv deps = STRV_INIT;
-
-	if (!uid)
-		return;
-	dependents(s, uid, &deps);
-	for (size_t i = 0; i < deps.n; i++) {
-		if (is(policy, "Orphan"))
-			orphan(s, deps.v[i], uid);
-		else
-			delete_internal(s, deps.v[i], -1, "Background");
-	}
-	strv_free(&deps);
-}
-
 /* ---- deciding how an object goes ----------------------------------------------------- */
 
 enum plan { PLAN_NOW, PLAN_MARK, PLAN_ALREADY };
 
-static const struct resource *res_of(const json_t *obj)
+const struct resource *resource_of(const json_t *obj)
 {
 	const char *kind = jx_str(obj, "kind"), *av = jx_str(obj, "apiVersion");
 	const char *slash = av ? strchr(av, '/') : NULL;
@@ -167,115 +112,159 @@ static const struct resource *res_of(const json_t *obj)
 	return kind ? resource_by_kind(group, kind) : NULL;
 }
 
+static bool has_finalizer(const json_t *fins, const char *name)
+{
+	json_t *f;
+	size_t i;
+	json_array_foreach(fins, i, f)
+		if (is(json_string_value(f), name))
+			return true;
+	return false;
+}
+
 /*
- * What deleting obj means now. For PLAN_MARK *marked is the object to store
- * (deletionTimestamp set); the object stays until its kubelet or its
- * finalizers let it go.
+ * The finalizers obj keeps when deleted with policy (NULL: none given;
+ * orphan_deps: DeleteOptions.orphanDependents, -1 when absent): the
+ * garbage collector's two are decided afresh, as upstream's
+ * shouldOrphanDependents and shouldDeleteDependents — the options first,
+ * then what the object already asked, then the kind's default (batch/v1
+ * Jobs orphan their pods). A new array.
+ */
+static json_t *deletion_finalizers(const json_t *obj, const struct resource *res,
+				   const char *policy, int orphan_deps)
+{
+	const json_t *fins = jx_get(obj, "metadata.finalizers");
+	bool had_orphan = has_finalizer(fins, FINALIZER_ORPHAN);
+	bool had_fg = has_finalizer(fins, FINALIZER_FOREGROUND);
+	bool orphan, fg;
+	json_t *out = json_array(), *f;
+	size_t i;
+
+	if (orphan_deps >= 0) {
+		orphan = orphan_deps;
+		fg = false;
+	} else if (policy) {
+		orphan = is(policy, "Orphan");
+		fg = is(policy, "Foreground");
+	} else {
+		orphan = had_orphan || (!had_fg && res && is(res->plural, "jobs"));
+		fg = had_fg;
+	}
+	if (orphan == had_orphan && fg == had_fg) {
+		json_array_extend(out, (json_t *)fins);
+		return out;
+	}
+	json_array_foreach(fins, i, f)
+		if (!is(json_string_value(f), FINALIZER_ORPHAN) &&
+		    !is(json_string_value(f), FINALIZER_FOREGROUND))
+			json_array_append(out, f);
+	if (orphan)
+		json_array_append_new(out, json_string(FINALIZER_ORPHAN));
+	if (fg)
+		json_array_append_new(out, json_string(FINALIZER_FOREGROUND));
+	return out;
+}
+
+/*
+ * What deleting obj means now, as upstream's Store.Delete. For PLAN_MARK
+ * *marked is the object to store (deletionTimestamp set, the finalizers the
+ * policy asks for); it stays until its kubelet or its finalizers let it go
+ * (gc.c works the garbage collector's two).
  */
 static enum plan plan_delete(const json_t *obj, int64_t grace, const char *policy,
-			     json_t **marked)
+			     int orphan_deps, json_t **marked)
 {
-	const struct resource *res = res_of(obj);
+	const struct resource *res = resource_of(obj);
 	bool pod = res && is(res->plural, "pods");
 	bool bound = pod && json_string_length(jx_get(obj, "spec.nodeName")) > 0;
 	const char *phase = jx_str(obj, "status.phase");
-	json_t *fins = jx_get(obj, "metadata.finalizers");
-	json_t *dts = jx_get(obj, "metadata.deletionTimestamp");
+	json_t *dts = jx_get(obj, "metadata.deletionTimestamp"), *fins;
+	int64_t had = jx_int(obj, "metadata.deletionGracePeriodSeconds", 0);
 	char when[TIME_BUF];
 
 	*marked = NULL;
-	if (pod && grace < 0) {
-		json_t *had = jx_get(obj, "metadata.deletionGracePeriodSeconds");
-		grace = had ? json_integer_value(had)
-			    : jx_int(obj, "spec.terminationGracePeriodSeconds", 30);
-	}
+	if (pod && grace < 0)
+		grace = jx_get(obj, "metadata.deletionGracePeriodSeconds")
+				? had
+				: jx_int(obj, "spec.terminationGracePeriodSeconds", 30);
 	if (pod && (!bound || is(phase, "Succeeded") || is(phase, "Failed")))
 		grace = 0;
-	bool graceful = pod && grace > 0;
-	bool foreground = is(policy, "Foreground");
-
-	if (!graceful && !foreground && json_array_size(fins) == 0)
-		return PLAN_NOW;
-	/* Already going, and not sooner than asked: nothing changes. Sooner
-	 * (a kubelet's confirmation of a pod still held by a finalizer) moves
-	 * the grace period down, so the finalizer's removal deletes it. */
+	/* An object already being deleted at grace 0 stays at 0. */
+	bool graceful = pod && grace > 0 && !(dts && had == 0);
 	int64_t asked = graceful ? grace : 0;
-	bool sooner = dts && jx_int(obj, "metadata.deletionGracePeriodSeconds", 0) > asked;
-	if (dts && !sooner && !foreground)
-		return json_array_size(fins) || graceful ? PLAN_ALREADY : PLAN_NOW;
+	const json_t *cur;
+	/* A graceful deletion under way, not asked to go sooner, changes
+	 * nothing — not even the finalizers. Sooner (a kubelet's confirmation)
+	 * moves the grace period down, so a finalizer's removal deletes it. */
+	if (dts && had > 0 && asked >= had)
+		return PLAN_ALREADY;
+	fins = deletion_finalizers(obj, res, policy, orphan_deps);
+	if (!graceful && json_array_size(fins) == 0) {
+		json_decref(fins);
+		return PLAN_NOW;
+	}
+	cur = jx_get(obj, "metadata.finalizers");
+	if (dts && had == 0 && (cur ? json_equal(fins, (json_t *)cur) : !json_array_size(fins))) {
+		json_decref(fins);
+		return PLAN_ALREADY;
+	}
 	*marked = json_deep_copy(obj);
-	if (!dts || graceful || sooner)
+	/* A non-graceful object keeps the time its deletion began. */
+	if (!dts || had > 0)
 		jx_set_str(*marked, "metadata.deletionTimestamp",
-			   time_format_rfc3339(clock_now() + (graceful ? grace : 0) * NS_PER_SEC,
-					       when));
-	jx_set(*marked, "metadata.deletionGracePeriodSeconds", json_integer(graceful ? grace : 0));
-	if (foreground) {
-		json_t *f = jx_get(*marked, "metadata.finalizers");
-		if (!json_is_array(f)) {
-			f = json_array();
-			jx_set(*marked, "metadata.finalizers", f);
-		}
-		json_array_append_new(f, json_string("foregroundDeletion"));
+			   time_format_rfc3339(clock_now() + asked * NS_PER_SEC, when));
+	jx_set(*marked, "metadata.deletionGracePeriodSeconds", json_integer(asked));
+	if (json_array_size(fins))
+		jx_set(*marked, "metadata.finalizers", fins);
+	else {
+		json_object_del(json_object_get(*marked, "metadata"), "finalizers");
+		json_decref(fins);
 	}
 	return PLAN_MARK;
-}
-
-/* Finish a foreground deletion: dependents first, then the owner itself. */
-static void finish_foreground(struct apiserver *s, const char *key, const char *uid)
-{
-	collect_garbage(s, uid, "Background");
-	if (cache_get(s->cache, key) && cache_delete(s->cache, key, NULL, NULL) < 0)
-		LOG_ERROR("garbage collector: delete %s: %s", key, err_msg());
 }
 
 void delete_internal(struct apiserver *s, const char *key, int64_t grace, const char *policy)
 {
 	json_t *obj = cache_get(s->cache, key), *marked;
-	char *uid;
 
 	if (!obj)
 		return;
-	uid = strdup(jx_str(obj, "metadata.uid") ?: "");
-	switch (plan_delete(obj, grace, policy, &marked)) {
+	switch (plan_delete(obj, grace, policy, -1, &marked)) {
 	case PLAN_NOW:
 		if (cache_delete(s->cache, key, NULL, NULL) < 0)
 			LOG_ERROR("delete %s: %s", key, err_msg());
-		collect_garbage(s, uid, policy);
 		break;
 	case PLAN_MARK:
 		if (cache_update(s->cache, key, marked, NULL, NULL) < 0)
 			LOG_ERROR("delete %s: %s", key, err_msg());
-		if (is(policy, "Foreground"))
-			finish_foreground(s, key, uid);
 		break;
 	case PLAN_ALREADY:
 		break;
 	}
-	free(uid);
 }
 
 /* ---- requests -------------------------------------------------------------------------------- */
 
 struct del_ctx {
 	struct req *r;
-	char *uid, *policy;
+	char *uid;
 	json_t *answer; /* eviction's 201 Status; else a 200 Status with details */
 };
 
+/* The object is gone: answer (gc.c hears of it and collects its dependents). */
 static void on_deleted(void *arg, int err, json_t *obj)
 {
 	struct del_ctx *d = arg;
 	struct req *r = d->r;
-	struct apiserver *s = r->s;
 
+	(void)err;
+	(void)obj;
 	if (d->answer)
 		req_reply(r, 201, d->answer);
 	else
 		req_reply(r, 200,
 			  status_success(200, r->res->group, r->res->plural, r->name, d->uid));
-	collect_garbage(s, d->uid, d->policy);
 	free(d->uid);
-	free(d->policy);
 	free(d);
 }
 
@@ -323,12 +312,15 @@ static void delete_with(struct req *r, const json_t *old, struct delete_opts *o,
 		}
 		goto out;
 	}
-	switch (plan_delete(old, o->grace, o->policy, &marked)) {
+	/* Upstream answers 202 to a deletion that did not happen at once only
+	 * when the (deprecated) orphanDependents: false asked for the cascade;
+	 * 200 with the object otherwise. */
+	int later = o->orphan_deps == 0 ? 202 : 200;
+	switch (plan_delete(old, o->grace, o->policy, o->orphan_deps, &marked)) {
 	case PLAN_NOW: {
 		struct del_ctx *d;
 		if (req_dry_run(r)) {
-			/* The answer a deletion would get; nothing deleted, nothing
-			 * collected. */
+			/* The answer a deletion would get; nothing deleted. */
 			if (answer)
 				req_reply(r, 201, answer);
 			else
@@ -342,35 +334,25 @@ static void delete_with(struct req *r, const json_t *old, struct delete_opts *o,
 		d->r = r;
 		d->answer = answer;
 		d->uid = strdup(jx_str(old, "metadata.uid") ?: "");
-		d->policy = o->policy ? strdup(o->policy) : NULL;
 		if (cache_delete(r->s->cache, key, on_deleted, d) < 0) {
 			json_decref(d->answer);
 			free(d->uid);
-			free(d->policy);
 			free(d);
 			req_not_found(r);
 		}
 		break;
 	}
-	case PLAN_MARK: {
-		/* The reply may end r at once (a dry run): nothing of r after it. */
-		struct apiserver *s = r->s;
-		bool cascade = is(o->policy, "Foreground") && !req_dry_run(r);
-		char *uid = strdup(jx_str(old, "metadata.uid") ?: "");
+	case PLAN_MARK:
 		if (answer)
 			write_and_answer(r, key, marked, false, 201, answer);
 		else
-			write_and_reply(r, key, marked, false, 200);
-		if (cascade)
-			finish_foreground(s, key, uid);
-		free(uid);
+			write_and_reply(r, key, marked, false, later);
 		break;
-	}
 	case PLAN_ALREADY:
 		if (answer)
 			req_reply(r, 201, answer);
 		else
-			reply_object(r, 200, json_incref((json_t *)old));
+			reply_object(r, later, json_incref((json_t *)old));
 		break;
 	}
 out:

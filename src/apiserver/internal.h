@@ -20,6 +20,7 @@
 #include <stdbool.h>
 
 struct watch_stream;
+struct gc;
 
 struct apiserver {
 	struct apiserver_opts o;
@@ -31,6 +32,7 @@ struct apiserver {
 	struct watch_stream *watches; /* open watch streams, for shutdown */
 	struct metric_family *m_requests, *m_latency, *m_cert_exp, *m_objects;
 	struct satoken *sa; /* service account token keys, or NULL */
+	struct gc *gc;      /* the garbage collector (gc.c) */
 };
 
 struct user_info {
@@ -157,6 +159,10 @@ void policy_reconcile(struct apiserver *s, bool first_start);
 /* upstream's NodeRules(): the system:node role's rules, for the Node
  * authorizer's resources it does not subdivide. Process-lifetime. */
 const json_t *policy_node_rules(void);
+
+/* gc.c: the garbage collector, on the cache's events (see there). */
+int gc_start(struct apiserver *s);
+void gc_stop(struct apiserver *s);
 
 /* watch.c */
 void watch_serve(struct req *r);

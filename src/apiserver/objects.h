@@ -44,9 +44,16 @@ void handle_delete(struct req *r);
 void handle_deletecollection(struct req *r);
 void handle_eviction(struct req *r);
 
+/* The garbage collector's finalizers (gc.c acts on them). */
+#define FINALIZER_ORPHAN "orphan"
+#define FINALIZER_FOREGROUND "foregroundDeletion"
+
 /* Delete an object without a request (GC, namespace teardown, finalizers
  * done): graceful for bound pods unless grace is 0. */
 void delete_internal(struct apiserver *s, const char *key, int64_t grace_s, const char *policy);
+
+/* The served resource of obj's apiVersion and kind, or NULL. */
+const struct resource *resource_of(const json_t *obj);
 
 char *new_uid(void);
 

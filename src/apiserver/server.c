@@ -508,6 +508,8 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 		goto fail;
 	LOG_INFO("Loaded storage: revision %" PRId64, cache_rev(s->cache));
 	seed_defaults(s);
+	if (gc_start(s) < 0)
+		goto fail;
 	if (!(s->httpd = httpd_new(loop, s->tls, &ho, on_request, s)))
 		goto fail;
 	LOG_INFO("Serving securely on %s:%d", o->bind_address, httpd_port(s->httpd));
@@ -533,6 +535,9 @@ void apiserver_free(struct apiserver *s)
 		return;
 	watch_close_all(s);
 	httpd_free(s->httpd);
+	/* Before the store closes: what its last writes tell the collector
+	 * must not become writes of its own. */
+	gc_stop(s);
 	/* Queued writes finish and their callbacks run before the cache goes. */
 	store_close(s->store);
 	loop_poll(s->loop);

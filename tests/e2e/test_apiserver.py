@@ -1728,9 +1728,9 @@ def test_restart_keeps_objects_and_the_revision(apiserver, kubectl_for):
 # ---- garbage collection: Deployment -> ReplicaSet -> Pod ------------------------
 
 
-def owned_chain(kubectl, name):
-    """A Deployment owning a ReplicaSet owning an (unbound) Pod, as the
-    controllers would build them; returns the three uids."""
+def owned_chain(kubectl, name, node=None):
+    """A Deployment owning a ReplicaSet owning a Pod (unbound, or bound to
+    node), as the controllers would build them; returns the owners' uids."""
     create(kubectl, deployment_manifest(name))
     d_uid = kubectl("get", "deploy", name, "-o", "jsonpath={.metadata.uid}").stdout
     rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
@@ -1743,10 +1743,10 @@ def owned_chain(kubectl, name):
                                 "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
     create(kubectl, rs)
     rs_uid = kubectl("get", "rs", f"{name}-rs", "-o", "jsonpath={.metadata.uid}").stdout
-    pod = pod_manifest(f"{name}-pod", labels={"app": name})
+    pod = pod_manifest(f"{name}-pod", labels={"app": name}, node=node)
     pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                            "name": f"{name}-rs", "uid": rs_uid,
-                                           "controller": True}]
+                                           "controller": True, "blockOwnerDeletion": True}]
     create(kubectl, pod)
     return d_uid, rs_uid
 
@@ -1776,6 +1776,31 @@ def test_delete_orphan_keeps_dependents(kubectl, wait_until):
     owner = kubectl("get", "pod", f"{name}-pod", "-o",
                     "jsonpath={.metadata.ownerReferences[0].uid}").stdout
     assert owner == rs_uid, "the pod keeps its (living) owner"
+
+
+def test_foreground_waits_for_a_terminating_pod(kubectl, wait_until):
+    """Issue 10, item 3: a foreground delete of a Deployment waits for its
+    ReplicaSet, which waits for its bound pod (blockOwnerDeletion) until the
+    pod's kubelet confirms; the owners show upstream's foregroundDeletion
+    finalizer meanwhile. Before, the owners went at once and the bound pod
+    lost its graceful termination."""
+    name = "gc-waits"
+    d_uid, rs_uid = owned_chain(kubectl, name, node="node-gone")
+    out = kubectl("delete", "deploy", name, "--cascade=foreground", "--wait=false").stdout
+    assert f'deployment.apps "{name}" deleted' in out
+    wait_until(lambda: kubectl("get", "pod", f"{name}-pod", "-o",
+                               "jsonpath={.metadata.deletionTimestamp}").stdout, 20,
+               "the pod to be terminating")
+    for kind, obj in (("deploy", name), ("rs", f"{name}-rs")):
+        fins = kubectl("get", kind, obj, "-o", "jsonpath={.metadata.finalizers}").stdout
+        assert "foregroundDeletion" in fins, f"{kind}/{obj} waits in the foreground: {fins}"
+    grace = kubectl("get", "pod", f"{name}-pod", "-o",
+                    "jsonpath={.metadata.deletionGracePeriodSeconds}").stdout
+    assert grace == "30", "the bound pod keeps its grace period"
+    assert "Terminating" in kubectl("get", "pod", f"{name}-pod").stdout
+    kubectl("delete", "pod", f"{name}-pod", "--grace-period=0", "--force")
+    wait_until(lambda: gone(kubectl, "rs", f"{name}-rs"), 20, "the ReplicaSet to go")
+    wait_until(lambda: gone(kubectl, "deploy", name), 20, "the Deployment to go")
 
 
 def test_finalizer_holds_deletion_until_removed(kubectl, wait_until):

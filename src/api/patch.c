@@ -48,6 +48,10 @@
 #include <string.h>
 
 #define MAX_JSON_PATCH_OPS 10000
+/* The apiserver's JSONPatchMaxCopyBytes (3 MiB), which it sets as
+ * jsonpatch's AccumulatedCopySizeLimit: the copies of one patch together may
+ * add no more than this (measured as each copied value's JSON encoding). */
+#define MAX_JSON_PATCH_COPY_BYTES (3 << 20)
 
 static _Thread_local char detail[1024];
 
@@ -242,7 +246,6 @@ static bool value_equal(const json_t *a, const json_t *b)
 }
 
 /* ---------------------------- merge patch ---------------------------- */
-
 
 static json_t *pruned_copy(const json_t *v)
 {
@@ -556,7 +559,8 @@ static int op_move(json_t **root, const json_t *op, const char *path, const stru
 	return insert(parent, p->tok[p->n - 1], val, "error in move", path);
 }
 
-static int op_copy(json_t **root, const json_t *op, const char *path, const struct ptr *p)
+static int op_copy(json_t **root, const json_t *op, const char *path, const struct ptr *p,
+                   size_t *copied)
 {
 	const char *from;
 	struct ptr fp;
@@ -576,6 +580,14 @@ static int op_copy(json_t **root, const json_t *op, const char *path, const stru
 		return rejected("copy operation does not apply: doc is missing from path: %s: "
 		                "missing value",
 		                from);
+	/* Before copying: a copy bomb (each op doubling the last) is refused
+	 * while its values are still small. */
+	*copied += json_dumpb(src, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+	if (*copied > MAX_JSON_PATCH_COPY_BYTES)
+		return rejected(
+		    "Unable to complete the copy, the accumulated size increase of copy "
+		    "is %zu, exceeding the limit %d",
+		    *copied, MAX_JSON_PATCH_COPY_BYTES);
 	src = copy(src);
 	if (p->n == 0) {
 		json_decref(*root);
@@ -620,7 +632,7 @@ static int op_test(json_t **root, const json_t *op, const char *path, const stru
 	return rejected("testing value %s failed: test failed", path);
 }
 
-static int apply_op(json_t **root, const json_t *op)
+static int apply_op(json_t **root, const json_t *op, size_t *copied)
 {
 	const char *kind = json_string_value(json_object_get(op, "op")), *path;
 	struct ptr p;
@@ -648,7 +660,7 @@ static int apply_op(json_t **root, const json_t *op)
 	else if (!strcmp(kind, "move"))
 		rc = op_move(root, op, path, &p);
 	else if (!strcmp(kind, "copy"))
-		rc = op_copy(root, op, path, &p);
+		rc = op_copy(root, op, path, &p, copied);
 	else
 		rc = op_test(root, op, path, &p);
 	ptr_free(&p);
@@ -658,7 +670,7 @@ static int apply_op(json_t **root, const json_t *op)
 static int json_patch_run(const json_t *target, const json_t *ops, json_t **out)
 {
 	json_t *doc, *op;
-	size_t i;
+	size_t i, copied = 0;
 	int rc;
 
 	*out = NULL;
@@ -686,7 +698,7 @@ static int json_patch_run(const json_t *target, const json_t *ops, json_t **out)
 	doc = copy(target);
 	json_array_foreach(ops, i, op)
 	{
-		if ((rc = apply_op(&doc, op))) {
+		if ((rc = apply_op(&doc, op, &copied))) {
 			json_decref(doc);
 			return rc;
 		}

@@ -45,7 +45,8 @@ json_t *patch_merge(const json_t *target, const json_t *patch);
  *   ERR_INVALID (400)        ops is not an array of objects
  *   ERR_TOOLARGE (413)       more than 10000 operations
  *   ERR_UNPROCESSABLE (422)  an operation failed (missing path, failed test,
- *                            unknown or missing "op"); err_msg() is
+ *                            unknown or missing "op", copies adding more
+ *                            than upstream's 3 MiB); err_msg() is
  *                            PATCH_MSG_REJECTED, patch_detail() the reason.
  * A null ops is an empty patch, as upstream.
  */

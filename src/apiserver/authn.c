@@ -74,7 +74,8 @@ int authn_bearer_token(struct apiserver *s, const char *token, struct user_info 
 		return ERR_UNAUTHORIZED;
 	if ((exp = secret_data(secret, "expiration", b1, sizeof(b1))) &&
 	    (time_parse_rfc3339(exp, &expires) < 0 || clock_now() >= expires)) {
-		LOG_WARN("\"Expired bootstrap token\" secret=\"kube-system/bootstrap-token-%s\"", id);
+		LOG_WARN("\"Expired bootstrap token\" secret=\"kube-system/bootstrap-token-%s\"",
+		         id);
 		return ERR_UNAUTHORIZED;
 	}
 	strv_push(&groups, "system:bootstrappers");
@@ -92,29 +93,30 @@ int authn_bearer_token(struct apiserver *s, const char *token, struct user_info 
 
 int authn_request(struct req *r)
 {
-	const char *auth = evhttp_find_header(evhttp_request_get_input_headers(r->ev),
-					      "Authorization");
+	const char *auth =
+	    evhttp_find_header(evhttp_request_get_input_headers(r->ev), "Authorization");
 	SSL *ssl = httpd_ssl(r->ev);
 	const struct tls_identity *id = ssl ? tls_peer_identity(ssl, clock_now()) : NULL;
 
 	if (id && id->present) {
 		metrics_observe(metrics_with(r->s->m_cert_exp),
-				(double)(id->not_after_ns - clock_now()) / 1e9);
+		                (double)(id->not_after_ns - clock_now()) / 1e9);
 		if (id->verify_err == 0 && id->user && *id->user) {
 			set_user(&r->user, id->user, &id->groups);
 			return 0;
 		}
 		/* A certificate was offered and is bad: 401, never anonymous. */
 		LOG_ERROR("\"Unable to authenticate the request\" err=\"verifying certificate %s "
-			  "failed: %s\"",
-			  id->desc ? id->desc : "", id->verify_msg ? id->verify_msg : "");
+		          "failed: %s\"",
+		          id->desc ? id->desc : "", id->verify_msg ? id->verify_msg : "");
 		unauthorized(r);
 		return ERR_UNAUTHORIZED;
 	}
 	if (auth && !strncmp(auth, "Bearer ", 7)) {
 		char why[512], q[600];
 		struct strv hit = STRV_INIT;
-		int rc = satoken_authenticate(r->s, auth + 7, NULL, &r->user, &hit, why, sizeof(why));
+		int rc =
+		    satoken_authenticate(r->s, auth + 7, NULL, &r->user, &hit, why, sizeof(why));
 		strv_free(&hit);
 		if (rc == 0 || (!*why && authn_bearer_token(r->s, auth + 7, &r->user) == 0))
 			return 0;
@@ -142,4 +144,27 @@ int authn_request(struct req *r)
 	}
 	unauthorized(r);
 	return ERR_UNAUTHORIZED;
+}
+
+bool authn_credentials_ok(void *arg, SSL *ssl, const char *authorization)
+{
+	struct apiserver *s = arg;
+	const struct tls_identity *id = ssl ? tls_peer_identity(ssl, clock_now()) : NULL;
+	struct user_info u = {0};
+	struct strv hit = STRV_INIT;
+	char why[512];
+	bool ok;
+
+	if (id && id->present)
+		return id->verify_err == 0 && id->user && *id->user;
+	if (!authorization || strncmp(authorization, "Bearer ", 7))
+		return false;
+	ok = satoken_authenticate(s, authorization + 7, NULL, &u, &hit, why, sizeof(why)) == 0;
+	user_info_free(&u);
+	strv_free(&hit);
+	if (!ok && !*why) {
+		ok = authn_bearer_token(s, authorization + 7, &u) == 0;
+		user_info_free(&u);
+	}
+	return ok;
 }

@@ -217,7 +217,14 @@ void write_and_answer(struct req *r, const char *key, json_t *obj, bool create, 
 		resource_qualified(r->res, q, sizeof(q));
 		if (rc == ERR_EXISTS)
 			snprintf(msg, sizeof(msg), "%s \"%s\" already exists", q, r->name);
-		else
+		else if (rc == ERR_TOOLARGE) {
+			/* Upstream passes etcd's error through as it is: a 500
+			 * without a reason ("Error from server: etcdserver: ..."). */
+			req_fail_status(r, json_pack("{s:s,s:s,s:{},s:s,s:s,s:i}", "kind", "Status",
+						     "apiVersion", "v1", "metadata", "status",
+						     "Failure", "message", err_msg(), "code", 500));
+			return;
+		} else
 			snprintf(msg, sizeof(msg), "%s", err_msg());
 		req_fail_status(r, status_failure(rc, msg, r->res->group, r->res->plural,
 						  r->name));

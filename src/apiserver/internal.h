@@ -87,6 +87,9 @@ bool discovery_serve(struct req *r);
 
 /* authn.c */
 int authn_request(struct req *r);
+/* httpd's credentials_ok: a verified client certificate or a valid bearer
+ * token (anonymous access is not credentials: its bodies stay small). */
+bool authn_credentials_ok(void *arg, SSL *ssl, const char *authorization);
 /* A bootstrap token's user into u: 0, or ERR_UNAUTHORIZED. */
 int authn_bearer_token(struct apiserver *s, const char *token, struct user_info *u);
 

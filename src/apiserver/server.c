@@ -479,7 +479,12 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 	 * let bodies up to 16 MiB (or 4x the limit) through so the handler
 	 * answers them with a proper Status; beyond that evhttp's 413 remains. */
 	size_t transport_max = o->max_body * 4 > (16u << 20) ? o->max_body * 4 : (16u << 20);
-	struct httpd_opts ho = {o->bind_address, o->secure_port, transport_max, 64 << 10, 300};
+	struct httpd_opts ho = {.bind_address = o->bind_address,
+				.port = o->secure_port,
+				.max_body = transport_max,
+				.max_headers = 64 << 10,
+				.idle_timeout_s = 300,
+				.credentials_ok = authn_credentials_ok};
 	char *db;
 
 	if (!s)

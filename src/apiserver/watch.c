@@ -5,6 +5,13 @@
  * window, or ends with an ERROR event carrying 410 Expired when it is too
  * old. Objects moving in or out of the selectors arrive as ADDED or
  * DELETED. Tables are honoured per event; bookmarks only when asked for.
+ *
+ * A watcher that stops reading is closed, not buffered without bound: when
+ * a live event finds more than WATCH_MAX_UNSENT bytes still unsent (or, for
+ * a stream that began with a larger replay of the list, more than that
+ * replay), the stream ends — cleanly, as upstream's cacheWatcher ends a
+ * watcher that blocks its dispatch ("Forcing ... watcher close due to
+ * unresponsiveness"), and the client's informer relists and watches again.
  */
 #include "apiserver/objects.h"
 
@@ -23,11 +30,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Upstream's watchers hold 10 to 1000 events and get 100 ms of grace; bytes
+ * are what cost memory here: a few hundred ordinary events, or five of the
+ * largest objects. */
+#define WATCH_MAX_UNSENT ((size_t)8 << 20)
+/* How long the end of a closed stream may wait for a reader that is gone. */
+#define WATCH_DRAIN_TIMEOUT_S 60
+
 struct watch_stream {
 	struct apiserver *s;
 	struct req *r;
 	struct cache_watch *cw;
 	struct selectors sel;
+	size_t replayed; /* bytes of the initial replay, allowed to be unsent */
+	bool starting;   /* replaying the list or the window: never too slow */
 	struct timer *timeout, *bookmark;
 	bool columns_sent, bookmarks, closed;
 	struct watch_stream *prev, *next;
@@ -71,6 +87,37 @@ static void send_event(struct watch_stream *w, const char *type, json_t *obj)
 	json_decref(ev);
 }
 
+/* What the connection has not managed to send yet. */
+static size_t unsent(const struct watch_stream *w)
+{
+	return w->r->ev ? httpd_unsent(w->r->ev) : 0;
+}
+
+static void end_stream(struct watch_stream *w);
+
+/* A reader too slow for its events: end the stream (see the top). */
+static bool too_slow(struct watch_stream *w)
+{
+	size_t n = unsent(w),
+	       limit = w->replayed > WATCH_MAX_UNSENT ? w->replayed : WATCH_MAX_UNSENT;
+	char *prefix;
+	if (w->starting || n <= limit)
+		return false;
+	prefix = prefix_key(w->r->res, w->r->ns);
+	LOG_V(1,
+	      "Forcing %s watcher close due to unresponsiveness: key: \"%s\", labels: \"%s\", "
+	      "fields: \"%s\". unsent = %zu bytes, limit = %zu bytes, graceful = false",
+	      w->r->res->plural, prefix, req_query(w->r, "labelSelector") ?: "",
+	      req_query(w->r, "fieldSelector") ?: "", n, limit);
+	free(prefix);
+	/* What is buffered may still go out; a reader that never comes back
+	 * is dropped by the connection's timeout, not kept for a day. */
+	evhttp_connection_set_timeout(evhttp_request_get_connection(w->r->ev),
+	                              WATCH_DRAIN_TIMEOUT_S);
+	end_stream(w);
+	return true;
+}
+
 static json_t *as_wire(struct watch_stream *w, const json_t *obj)
 {
 	json_t *items, *t;
@@ -78,7 +125,7 @@ static json_t *as_wire(struct watch_stream *w, const json_t *obj)
 		return json_incref((json_t *)obj);
 	items = json_pack("[O]", obj);
 	t = printers_table(w->r->res->kind, items, jx_str(obj, "metadata.resourceVersion"), NULL,
-			   w->r->include, !w->columns_sent, clock_now());
+	                   w->r->include, !w->columns_sent, clock_now());
 	w->columns_sent = true;
 	json_decref(items);
 	return t;
@@ -106,6 +153,8 @@ static void on_event(void *arg, const struct cache_event *ev)
 	else if (was_in)
 		type = "DELETED";
 	else
+		return;
+	if (too_slow(w))
 		return;
 	send_event(w, type, as_wire(w, ev->obj));
 }
@@ -143,9 +192,9 @@ static void on_bookmark(void *arg)
 	char rv[24], api[96];
 	snprintf(rv, sizeof(rv), "%" PRId64, cache_rev(w->s->cache));
 	send_event(w, "BOOKMARK",
-		   json_pack("{s:s,s:s,s:{s:s}}", "kind", w->r->res->kind, "apiVersion",
-			     resource_api_version(w->r->res, api, sizeof(api)), "metadata",
-			     "resourceVersion", rv));
+	           json_pack("{s:s,s:s,s:{s:s}}", "kind", w->r->res->kind, "apiVersion",
+	                     resource_api_version(w->r->res, api, sizeof(api)), "metadata",
+	                     "resourceVersion", rv));
 	timer_after(w->bookmark, 60 * NS_PER_SEC);
 }
 
@@ -175,12 +224,13 @@ void watch_serve(struct req *r)
 	r->s->watches = w;
 
 	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
-			  "application/json");
+	                  "application/json");
 	evhttp_send_reply_start(r->ev, 200, "OK");
 	httpd_stream_no_timeout(r->ev);
 	evhttp_connection_set_closecb(evhttp_request_get_connection(r->ev), on_close, w);
 
 	prefix = prefix_key(r->res, r->ns);
+	w->starting = true;
 	if (!rv_s || !*rv_s || !strcmp(rv_s, "0")) {
 		/* The synthetic ADDED events kubectl's get -w expects first. */
 		json_t **objs;
@@ -194,12 +244,14 @@ void watch_serve(struct req *r)
 		from = strtoll(rv_s, NULL, 10);
 	}
 	{
-		const char *node = w->sel.fields ? field_selector_exact(w->sel.fields, "spec.nodeName")
-						 : NULL;
+		const char *node =
+		    w->sel.fields ? field_selector_exact(w->sel.fields, "spec.nodeName") : NULL;
 		w->cw = node ? cache_watch_node(r->s->cache, prefix, from, node, on_event, w)
-			     : cache_watch(r->s->cache, prefix, from, on_event, w);
+		             : cache_watch(r->s->cache, prefix, from, on_event, w);
 	}
 	free(prefix);
+	w->starting = false;
+	w->replayed = unsent(w);
 	if (!w->cw) {
 		char msg[256];
 		snprintf(msg, sizeof(msg), "%s", err_msg());

@@ -1,11 +1,13 @@
 #include "base/loop.h"
 
 #include "base/err.h"
+#include "base/log.h"
 
 #include <event2/thread.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct deferred {
 	void (*cb)(void *arg);
@@ -24,8 +26,59 @@ struct loop {
 
 static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
 
+/*
+ * libevent's own messages, in klog's format and rate-limited: at most
+ * LIBEVENT_LOG_BURST a second, then a count of what was dropped. A socket
+ * error that repeats every loop turn must not fill a disk. Real time: the
+ * limit is about the log's reader, not the cluster's clock.
+ */
+#define LIBEVENT_LOG_BURST 10
+
+static void on_libevent_log(int severity, const char *msg)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static time_t second;
+	static long in_second, dropped;
+	struct timespec ts;
+	long was_dropped = 0;
+	bool write;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	pthread_mutex_lock(&lock);
+	if (ts.tv_sec != second) {
+		second = ts.tv_sec;
+		in_second = 0;
+		was_dropped = dropped;
+		dropped = 0;
+	}
+	write = ++in_second <= LIBEVENT_LOG_BURST;
+	if (!write)
+		dropped++;
+	pthread_mutex_unlock(&lock);
+	if (was_dropped)
+		LOG_WARN("libevent: %ld more messages dropped (at most %d a second)", was_dropped,
+		         LIBEVENT_LOG_BURST);
+	if (!write)
+		return;
+	switch (severity) {
+	case EVENT_LOG_DEBUG:
+		LOG_V(4, "libevent: %s", msg);
+		break;
+	case EVENT_LOG_MSG:
+		LOG_INFO("libevent: %s", msg);
+		break;
+	case EVENT_LOG_WARN:
+		LOG_WARN("libevent: %s", msg);
+		break;
+	default:
+		LOG_ERROR("libevent: %s", msg);
+		break;
+	}
+}
+
 static void threads_init(void)
 {
+	event_set_log_callback(on_libevent_log);
 	if (evthread_use_pthreads() < 0)
 		abort();
 	/* A peer that hangs up must be an error on the socket, not the end of

@@ -1,44 +1,374 @@
 #include "net/httpd.h"
 
 #include "base/err.h"
+#include "base/hmap.h"
 #include "base/log.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/listener.h>
 #include <event2/util.h>
+#include <errno.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+
+/* Go's http.Server backs off on a failing accept from 5 ms, doubling to 1 s. */
+#define ACCEPT_BACKOFF_MIN_MS 5
+#define ACCEPT_BACKOFF_MAX_MS 1000
 
 struct httpd {
 	struct evhttp *http;
 	struct evhttp_bound_socket *sock;
+	struct evconnlistener *listener; /* the bound socket's, owned by evhttp */
+	struct event *resume;            /* re-enables the listener after a failed accept */
+	int backoff_ms;
 	SSL_CTX *tls;
 	httpd_handler handler;
 	void *arg;
 	int port;
+	char address[64];
+	struct httpd *next_server; /* on the list of servers */
+	struct event_base *base;
+	bool (*credentials_ok)(void *arg, SSL *ssl, const char *authorization);
+	size_t max_headers, max_conns, max_unauth;
+	int header_timeout_s, request_timeout_s;
+	size_t nconns;      /* connections alive */
+	struct hmap unauth; /* peer address → connections without credentials (intptr_t) */
 };
+
+/*
+ * One connection, as httpd sees it beside evhttp: a copy of its first
+ * request's headers (taken as TLS hands the plaintext over, before evhttp's
+ * deferred read callback parses them), its deadline and its place in the
+ * counts. It hangs off its SSL (ex_data) and is freed with it.
+ */
+struct conn {
+	struct httpd *h;
+	struct bufferevent *bev; /* evhttp's: the TLS bufferevent */
+	struct evbuffer_cb_entry *watch;
+	struct event *deadline; /* the headers, then the whole first request */
+	char *head;             /* the first request's header bytes so far */
+	size_t nhead;
+	char peer[64];
+	bool started; /* first plaintext seen: peer known, counted */
+	bool held;    /* the first request's headers are still being read */
+	bool counted; /* counted in h->unauth under peer */
+};
+
+static int conn_index = -1; /* SSL ex_data slot of a struct conn */
+
+/* libevent hands a listener's error callback the listener's own argument —
+ * evhttp's — so a failing listener finds its server here. Servers run on
+ * several loops' threads in one process (cube up): guarded. */
+static pthread_mutex_t servers_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct httpd *servers;
+
+static void servers_add(struct httpd *h)
+{
+	pthread_mutex_lock(&servers_lock);
+	h->next_server = servers;
+	servers = h;
+	pthread_mutex_unlock(&servers_lock);
+}
+
+static void servers_remove(struct httpd *h)
+{
+	pthread_mutex_lock(&servers_lock);
+	for (struct httpd **p = &servers; *p; p = &(*p)->next_server)
+		if (*p == h) {
+			*p = h->next_server;
+			break;
+		}
+	pthread_mutex_unlock(&servers_lock);
+}
+
+static struct httpd *server_of(const struct evconnlistener *lev)
+{
+	struct httpd *h;
+	pthread_mutex_lock(&servers_lock);
+	for (h = servers; h && h->listener != lev; h = h->next_server)
+		;
+	pthread_mutex_unlock(&servers_lock);
+	return h;
+}
+
+/* Connections may use the descriptors the process has, less a reserve for
+ * its files, its store and the connections it makes itself. */
+static size_t fd_budget(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 65536;
+	return rl.rlim_cur > 256 ? (size_t)rl.rlim_cur - 128 : (size_t)rl.rlim_cur / 2;
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+static void unauth_add(struct conn *c, intptr_t d)
+{
+	intptr_t n = (intptr_t)hmap_get(&c->h->unauth, c->peer) + d;
+	if (n > 0)
+		hmap_put(&c->h->unauth, c->peer, (void *)n);
+	else
+		hmap_del(&c->h->unauth, c->peer);
+}
+
+/* The SSL is freed (with evhttp's connection): so is what hangs off it. */
+static void conn_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	struct conn *c = ptr;
+
+	(void)parent;
+	(void)ad;
+	(void)idx;
+	(void)argl;
+	(void)argp;
+	if (!c)
+		return;
+	if (c->counted)
+		unauth_add(c, -1);
+	c->h->nconns--;
+	event_free(c->deadline);
+	free(c->head);
+	free(c);
+}
+
+/* End the connection as evhttp ends one whose socket failed or timed out. */
+static void conn_drop(struct conn *c, short why)
+{
+	c->held = false;
+	bufferevent_trigger_event(c->bev, BEV_EVENT_READING | why, 0);
+}
+
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	(void)fd;
+	(void)what;
+	LOG_V(2, "http: closing the connection from %s: %s", c->peer[0] ? c->peer : "?",
+	      c->held ? "headers not complete in time" : "request not complete in time");
+	conn_drop(c, BEV_EVENT_TIMEOUT);
+}
+
+static void arm(struct conn *c, int seconds)
+{
+	struct timeval tv = {seconds, 0};
+	evtimer_add(c->deadline, &tv);
+}
+
+/* The connection's first plaintext: who it is, and whether there is room. */
+static int conn_start(struct conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	size_t unauth;
+
+	c->started = true;
+	snprintf(c->peer, sizeof(c->peer), "?");
+	if (getpeername(bufferevent_getfd(c->bev), (struct sockaddr *)&ss, &sl) == 0)
+		evutil_inet_ntop(ss.ss_family,
+		                 ss.ss_family == AF_INET6
+		                     ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+		                     : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
+		                 c->peer, sizeof(c->peer));
+	if (c->h->nconns > c->h->max_conns) {
+		LOG_WARN("http: closing the connection from %s: %zu connections open, the limit "
+		         "is %zu",
+		         c->peer, c->h->nconns, c->h->max_conns);
+		return -1;
+	}
+	unauth = (size_t)(intptr_t)hmap_get(&c->h->unauth, c->peer);
+	if (unauth >= c->h->max_unauth) {
+		LOG_WARN("http: closing the connection from %s: %zu of its connections show no "
+		         "credentials yet, the limit is %zu",
+		         c->peer, unauth, c->h->max_unauth);
+		return -1;
+	}
+	c->counted = true;
+	unauth_add(c, 1);
+	return 0;
+}
+
+/* The value of header name in head (n bytes), malloc'd, or NULL. */
+static char *find_header(const char *head, size_t n, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = head, *end = head + n; p < end;) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		size_t line = (size_t)((eol ? eol : end) - p);
+		if (line > len && p[len] == ':' && !strncasecmp(p, name, len)) {
+			const char *v = p + len + 1, *stop = p + line;
+			while (v < stop && (*v == ' ' || *v == '\t'))
+				v++;
+			while (stop > v && (stop[-1] == '\r' || stop[-1] == ' '))
+				stop--;
+			return strndup(v, (size_t)(stop - v));
+		}
+		p += line + 1;
+	}
+	return NULL;
+}
+
+/* The first request's headers are in: does it show credentials? */
+static void inspect(struct conn *c)
+{
+	struct evhttp_connection *evcon = NULL;
+	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+	char *auth = find_header(c->head, c->nhead, "Authorization");
+	bool ok;
+
+	if (c->h->credentials_ok)
+		ok = c->h->credentials_ok(c->h->arg, ssl, auth);
+	else
+		ok = SSL_get0_peer_certificate(ssl) && SSL_get_verify_result(ssl) == X509_V_OK;
+	free(auth);
+	c->held = false;
+	if (ok) {
+		if (c->counted)
+			unauth_add(c, -1);
+		c->counted = false;
+	} else {
+		/* evhttp's callback argument is its connection. It checks a body
+		 * against the limit once its read callback — deferred, so after
+		 * this — has parsed the headers. */
+		bufferevent_getcb(c->bev, NULL, NULL, NULL, (void **)&evcon);
+		if (evcon)
+			evhttp_connection_set_max_body_size(evcon, HTTPD_PREAUTH_MAX_BODY);
+	}
+	arm(c, c->h->request_timeout_s);
+}
+
+/*
+ * Plaintext arrived (the TLS bufferevent's input grew). evhttp may already
+ * have consumed earlier lines, so the first request's headers are copied as
+ * they come; once they are complete (or too long for evhttp anyway) the
+ * connection is judged and this callback goes.
+ */
+static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct conn *c = arg;
+	struct evbuffer_ptr at;
+	size_t n;
+	char *end;
+
+	if (!info->n_added || !c->held)
+		return;
+	if (!c->started && conn_start(c) < 0) {
+		conn_drop(c, BEV_EVENT_ERROR);
+		return;
+	}
+	if (!c->head && !(c->head = malloc(c->h->max_headers + 1)))
+		abort();
+	n = info->n_added < c->h->max_headers - c->nhead ? info->n_added
+	                                                 : c->h->max_headers - c->nhead;
+	evbuffer_ptr_set(in, &at, info->orig_size, EVBUFFER_PTR_SET);
+	if (evbuffer_copyout_from(in, &at, c->head + c->nhead, n) > 0)
+		c->nhead += n;
+	end = memmem(c->head, c->nhead, "\r\n\r\n", 4);
+	if (!end && c->nhead < c->h->max_headers)
+		return;
+	if (end)
+		c->nhead = (size_t)(end - c->head) + 4;
+	inspect(c);
+	free(c->head);
+	c->head = NULL;
+	evbuffer_remove_cb_entry(in, c->watch);
+	c->watch = NULL;
+}
 
 static struct bufferevent *make_bev(struct event_base *base, void *arg)
 {
 	struct httpd *h = arg;
 	SSL *ssl = SSL_new(h->tls);
-	return bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
-					      BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	struct conn *c = calloc(1, sizeof(*c));
+
+	if (!c || !ssl)
+		abort();
+	c->h = h;
+	c->held = true;
+	c->bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
+	                                        BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (!c->bev || !(c->deadline = evtimer_new(base, on_deadline, c)))
+		abort();
+	SSL_set_ex_data(ssl, conn_index, c);
+	c->watch = evbuffer_add_cb(bufferevent_get_input(c->bev), on_input, c);
+	h->nconns++;
+	arm(c, h->header_timeout_s);
+	return c->bev;
+}
+
+static struct conn *conn_of(struct evhttp_request *req)
+{
+	SSL *ssl = httpd_ssl(req);
+	return ssl ? SSL_get_ex_data(ssl, conn_index) : NULL;
+}
+
+/*
+ * accept() failed with something other than a retriable error — EMFILE
+ * above all. The socket stays readable, so a listener left on would spin
+ * (and libevent would log each turn): pause it, as Go's server does, and
+ * say so once per pause.
+ */
+static void on_accept_error(struct evconnlistener *lev, void *arg)
+{
+	struct httpd *h = server_of(lev);
+	int err = EVUTIL_SOCKET_ERROR();
+	struct timeval tv;
+
+	(void)arg; /* evhttp's */
+	if (!h)
+		return;
+	h->backoff_ms = h->backoff_ms ? h->backoff_ms * 2 : ACCEPT_BACKOFF_MIN_MS;
+	if (h->backoff_ms > ACCEPT_BACKOFF_MAX_MS)
+		h->backoff_ms = ACCEPT_BACKOFF_MAX_MS;
+	LOG_ERROR("http: Accept error: accept tcp %s:%d: accept4: %s; retrying in %dms", h->address,
+	          h->port, evutil_socket_error_to_string(err), h->backoff_ms);
+	evconnlistener_disable(lev);
+	tv.tv_sec = h->backoff_ms / 1000;
+	tv.tv_usec = (h->backoff_ms % 1000) * 1000;
+	/* Real time, whatever the clock: this waits for the kernel, not for
+	 * the cluster's timers. */
+	evtimer_add(h->resume, &tv);
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct httpd *h = arg;
+	(void)fd;
+	(void)what;
+	evconnlistener_enable(h->listener);
+}
+
+/* An accept that works again ends the back-off. */
+static void calm(struct httpd *h)
+{
+	h->backoff_ms = 0;
 }
 
 static void dispatch(struct evhttp_request *req, void *arg)
 {
 	struct httpd *h = arg;
+	struct conn *c = conn_of(req);
+
+	calm(h);
+	/* The first request is in whole: no deadline but evhttp's from now. */
+	if (c)
+		evtimer_del(c->deadline);
 	h->handler(req, h->arg);
 }
 
 struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts *o,
-			httpd_handler handler, void *arg)
+                        httpd_handler handler, void *arg)
 {
 	struct httpd *h = calloc(1, sizeof(*h));
 	struct sockaddr_storage ss;
@@ -46,23 +376,36 @@ struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts
 
 	if (!h)
 		abort();
+	if (conn_index < 0) /* once; the loop thread of the first server */
+		conn_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, conn_free);
 	h->tls = tls;
+	h->credentials_ok = o->credentials_ok;
+	h->max_headers = o->max_headers;
+	h->header_timeout_s =
+	    o->header_timeout_s > 0 ? o->header_timeout_s : HTTPD_HEADER_TIMEOUT_S;
+	h->request_timeout_s =
+	    o->request_timeout_s > 0 ? o->request_timeout_s : HTTPD_REQUEST_TIMEOUT_S;
+	h->max_unauth = o->max_unauthenticated_per_peer ? o->max_unauthenticated_per_peer
+	                                                : HTTPD_MAX_UNAUTH_PER_PEER;
+	h->max_conns = o->max_connections ? o->max_connections : fd_budget();
 	h->handler = handler;
 	h->arg = arg;
+	h->base = loop_base(loop);
 	h->http = evhttp_new(loop_base(loop));
 	evhttp_set_bevcb(h->http, make_bev, h);
 	evhttp_set_gencb(h->http, dispatch, h);
 	evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-						    EVHTTP_REQ_PATCH | EVHTTP_REQ_DELETE |
-						    EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
+	                                        EVHTTP_REQ_PATCH | EVHTTP_REQ_DELETE |
+	                                        EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
 	evhttp_set_max_body_size(h->http, (ev_ssize_t)o->max_body);
 	evhttp_set_max_headers_size(h->http, (ev_ssize_t)o->max_headers);
 	evhttp_set_timeout(h->http, o->idle_timeout_s > 0 ? o->idle_timeout_s : 300);
 	evhttp_set_default_content_type(h->http, "application/json");
+	snprintf(h->address, sizeof(h->address), "%s", o->bind_address);
 	h->sock = evhttp_bind_socket_with_handle(h->http, o->bind_address, (ev_uint16_t)o->port);
 	if (!h->sock) {
 		err_set(ERR_IO, "listen on %s:%d: %s", o->bind_address, o->port,
-			evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		        evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 		evhttp_free(h->http);
 		free(h);
 		return NULL;
@@ -70,10 +413,15 @@ struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts
 	/* Without TCP_NODELAY a small reply waits 40 ms for a delayed ACK. Linux
 	 * hands the listener's setting to every accepted socket. */
 	setsockopt(evhttp_bound_socket_get_fd(h->sock), IPPROTO_TCP, TCP_NODELAY, &(int){1},
-		   sizeof(int));
+	           sizeof(int));
 	if (getsockname(evhttp_bound_socket_get_fd(h->sock), (struct sockaddr *)&ss, &sl) == 0)
 		h->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-							 : ((struct sockaddr_in *)&ss)->sin_port);
+		                                         : ((struct sockaddr_in *)&ss)->sin_port);
+	h->listener = evhttp_bound_socket_get_listener(h->sock);
+	if (!(h->resume = evtimer_new(loop_base(loop), on_resume, h)))
+		abort();
+	servers_add(h);
+	evconnlistener_set_error_cb(h->listener, on_accept_error);
 	return h;
 }
 
@@ -81,7 +429,11 @@ void httpd_free(struct httpd *h)
 {
 	if (!h)
 		return;
+	servers_remove(h);
 	evhttp_free(h->http);
+	hmap_free(&h->unauth);
+	if (h->resume)
+		event_free(h->resume);
 	free(h);
 }
 
@@ -95,6 +447,13 @@ SSL *httpd_ssl(struct evhttp_request *req)
 	struct evhttp_connection *conn = evhttp_request_get_connection(req);
 	struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
 	return bev ? bufferevent_openssl_get_ssl(bev) : NULL;
+}
+
+size_t httpd_unsent(struct evhttp_request *req)
+{
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
+	return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
 }
 
 void httpd_stream_no_timeout(struct evhttp_request *req)
@@ -119,7 +478,7 @@ const char *httpd_peer(struct evhttp_request *req, char *buf, size_t n)
 }
 
 void httpd_reply(struct evhttp_request *req, int code, const char *reason, const char *ct,
-		 const char *body)
+                 const char *body)
 {
 	struct evbuffer *b = evbuffer_new();
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ct);

@@ -8,6 +8,18 @@
  * The handler receives every request (evhttp_request) and owns replying.
  * httpd_ssl() gives the request's SSL for tls_peer_identity().
  *
+ * What a client cannot do before it has shown credentials: each connection
+ * runs through a filter that holds its first request until the headers are
+ * complete and asks credentials_ok (a verified client certificate, a valid
+ * bearer token); without them the connection's bodies are limited to
+ * HTTPD_PREAUTH_MAX_BODY, it counts against its peer's
+ * max_unauthenticated_per_peer, and the headers (TLS handshake included)
+ * must be complete within header_timeout_s and the request within
+ * request_timeout_s — absolute deadlines that a trickle of bytes
+ * cannot push back. Beyond max_connections a new connection is closed at
+ * once; when accept() itself fails (EMFILE) the listener pauses and backs
+ * off as Go's server does.
+ *
  * Ownership: the server is the caller's (httpd_free); the SSL_CTX is
  * borrowed and must outlive it. Threads: the loop's thread only.
  */
@@ -18,6 +30,7 @@
 
 #include <event2/http.h>
 #include <openssl/ssl.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct httpd;
@@ -28,15 +41,30 @@ struct httpd_opts {
 	size_t max_body;          /* bytes; larger bodies get 413 */
 	size_t max_headers;       /* bytes; larger headers get 400 */
 	int idle_timeout_s;       /* keep-alive idle connections close after this */
+	/* Does this connection show credentials (ssl, the Authorization header
+	 * or NULL)? NULL: a verified client certificate does. */
+	bool (*credentials_ok)(void *arg, SSL *ssl, const char *authorization);
+	int header_timeout_s;                /* 0: HTTPD_HEADER_TIMEOUT_S */
+	int request_timeout_s;               /* 0: HTTPD_REQUEST_TIMEOUT_S */
+	size_t max_connections;              /* 0: the fd limit less a reserve */
+	size_t max_unauthenticated_per_peer; /* 0: HTTPD_MAX_UNAUTH_PER_PEER */
 };
+
+/* Go's ReadHeaderTimeout of kube-apiserver; upstream's request timeout. */
+#define HTTPD_HEADER_TIMEOUT_S 32
+#define HTTPD_REQUEST_TIMEOUT_S 60
+#define HTTPD_PREAUTH_MAX_BODY ((size_t)64 << 10)
+#define HTTPD_MAX_UNAUTH_PER_PEER 128
 
 typedef void (*httpd_handler)(struct evhttp_request *req, void *arg);
 
 struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts *o,
-			httpd_handler handler, void *arg);
+                        httpd_handler handler, void *arg);
 void httpd_free(struct httpd *h);
 int httpd_port(const struct httpd *h);
 SSL *httpd_ssl(struct evhttp_request *req);
+/* Bytes of replies on req's connection not yet written to the socket. */
+size_t httpd_unsent(struct evhttp_request *req);
 /* How long a quiet stream may stay open (libevent 2.1 has no "never"). */
 #define HTTPD_STREAM_TIMEOUT_S (24 * 3600)
 
@@ -44,7 +72,7 @@ SSL *httpd_ssl(struct evhttp_request *req);
 void httpd_stream_no_timeout(struct evhttp_request *req);
 /* A complete reply: status line, Content-Type and body (a C string). */
 void httpd_reply(struct evhttp_request *req, int code, const char *reason, const char *ct,
-		 const char *body);
+                 const char *body);
 /* "127.0.0.1:54321" of the peer, into buf. */
 const char *httpd_peer(struct evhttp_request *req, char *buf, size_t n);
 

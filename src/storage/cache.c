@@ -22,9 +22,9 @@ struct cache_watch {
 	int64_t from_rev;
 	cache_watch_fn fn;
 	void *arg;
-	char *node;          /* index value, or NULL */
-	struct wlist *list;  /* the list it is on */
-	bool dead;           /* unwatched during a dispatch; freed after it */
+	char *node;         /* index value, or NULL */
+	struct wlist *list; /* the list it is on */
+	bool dead;          /* unwatched during a dispatch; freed after it */
 	struct cache_watch *prev, *next;
 };
 
@@ -136,7 +136,7 @@ static int cmp_keys(const void *a, const void *b)
 }
 
 size_t cache_list(const struct cache *c, const char *prefix, const char *after, size_t limit,
-		  json_t ***out, bool *more)
+                  json_t ***out, bool *more)
 {
 	size_t plen = strlen(prefix), n = 0, cap = 64;
 	const char **keys = malloc(cap * sizeof(*keys));
@@ -255,7 +255,7 @@ static void on_durable(void *arg, int err)
 		/* The disk refused a write the cache already shows: memory and
 		 * disk now disagree, and only a restart from disk is honest. */
 		LOG_FATAL("storage write of %s at revision %" PRId64 " failed: %s", p->ev.key,
-			  p->ev.rev, err_msg());
+		          p->ev.rev, err_msg());
 	}
 	ring_push(c, &p->ev);
 	dispatch(c, &p->ev);
@@ -273,29 +273,44 @@ static void set_rv(json_t *obj, int64_t rev)
 }
 
 static int submit(struct cache *c, enum cache_event_type type, const char *key, json_t *obj,
-		  cache_done_fn done, void *arg)
+                  cache_done_fn done, void *arg)
 {
-	struct pending *p = calloc(1, sizeof(*p));
+	struct pending *p;
 	json_t *prev = hmap_get(&c->objs, key);
+	int64_t rev = c->rev + 1;
+	char *value = NULL;
 
-	if (!p)
+	if (type != CACHE_DELETED) {
+		size_t len;
+		set_rv(obj, rev);
+		if (c->store)
+			len = strlen(value = jx_dump(obj));
+		else
+			len = json_dumpb(obj, NULL, 0, JSON_COMPACT);
+		if (len > CACHE_MAX_OBJECT_BYTES) {
+			free(value);
+			json_decref(obj);
+			return err_set(ERR_TOOLARGE, "etcdserver: request is too large");
+		}
+	}
+	if (!(p = calloc(1, sizeof(*p))))
 		abort();
 	p->c = c;
 	p->done = done;
 	p->arg = arg;
 	p->ev.type = type;
-	p->ev.rev = ++c->rev;
+	p->ev.rev = c->rev = rev;
 	if (!(p->ev.key = strdup(key)))
 		abort();
 	p->ev.prev = prev; /* the map's reference moves to the event */
 	if (type == CACHE_DELETED) {
 		p->ev.obj = json_deep_copy(prev);
 		hmap_del(&c->objs, key);
+		set_rv(p->ev.obj, rev);
 	} else {
 		p->ev.obj = obj;
 		hmap_put(&c->objs, key, json_incref(obj));
 	}
-	set_rv(p->ev.obj, p->ev.rev);
 
 	if (!c->store) {
 		on_durable(p, 0);
@@ -307,10 +322,10 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
 	op->type = type == CACHE_DELETED ? STORE_DELETE : STORE_PUT;
 	if (!(op->key = strdup(key)))
 		abort();
-	op->rev = p->ev.rev;
+	op->rev = rev;
 	if (op->type == STORE_PUT) {
-		op->value = jx_dump(obj);
-		op->len = strlen(op->value);
+		op->value = value;
+		op->len = strlen(value);
 	}
 	c->inflight++;
 	store_write(c->store, op, 1, on_durable, p);
@@ -348,14 +363,14 @@ int cache_delete(struct cache *c, const char *key, cache_done_fn done, void *arg
 }
 
 static struct cache_watch *watch_new(struct cache *c, const char *prefix, int64_t from_rev,
-				     const char *node, cache_watch_fn fn, void *arg)
+                                     const char *node, cache_watch_fn fn, void *arg)
 {
 	struct cache_watch *w;
 	struct wlist *l = &c->unindexed;
 
 	if (from_rev < c->gone_rev) {
 		err_set(ERR_GONE, "too old resource version: %" PRId64 " (%" PRId64 ")", from_rev,
-			c->gone_rev);
+		        c->gone_rev);
 		return NULL;
 	}
 	w = calloc(1, sizeof(*w));
@@ -387,13 +402,13 @@ static struct cache_watch *watch_new(struct cache *c, const char *prefix, int64_
 }
 
 struct cache_watch *cache_watch(struct cache *c, const char *prefix, int64_t from_rev,
-				cache_watch_fn fn, void *arg)
+                                cache_watch_fn fn, void *arg)
 {
 	return watch_new(c, prefix, from_rev, NULL, fn, arg);
 }
 
 struct cache_watch *cache_watch_node(struct cache *c, const char *prefix, int64_t from_rev,
-				     const char *node, cache_watch_fn fn, void *arg)
+                                     const char *node, cache_watch_fn fn, void *arg)
 {
 	return watch_new(c, prefix, from_rev, node, fn, arg);
 }

@@ -62,6 +62,14 @@ size_t cache_count(const struct cache *c, const char *prefix);
 /* Writes acknowledged to no one yet: handed to the store, not durable. */
 size_t cache_inflight(const struct cache *c);
 
+/*
+ * Objects are limited to etcd's default request size (--max-request-bytes,
+ * 1.5 MiB) in their JSON encoding, whatever the store: a write beyond it is
+ * ERR_TOOLARGE with etcd's "etcdserver: request is too large", which the
+ * API server answers as upstream does (500).
+ */
+#define CACHE_MAX_OBJECT_BYTES (3u << 19)
+
 int cache_create(struct cache *c, const char *key, json_t *obj, cache_done_fn done, void *arg);
 int cache_update(struct cache *c, const char *key, json_t *obj, cache_done_fn done, void *arg);
 int cache_delete(struct cache *c, const char *key, cache_done_fn done, void *arg);

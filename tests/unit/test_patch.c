@@ -638,6 +638,43 @@ static void test_too_many_ops(void **state)
 	json_decref(t);
 }
 
+/* Issue 10, item 4: the 20-op copy bomb (each copy doubling the document)
+ * stops at upstream's 3 MiB of accumulated copies with the generic 422;
+ * copies under the limit still work. */
+static void test_copy_bomb(void **state)
+{
+	json_t *t = json_pack("{s:{s:s}}", "data", "x", "0123456789abcdef0123456789abcdef");
+	json_t *ops = json_array(), *r;
+	char from[32], to[32];
+
+	(void)state;
+	for (int i = 0; i < 20; i++) {
+		snprintf(from, sizeof(from), i ? "/data%d" : "/data", i - 1);
+		snprintf(to, sizeof(to), "/data%d", i);
+		/* /data_i = {a: /data_{i-1}, b: /data_{i-1}}: twice the size */
+		json_array_append_new(
+		    ops, json_pack("{s:s,s:s,s:{}}", "op", "add", "path", to, "value"));
+		json_array_append_new(
+		    ops, json_pack("{s:s,s:s,s:s+}", "op", "copy", "from", from, "path", to, "/a"));
+		json_array_append_new(
+		    ops, json_pack("{s:s,s:s,s:s+}", "op", "copy", "from", from, "path", to, "/b"));
+	}
+	assert_null(patch_json(t, ops));
+	assert_string_equal(err_msg(), PATCH_MSG_REJECTED);
+	assert_non_null(strstr(patch_detail(), "Unable to complete the copy, the accumulated size "
+	                                       "increase of copy is "));
+	assert_non_null(strstr(patch_detail(), "exceeding the limit 3145728"));
+	/* The first ten doublings (~64 KiB of copies) are fine. */
+	while (json_array_size(ops) > 30)
+		json_array_remove(ops, json_array_size(ops) - 1);
+	r = patch_json(t, ops);
+	assert_non_null(r);
+	assert_non_null(json_object_get(r, "data9"));
+	json_decref(r);
+	json_decref(ops);
+	json_decref(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -660,6 +697,7 @@ int main(void)
 	    cmocka_unit_test(test_apply_dispatch),
 	    cmocka_unit_test(test_apply_errors),
 	    cmocka_unit_test(test_too_many_ops),
+	    cmocka_unit_test(test_copy_bomb),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

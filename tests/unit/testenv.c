@@ -112,15 +112,21 @@ static void on_result(void *arg, int status, json_t *body, const char *err)
 	r->done = 1;
 }
 
-struct testenv_result testenv_call(struct testenv *e, const char *method, const char *path,
-				   json_t *body)
+struct testenv_result testenv_call_ct(struct testenv *e, const char *method, const char *path,
+				      const char *content_type, json_t *body)
 {
 	struct testenv_result r = {0};
-	rest_do(e->admin, method, path, body, on_result, &r);
+	rest_do_ct(e->admin, method, path, content_type, body, on_result, &r);
 	for (int i = 0; i < 20000 && !r.done; i++)
 		testenv_pump(e, 1);
 	assert_true(r.done);
 	return r;
+}
+
+struct testenv_result testenv_call(struct testenv *e, const char *method, const char *path,
+				   json_t *body)
+{
+	return testenv_call_ct(e, method, path, NULL, body);
 }
 
 struct controller_manager *testenv_cm_start(struct testenv *e, const char *tag,

@@ -53,6 +53,9 @@ struct testenv_result {
 /* A request as the admin, answered before returning. */
 struct testenv_result testenv_call(struct testenv *e, const char *method, const char *path,
 				   json_t *body);
+/* The same with a Content-Type (NULL: JSON), for PATCH bodies. */
+struct testenv_result testenv_call_ct(struct testenv *e, const char *method, const char *path,
+				      const char *content_type, json_t *body);
 
 /* ---- a controller manager on the test server ------------------------------- */
 

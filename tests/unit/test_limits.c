@@ -1,0 +1,246 @@
+/*
+ * Limits a hostile or broken client cannot pass (issue 10, item 4), against
+ * a real API server: an object beyond etcd's 1.5 MiB is refused as upstream
+ * refuses it (500, "etcdserver: request is too large") and nothing is
+ * stored; a body beyond 3 MiB is 413; a JSON patch copy bomb is the generic
+ * 422; JSON nested beyond the parser's depth is 400 — and the server keeps
+ * answering after each.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "testenv.h"
+
+#include "base/jx.h"
+#include "net/httpd.h"
+#include "net/tls.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LEASES "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+#define CMS "/api/v1/namespaces/default/configmaps"
+
+static int setup(void **state)
+{
+	struct testenv *e = calloc(1, sizeof(*e));
+	testenv_start(e, "limits");
+	*state = e;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	testenv_stop(*state);
+	free(*state);
+	return 0;
+}
+
+static char *filler(size_t n)
+{
+	char *s = malloc(n + 1);
+	assert_non_null(s);
+	memset(s, 'x', n);
+	s[n] = '\0';
+	return s;
+}
+
+static json_t *lease(const char *name, const char *holder)
+{
+	return json_pack("{s:s,s:s,s:{s:s},s:{s:s}}", "apiVersion", "coordination.k8s.io/v1",
+	                 "kind", "Lease", "metadata", "name", name, "spec", "holderIdentity",
+	                 holder);
+}
+
+static int status_of(struct testenv *e, const char *method, const char *path, json_t *body,
+                     char *msg, size_t n)
+{
+	struct testenv_result r = testenv_call(e, method, path, body);
+	if (msg)
+		snprintf(msg, n, "%s", jx_str(r.body, "message") ?: "");
+	json_decref(r.body);
+	json_decref(body);
+	return r.status;
+}
+
+static void test_object_beyond_etcds_limit(void **state)
+{
+	struct testenv *e = *state;
+	char *big = filler(1600 * 1024), *ok = filler(1400 * 1024), msg[256];
+	json_t *l;
+
+	assert_int_equal(status_of(e, "POST", LEASES, lease("big", big), msg, sizeof(msg)), 500);
+	assert_string_equal(msg, "etcdserver: request is too large");
+	assert_int_equal(status_of(e, "GET", LEASES "/big", NULL, NULL, 0), 404);
+	/* Under the limit it is stored; growing it past the limit by an
+	 * update is refused, and the stored object stays as it was. */
+	assert_int_equal(status_of(e, "POST", LEASES, lease("grows", ok), NULL, 0), 201);
+	l = lease("grows", big);
+	assert_int_equal(status_of(e, "PUT", LEASES "/grows", l, msg, sizeof(msg)), 500);
+	assert_string_equal(msg, "etcdserver: request is too large");
+	{
+		struct testenv_result r = testenv_call(e, "GET", LEASES "/grows", NULL);
+		assert_int_equal(r.status, 200);
+		assert_int_equal(strlen(jx_str(r.body, "spec.holderIdentity")), 1400 * 1024);
+		json_decref(r.body);
+	}
+	free(big);
+	free(ok);
+}
+
+static void test_body_beyond_the_request_limit(void **state)
+{
+	struct testenv *e = *state;
+	char *huge = filler(3200 * 1024), msg[256];
+
+	assert_int_equal(status_of(e, "POST", LEASES, lease("huge", huge), msg, sizeof(msg)), 413);
+	assert_string_equal(msg, "Request entity too large: limit is 3145728");
+	free(huge);
+	assert_int_equal(status_of(e, "GET", LEASES, NULL, NULL, 0), 200);
+}
+
+/* The 20-op copy bomb as a PATCH: 422 with upstream's generic text, the
+ * object unchanged. */
+static void test_json_patch_copy_bomb(void **state)
+{
+	struct testenv *e = *state;
+	json_t *ops = json_array(), *cm;
+	struct testenv_result r;
+	char from[40], to[40];
+
+	cm = json_pack("{s:s,s:s,s:{s:s},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+	               "metadata", "name", "bomb", "data", "k", "0123456789abcdef0123456789abcdef");
+	assert_int_equal(status_of(e, "POST", CMS, cm, NULL, 0), 201);
+	json_array_append_new(
+	    ops, json_pack("{s:s,s:s,s:{}}", "op", "add", "path", "/metadata/annotations"));
+	json_array_append_new(ops, json_pack("{s:s,s:s,s:s}", "op", "copy", "from", "/data/k",
+	                                     "path", "/metadata/annotations/a0"));
+	for (int i = 1; i < 20; i++) {
+		/* a_i = a_{i-1} twice over, as an array */
+		snprintf(to, sizeof(to), "/metadata/annotations/a%d", i);
+		json_array_append_new(
+		    ops, json_pack("{s:s,s:s,s:[]}", "op", "add", "path", to, "value"));
+		snprintf(from, sizeof(from), "/metadata/annotations/a%d", i - 1);
+		for (int k = 0; k < 2; k++)
+			json_array_append_new(ops, json_pack("{s:s,s:s,s:s+}", "op", "copy", "from",
+			                                     from, "path", to, "/-"));
+	}
+	r = testenv_call_ct(e, "PATCH", CMS "/bomb", "application/json-patch+json", ops);
+	assert_int_equal(r.status, 422);
+	assert_string_equal(jx_str(r.body, "message"),
+	                    "the server rejected our request due to an error in our request");
+	json_decref(r.body);
+	json_decref(ops);
+	r = testenv_call(e, "GET", CMS "/bomb", NULL);
+	assert_int_equal(r.status, 200);
+	assert_null(jx_get(r.body, "metadata.annotations"));
+	json_decref(r.body);
+}
+
+/* JSON nested deeper than the parser goes (jansson's 2048 levels; upstream's
+ * decoder stops at 10000) is a 400, not a stack overflow. */
+static void test_nesting_beyond_the_parsers_depth(void **state)
+{
+	struct testenv *e = *state;
+	json_t *deep = json_array(), *cm;
+	char msg[256];
+
+	for (int i = 0; i < 3000; i++)
+		deep = json_pack("[o]", deep);
+	cm = json_pack("{s:s,s:s,s:{s:s},s:{s:o}}", "apiVersion", "v1", "kind", "ConfigMap",
+	               "metadata", "name", "deep", "binaryData", "k", deep);
+	assert_int_equal(status_of(e, "POST", CMS, cm, msg, sizeof(msg)), 400);
+	assert_non_null(strstr(msg, "depth"));
+	assert_int_equal(status_of(e, "GET", CMS, NULL, NULL, 0), 200);
+}
+
+static void answer(struct evhttp_request *req, void *arg)
+{
+	(void)arg;
+	httpd_reply(req, 200, "OK", "text/plain", "ok");
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Has the server closed fd (EOF or reset), without blocking? */
+static bool closed_by_server(int fd)
+{
+	char b[4096];
+	struct pollfd p = {fd, POLLIN, 0};
+	if (poll(&p, 1, 0) <= 0)
+		return false;
+	ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN);
+}
+
+/* A byte every 200 ms keeps libevent's inactivity timeout (here 30 s) from
+ * ever firing; the header deadline (here 1 s, from the accept, TLS
+ * handshake included) closes the connection all the same. */
+static void test_a_trickle_cannot_hold_a_connection(void **state)
+{
+	struct testenv *e = *state;
+	char crt[160], key[160], ca[160];
+	SSL_CTX *ctx = tls_server_ctx(testenv_path(e, "pki/apiserver.crt", crt, sizeof(crt)),
+	                              testenv_path(e, "pki/apiserver.key", key, sizeof(key)),
+	                              testenv_path(e, "pki/ca.crt", ca, sizeof(ca)));
+	struct httpd_opts o = {.bind_address = "127.0.0.1",
+	                       .max_body = 1 << 20,
+	                       .max_headers = 64 << 10,
+	                       .idle_timeout_s = 30,
+	                       .header_timeout_s = 1};
+	struct httpd *h = httpd_new(e->loop, ctx, &o, answer, NULL);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)httpd_port(h))};
+	struct timespec t0;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	bool closed = false;
+
+	assert_non_null(h);
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* A TLS record header, a byte at a time: never a whole ClientHello. */
+	for (int i = 0; i < 25 && !closed; i++) {
+		static const char hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
+		(void)!send(fd, hello + (i % 11), 1, MSG_NOSIGNAL);
+		for (int k = 0; k < 20 && !closed; k++) {
+			testenv_pump(e, 1);
+			usleep(10 * 1000);
+			closed = closed_by_server(fd);
+		}
+	}
+	assert_true(closed);
+	assert_true(seconds_since(&t0) < 2.5);
+	assert_true(seconds_since(&t0) > 0.9);
+	close(fd);
+	httpd_free(h);
+	SSL_CTX_free(ctx);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_object_beyond_etcds_limit),
+	    cmocka_unit_test(test_body_beyond_the_request_limit),
+	    cmocka_unit_test(test_json_patch_copy_bomb),
+	    cmocka_unit_test(test_nesting_beyond_the_parsers_depth),
+	    cmocka_unit_test(test_a_trickle_cannot_hold_a_connection),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,6 +1,6 @@
 /*
  * Admission, after authorization and before validation and storage:
- * NamespaceLifecycle, NodeRestriction, TaintNodesByCondition,
+ * NamespaceLifecycle, NodeRestriction (noderestriction.c), TaintNodesByCondition,
  * DefaultTolerationSeconds, and the CSR requestor fields. Each plugin either mutates the object or refuses
  * the request with upstream's message.
  */
@@ -8,12 +8,9 @@
 
 #include "api/status.h"
 
-#include "pki/pki.h"
-
 #include "base/err.h"
 #include "base/jx.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,86 +83,6 @@ static int namespace_lifecycle(struct req *r, const json_t *obj)
 			json_decref(causes);
 		req_fail_status(r, st);
 		return ERR_FORBIDDEN;
-	}
-	return 0;
-}
-
-/* The CN inside a CSR object's spec.request. */
-static char *csr_cn(const json_t *obj)
-{
-	const char *b64 = jx_str(obj, "spec.request");
-	size_t len = b64 ? strlen(b64) : 0;
-	unsigned char *pem = malloc(len + 1);
-	int n = pem && len ? EVP_DecodeBlock(pem, (const unsigned char *)b64, (int)len) : -1;
-	X509_REQ *req = n > 0 ? pki_csr_parse((char *)pem, (size_t)n) : NULL;
-	char *cn = NULL;
-
-	if (req)
-		pki_name_read(X509_REQ_get_subject_name(req), &cn, NULL);
-	X509_REQ_free(req);
-	free(pem);
-	return cn;
-}
-
-static int node_restriction(struct req *r, json_t *obj, const json_t *old)
-{
-	const char *user = r->user.name, *node;
-	const char *res = r->res->plural, *sub = r->sub ? r->sub->name : NULL;
-
-	if (!strv_has(&r->user.groups, "system:nodes") || !user ||
-	    strncmp(user, "system:node:", 12))
-		return 0;
-	node = user + 12;
-	if (is(res, "nodes")) {
-		const char *target = r->name ? r->name : jx_str(obj, "metadata.name");
-		if (!is(target, node))
-			return forbid(r, "node \"%s\" is not allowed to modify node \"%s\"", node,
-				      target ? target : "");
-		return 0;
-	}
-	if (is(res, "pods")) {
-		const json_t *pod = old ? old : obj;
-		const char *bound = jx_str(pod, "spec.nodeName");
-		if (!sub && is(r->verb, "create") &&
-		    !jx_get(obj, "metadata.annotations.kubernetes\\.io/config\\.mirror") &&
-		    !json_object_get(json_object_get(jx_get(obj, "metadata"), "annotations"),
-				     "kubernetes.io/config.mirror"))
-			return forbid(r,
-				      "pod does not have \"kubernetes.io/config.mirror\" annotation, "
-				      "node \"%s\" can only create mirror pods%s",
-				      node, "");
-		if (!sub && is(r->verb, "delete") && !is(bound, node))
-			return forbid(r,
-				      "node \"%s\" can only delete pods with spec.nodeName set to "
-				      "itself%s",
-				      node, "");
-		if (sub && (is(sub, "status") || is(sub, "eviction")) && !is(bound, node))
-			return forbid(r, "node \"%s\" can only update pod status for pods with "
-					 "spec.nodeName set to itself%s",
-				      node, "");
-		return 0;
-	}
-	if (is(res, "leases")) {
-		const char *name = r->name ? r->name : jx_str(obj, "metadata.name");
-		if (!is(name, node))
-			return forbid(r, "can only access node lease with the same name as the "
-					 "requesting node%s%s",
-				      "", "");
-		return 0;
-	}
-	if (is(res, "certificatesigningrequests") && is(r->verb, "create")) {
-		const char *signer = jx_str(obj, "spec.signerName");
-		if (is(signer, "kubernetes.io/kube-apiserver-client-kubelet") ||
-		    is(signer, "kubernetes.io/kubelet-serving")) {
-			char *cn = csr_cn(obj), want[300];
-			int rc = 0;
-			snprintf(want, sizeof(want), "system:node:%s", node);
-			if (!is(cn, want))
-				rc = forbid(r, "can only create a node CSR with CN=system:node:%s%s",
-					    node, "");
-			free(cn);
-			return rc;
-		}
 	}
 	return 0;
 }

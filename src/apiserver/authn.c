@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,40 +52,120 @@ static const char *secret_data(const json_t *secret, const char *key, char *buf,
 	return buf;
 }
 
-/* "abcdef.0123456789abcdef" against Secret kube-system/bootstrap-token-abcdef. */
+/* [a-z0-9]{n} */
+static bool token_chars(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* upstream's bootstrap group pattern: system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9] */
+#define BOOTSTRAP_GROUP_PATTERN "\\Asystem:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]\\z"
+static bool bootstrap_group_ok(const char *g)
+{
+	static const char prefix[] = "system:bootstrappers:";
+	size_t n = strlen(g), p = sizeof(prefix) - 1;
+	if (n <= p || n > p + 256 || strncmp(g, prefix, p))
+		return false;
+	for (size_t i = p; i < n; i++) {
+		char c = g[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if (!alnum && (i == n - 1 || (c != ':' && c != '-')))
+			return false;
+	}
+	return true;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * "abcdef.0123456789abcdef" against Secret kube-system/bootstrap-token-abcdef,
+ * as upstream's bootstrap authenticator: the token's shape, the Secret (not
+ * being deleted, of type bootstrap.kubernetes.io/token), its token-secret
+ * (compared in constant time) and token-id, its expiration, its
+ * usage-bootstrap-authentication, and every auth-extra-groups entry inside
+ * system:bootstrappers: (so no token can name system:masters). Each refusal
+ * logs upstream's V(3) line; the user is system:bootstrap:<id> with
+ * system:bootstrappers and the extra groups, sorted.
+ */
 int authn_bearer_token(struct apiserver *s, const char *token, struct user_info *u)
 {
-	char id[7], key[96], b1[256], b2[256];
-	const char *secret_v, *usage, *exp, *extra;
+	char id[7], key[96], name[40], b1[256], b2[1024];
+	const char *val, *exp;
 	json_t *secret;
 	int64_t expires;
 	struct strv groups = STRV_INIT;
 
-	if (strlen(token) != 23 || token[6] != '.' || !s->o.enable_bootstrap_token_auth)
+	if (!s->o.enable_bootstrap_token_auth || strlen(token) != 23 || token[6] != '.' ||
+	    !token_chars(token, 6) || !token_chars(token + 7, 16))
 		return ERR_UNAUTHORIZED;
 	memcpy(id, token, 6);
 	id[6] = '\0';
-	snprintf(key, sizeof(key), "/registry/secrets/kube-system/bootstrap-token-%s", id);
-	secret = cache_get(s->cache, key);
-	if (!secret || strcmp(jx_str(secret, "type") ?: "", "bootstrap.kubernetes.io/token"))
-		return ERR_UNAUTHORIZED;
-	secret_v = secret_data(secret, "token-secret", b1, sizeof(b1));
-	usage = secret_data(secret, "usage-bootstrap-authentication", b2, sizeof(b2));
-	if (!secret_v || strcmp(secret_v, token + 7) || !usage || strcmp(usage, "true"))
-		return ERR_UNAUTHORIZED;
-	if ((exp = secret_data(secret, "expiration", b1, sizeof(b1))) &&
-	    (time_parse_rfc3339(exp, &expires) < 0 || clock_now() >= expires)) {
-		LOG_WARN("\"Expired bootstrap token\" secret=\"kube-system/bootstrap-token-%s\"",
-		         id);
+	snprintf(name, sizeof(name), "bootstrap-token-%s", id);
+	snprintf(key, sizeof(key), "/registry/secrets/kube-system/%s", name);
+	if (!(secret = cache_get(s->cache, key))) {
+		LOG_V(3, "No secret of name %s to match bootstrap bearer token", name);
 		return ERR_UNAUTHORIZED;
 	}
+#define REFUSE(...)                                                                                \
+	do {                                                                                       \
+		char why_[600];                                                                    \
+		snprintf(why_, sizeof(why_), __VA_ARGS__);                                         \
+		LOG_V(3, "Bootstrap secret kube-system/%s matching bearer token %s", name, why_); \
+		strv_free(&groups);                                                                \
+		return ERR_UNAUTHORIZED;                                                           \
+	} while (0)
+	if (jx_get(secret, "metadata.deletionTimestamp"))
+		REFUSE("is deleted and awaiting removal");
+	if (strcmp(jx_str(secret, "type") ?: "", "bootstrap.kubernetes.io/token") ||
+	    !json_is_object(json_object_get(secret, "data")))
+		REFUSE("has invalid type, expected bootstrap.kubernetes.io/token.");
+	val = secret_data(secret, "token-secret", b1, sizeof(b1));
+	if (!val || strlen(val) != 16 || CRYPTO_memcmp(val, token + 7, 16) != 0)
+		REFUSE("has invalid value for key token-secret, expected %.16s.", token + 7);
+	val = secret_data(secret, "token-id", b1, sizeof(b1));
+	if (!val || strcmp(val, id))
+		REFUSE("has invalid value for key token-id, expected %s.", id);
+	if ((exp = secret_data(secret, "expiration", b1, sizeof(b1)))) {
+		if (time_parse_rfc3339(exp, &expires) < 0) {
+			LOG_V(3, "Unparseable expiration time (%s) in kube-system/%s Secret: parsing "
+			         "time \"%s\" as \"2006-01-02T15:04:05Z07:00\". Treating as expired.",
+			      exp, name, exp);
+			return ERR_UNAUTHORIZED;
+		}
+		if (clock_now() >= expires) {
+			LOG_V(3, "Expired bootstrap token in kube-system/%s Secret: %s", name, exp);
+			return ERR_UNAUTHORIZED;
+		}
+	}
+	val = secret_data(secret, "usage-bootstrap-authentication", b1, sizeof(b1));
+	if (!val || strcmp(val, "true"))
+		REFUSE("not marked usage-bootstrap-authentication=true.");
 	strv_push(&groups, "system:bootstrappers");
-	if ((extra = secret_data(secret, "auth-extra-groups", b2, sizeof(b2)))) {
-		char *copy = strdup(extra), *save = NULL;
-		for (char *g = strtok_r(copy, ",", &save); g; g = strtok_r(NULL, ",", &save))
+	if ((val = secret_data(secret, "auth-extra-groups", b2, sizeof(b2)))) {
+		char *copy = strdup(val), *save = NULL;
+		if (!copy)
+			abort();
+		for (char *g = strtok_r(copy, ",", &save); g; g = strtok_r(NULL, ",", &save)) {
+			if (!bootstrap_group_ok(g)) {
+				char bad[300];
+				snprintf(bad, sizeof(bad), "%s", g);
+				free(copy);
+				REFUSE("has invalid value for key auth-extra-groups: bootstrap group "
+				       "\"%s\" is invalid (must match %s).",
+				       bad, BOOTSTRAP_GROUP_PATTERN);
+			}
 			strv_push_unique(&groups, g);
+		}
 		free(copy);
 	}
+#undef REFUSE
+	qsort(groups.v, groups.n, sizeof(*groups.v), cmp_str);
 	snprintf(key, sizeof(key), "system:bootstrap:%s", id);
 	set_user(u, key, &groups);
 	strv_free(&groups);

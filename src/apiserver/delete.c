@@ -15,6 +15,7 @@
 #include "base/timeutil.h"
 
 #include <event2/buffer.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,21 @@ struct delete_opts {
 	const char *uid, *rv; /* preconditions */
 	json_t *doc;          /* owns the strings above */
 };
+
+/* 422 for DeleteOptions' propagationPolicy, as upstream words it. */
+__attribute__((format(printf, 2, 3))) static int invalid_policy(struct req *r, const char *fmt,
+								  ...)
+{
+	char why[200], msg[320];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	snprintf(msg, sizeof(msg), "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: %s",
+		 why);
+	req_fail(r, ERR_UNPROCESSABLE, msg);
+	return ERR_UNPROCESSABLE;
+}
 
 /* Options from a DeleteOptions body (JSON or protobuf) and the query. */
 static int read_opts(struct req *r, const json_t *body_opts, struct delete_opts *o)
@@ -61,27 +77,15 @@ static int read_opts(struct req *r, const json_t *body_opts, struct delete_opts 
 		o->policy = p;
 	if (req_query(r, "orphanDependents"))
 		o->orphan_deps = query_bool(r, "orphanDependents");
-	if (o->policy && o->orphan_deps >= 0) {
-		char msg[256];
-		snprintf(msg, sizeof(msg),
-			 "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid "
-			 "value: \"%s\": orphanDependents and deletionPropagation cannot be both "
-			 "set",
-			 o->policy);
-		req_fail(r, ERR_UNPROCESSABLE, msg);
-		return ERR_UNPROCESSABLE;
-	}
+	if (o->policy && o->orphan_deps >= 0)
+		return invalid_policy(r, "Invalid value: \"%s\": orphanDependents and "
+					 "deletionPropagation cannot be both set",
+				      o->policy);
 	if (o->policy && !is(o->policy, "Background") && !is(o->policy, "Foreground") &&
-	    !is(o->policy, "Orphan")) {
-		char msg[256];
-		snprintf(msg, sizeof(msg),
-			 "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported "
-			 "value: \"%s\": supported values: \"Foreground\", \"Background\", "
-			 "\"Orphan\", \"nil\"",
-			 o->policy);
-		req_fail(r, ERR_UNPROCESSABLE, msg);
-		return ERR_UNPROCESSABLE;
-	}
+	    !is(o->policy, "Orphan"))
+		return invalid_policy(r, "Unsupported value: \"%s\": supported values: "
+					 "\"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+				      o->policy);
 	return 0;
 }
 

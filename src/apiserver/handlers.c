@@ -312,11 +312,17 @@ static char *decode_continue(const char *tok)
 	m = EVP_DecodeBlock(out, (const unsigned char *)tok, (int)n);
 	while (n && tok[n - 1] == '=' && pad < 2)
 		n--, pad++;
-	if (m < 0 || strncmp((char *)out, "/registry/", 10)) {
+	/* Terminated before it is read: a short token must not make the
+	 * comparison run past what was decoded. */
+	if (m < 0 || m - (int)pad < 10) {
 		free(out);
 		return NULL;
 	}
 	out[m - (int)pad] = '\0';
+	if (strncmp((char *)out, "/registry/", 10) || strlen((char *)out) != (size_t)(m - (int)pad)) {
+		free(out);
+		return NULL;
+	}
 	return (char *)out;
 }
 
@@ -549,8 +555,23 @@ static int admit_and_validate(struct req *r, json_t *obj, const json_t *old)
 	if (!old) {
 		if (!name || !*name)
 			val_required(&v, "metadata.name");
-		else if (is(r->res->plural, "certificatesigningrequests"))
-			; /* upstream does not care what CSRs are called (node-csr-<base64url>) */
+		else if (is(r->res->plural, "certificatesigningrequests")) {
+			/* Upstream does not care what CSRs are called
+			 * (node-csr-<base64url>), but its storage key function
+			 * wants a path segment: 400, as upstream. */
+			const char *why = !strcmp(name, ".")	 ? "may not be '.'"
+					  : !strcmp(name, "..")	 ? "may not be '..'"
+					  : strchr(name, '/') ? "may not contain '/'"
+					  : strchr(name, '%') ? "may not contain '%'"
+							      : NULL;
+			if (why) {
+				char msg[512];
+				snprintf(msg, sizeof(msg), "Name parameter invalid: \"%s\": %s", name,
+					 why);
+				req_fail(r, ERR_INVALID, msg);
+				return ERR_INVALID;
+			}
+		}
 		else if (is(r->res->plural, "namespaces"))
 			val_dns_label(&v, "metadata.name", name);
 		else if (is(r->res->group, "rbac.authorization.k8s.io"))

@@ -150,6 +150,9 @@ int impersonate(struct req *r);
 
 /* admission.c: mutate/validate obj for r; 0 or a negative err with r failed */
 int admit(struct req *r, json_t *obj, const json_t *old);
+/* noderestriction.c: a kubelet's limits (obj NULL for deletes, old NULL for
+ * creates); 0, or the 403 answered. */
+int node_restriction(struct req *r, json_t *obj, const json_t *old);
 
 /* handlers.c */
 void handle_resource(struct req *r);

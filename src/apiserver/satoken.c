@@ -757,6 +757,11 @@ bool satoken_handles(struct req *r)
 	}
 	if (!(body = body_object(r)))
 		return true;
+	/* NodeRestriction and NamespaceLifecycle see the TokenRequest. */
+	if (request && admit(r, body, NULL) < 0) {
+		json_decref(body);
+		return true;
+	}
 	if (request)
 		handle_token_request(r, body);
 	else

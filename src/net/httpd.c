@@ -42,6 +42,7 @@ struct httpd {
 	size_t max_headers, max_conns, max_unauth;
 	int header_timeout_s, request_timeout_s;
 	size_t nconns;      /* connections alive */
+	struct conn *conns; /* ... on a list: they may outlive the server (below) */
 	struct hmap unauth; /* peer address → connections without credentials (intptr_t) */
 };
 
@@ -52,7 +53,9 @@ struct httpd {
  * counts. It hangs off its SSL (ex_data) and is freed with it.
  */
 struct conn {
-	struct httpd *h;
+	struct httpd *h; /* NULL once the server is freed: libevent frees its
+	                  * connections' bufferevents (and SSLs) later */
+	struct conn *prev, *next;
 	struct bufferevent *bev; /* evhttp's: the TLS bufferevent */
 	struct evbuffer_cb_entry *watch;
 	struct event *deadline; /* the headers, then the whole first request */
@@ -134,9 +137,17 @@ static void conn_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long
 	(void)argp;
 	if (!c)
 		return;
-	if (c->counted)
-		unauth_add(c, -1);
-	c->h->nconns--;
+	if (c->h) {
+		if (c->counted)
+			unauth_add(c, -1);
+		c->h->nconns--;
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			c->h->conns = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
+	}
 	event_free(c->deadline);
 	free(c->head);
 	free(c);
@@ -261,7 +272,7 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
 	size_t n;
 	char *end;
 
-	if (!info->n_added || !c->held)
+	if (!c->h || !info->n_added || !c->held)
 		return;
 	if (!c->started && conn_start(c) < 0) {
 		conn_drop(c, BEV_EVENT_ERROR);
@@ -303,6 +314,9 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
 	SSL_set_ex_data(ssl, conn_index, c);
 	c->watch = evbuffer_add_cb(bufferevent_get_input(c->bev), on_input, c);
 	h->nconns++;
+	if ((c->next = h->conns))
+		c->next->prev = c;
+	h->conns = c;
 	arm(c, h->header_timeout_s);
 	return c->bev;
 }
@@ -431,6 +445,11 @@ void httpd_free(struct httpd *h)
 		return;
 	servers_remove(h);
 	evhttp_free(h->http);
+	/* What evhttp_free left for the loop to finish must not come back here. */
+	for (struct conn *c = h->conns; c; c = c->next) {
+		c->h = NULL;
+		evtimer_del(c->deadline);
+	}
 	hmap_free(&h->unauth);
 	if (h->resume)
 		event_free(h->resume);

@@ -102,6 +102,10 @@ SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, const char 
 		SSL_CTX_set_client_CA_list(ctx, SSL_load_client_CA_file(client_ca_file));
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, accept_any);
 	}
+	/* With client certificates OpenSSL refuses to resume a session (TLS
+	 * 1.2 session ids) that has no id context: the handshake fails with
+	 * "session id context uninitialized" instead of a full handshake. */
+	SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"cube", 4);
 	SSL_CTX_set_alpn_select_cb(ctx, select_http11, NULL);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
 	/* Go clients never resume TLS 1.3 sessions here: issuing two tickets per

@@ -15,6 +15,8 @@ import json
 import os
 import re
 import signal
+import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -2242,3 +2244,272 @@ def test_dry_run_delete_deletes_nothing(kubectl):
     assert 'configmap "dry-kept" deleted (server dry run)' in out, out
     obj = get_json(kubectl, "configmap", "dry-kept")
     assert "deletionTimestamp" not in obj["metadata"]
+
+
+# ============================================ issue 10: misuse, items 4 and 7 --
+
+def _b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+def _secret_token(server, tid, tsecret, extra_groups):
+    body = {"apiVersion": "v1", "kind": "Secret", "type": "bootstrap.kubernetes.io/token",
+            "metadata": {"name": f"bootstrap-token-{tid}", "namespace": "kube-system"},
+            "data": {"token-id": _b64(tid), "token-secret": _b64(tsecret),
+                     "usage-bootstrap-authentication": _b64("true"),
+                     "auth-extra-groups": _b64(extra_groups)}}
+    r = server.request("POST", f"{CORE}/namespaces/kube-system/secrets", body)
+    assert r.status == 201, r
+    return f"{tid}.{tsecret}"
+
+
+def test_bootstrap_token_groups_stay_inside_bootstrappers(server):
+    """Issue 10, item 7: a bootstrap token whose auth-extra-groups names
+    system:masters authenticates as nobody (upstream's group pattern); one
+    with a system:bootstrappers: group gets it, sorted after the base group."""
+    bad = _secret_token(server, "mstr01", "0123456789abcdef",
+                        "system:bootstrappers:ok,system:masters")
+    for path in (f"{CORE}/nodes", f"{CORE}/namespaces/kube-system/secrets"):
+        assert_status(server.request("GET", path, auth=("token", bad)), 401, "Unauthorized")
+    good = _secret_token(server, "grp001", "0123456789abcdef",
+                         "system:bootstrappers:worker,system:bootstrappers:a")
+    r = server.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                       {"apiVersion": "authentication.k8s.io/v1",
+                        "kind": "SelfSubjectReview"}, auth=("token", good))
+    assert r.status == 201, r
+    assert r.json()["status"]["userInfo"]["groups"] == [
+        "system:bootstrappers", "system:bootstrappers:a", "system:bootstrappers:worker",
+        "system:authenticated"]
+    wrong = "grp001.0123456789abcdee"
+    assert_status(server.request("GET", CSRS, auth=("token", wrong)), 401, "Unauthorized")
+
+
+def _node(server, name):
+    return server.node_identity(name)
+
+
+def _mirror_pod(name, node, node_uid, **spec):
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "default",
+                        "annotations": {"kubernetes.io/config.mirror": "x"},
+                        "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node,
+                                             "uid": node_uid, "controller": True}]},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]}}
+    pod["spec"].update(spec)
+    return pod
+
+
+def test_node_restriction_as_upstream(server):
+    """Issue 10, item 7: NodeRestriction's rules with upstream's texts — a
+    kubelet may not change its taints or restricted labels, creates only
+    mirror pods bound and owned by itself without secrets or service
+    accounts, and acts only on its own Lease in kube-node-lease."""
+    node = "nr-node"
+    me = _node(server, node)
+    r = server.request("POST", f"{CORE}/nodes",
+                       {"apiVersion": "v1", "kind": "Node", "metadata": {
+                           "name": node, "labels": {"node-restriction.kubernetes.io/x": "y",
+                                                    "kubernetes.io/hostname": node}}},
+                       auth=me)
+    assert_status(r, 403, "Forbidden", f'nodes "{node}" is forbidden: node "{node}" is not '
+                  'allowed to set the following labels: node-restriction.kubernetes.io/x')
+    r = server.request("POST", f"{CORE}/nodes",
+                       {"apiVersion": "v1", "kind": "Node", "metadata": {
+                           "name": node, "labels": {"kubernetes.io/hostname": node,
+                                                    "topology.kubernetes.io/zone": "z1"}}},
+                       auth=me)
+    assert r.status == 201, r
+    uid = r.json()["metadata"]["uid"]
+    taint = [{"op": "add", "path": "/spec/taints",
+              "value": [{"key": "k", "effect": "NoSchedule"}]}]
+    r = server.request("PATCH", f"{CORE}/nodes/{node}", taint,
+                       content_type="application/json-patch+json", auth=me)
+    assert_status(r, 403, "Forbidden",
+                  f'nodes "{node}" is forbidden: node "{node}" is not allowed to modify taints')
+    lbl = {"metadata": {"labels": {"node-role.kubernetes.io/control-plane": "",
+                                   "example.com/free": "yes"}}}
+    r = server.request("PATCH", f"{CORE}/nodes/{node}", lbl,
+                       content_type="application/merge-patch+json", auth=me)
+    assert_status(r, 403, "Forbidden", f'nodes "{node}" is forbidden: is not allowed to '
+                  'modify labels: node-role.kubernetes.io/control-plane')
+    r = server.request("PATCH", f"{CORE}/nodes/{node}",
+                       {"metadata": {"labels": {"example.com/free": "yes"}}},
+                       content_type="application/merge-patch+json", auth=me)
+    assert r.status == 200, r
+
+    r = server.request("POST", PODS, pod_manifest("nr-plain", node=node), auth=me)
+    assert_status(r, 403, "Forbidden", f'pods "nr-plain" is forbidden: pod does not have '
+                  f'"kubernetes.io/config.mirror" annotation, node "{node}" can only create '
+                  'mirror pods')
+    r = server.request("POST", PODS, _mirror_pod("nr-other", "elsewhere", uid), auth=me)
+    assert_status(r, 403, "Forbidden", f'node "{node}" can only create pods with '
+                  'spec.nodeName set to itself')
+    r = server.request("POST", PODS, _mirror_pod("nr-uid", node, "0000"), auth=me)
+    assert_status(r, 403, "Forbidden", f"node {node} UID mismatch: expected 0000 got {uid}")
+    r = server.request("POST", PODS, _mirror_pod("nr-sa", node, uid, serviceAccountName="x"),
+                       auth=me)
+    assert_status(r, 403, "Forbidden", f'node "{node}" can not create pods that reference '
+                  'a service account')
+    r = server.request("POST", PODS, _mirror_pod(
+        "nr-secret", node, uid, volumes=[{"name": "s", "secret": {"secretName": "s"}}]),
+        auth=me)
+    assert_status(r, 403, "Forbidden", f'node "{node}" can not create pods that reference '
+                  'secrets')
+    r = server.request("POST", PODS, _mirror_pod("nr-mirror", node, uid), auth=me)
+    assert r.status == 201, r
+
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": node}, "spec": {"holderIdentity": node}}
+    r = server.request("POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+                       lease, auth=me)
+    assert r.status == 403, r
+    r = server.request("POST", LEASES, dict(lease, metadata={"name": "someone-else"}),
+                       auth=me)
+    assert r.status == 403, r
+    r = server.request("POST", LEASES, lease, auth=me)
+    assert r.status == 201, r
+
+
+def _rss_kb(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_unauthenticated_uploads_are_not_read(make_apiserver, tmp_path, kubectl_for):
+    """Issue 10, item 4: ten 16 MB uploads without credentials are refused
+    before their bodies are read (the server's memory barely moves), while an
+    authenticated client still gets upstream's 413 Status for 3.2 MB."""
+    s = make_apiserver(tmp_path / "uploads")
+    try:
+        before = _rss_kb(s.proc.pid)
+        big = b"x" * (16 << 20)
+        answers, peak = [], [before]
+
+        def upload():
+            try:
+                r = s.request("POST", CMS, big, content_type="application/json", auth=None)
+                answers.append(r.status)
+            except (ConnectionError, ssl.SSLError, OSError):
+                answers.append("closed")  # refused mid-upload, having read little
+
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=upload) for _ in range(10)]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            peak.append(_rss_kb(s.proc.pid))
+            time.sleep(0.005)
+        elapsed = time.monotonic() - t0
+        grown = max(peak) - before
+        print(f"10 x 16 MB unauthenticated at once: {elapsed:.2f} s, answers {answers}, "
+              f"RSS +{grown} KiB at most")
+        assert all(a in (401, 413, "closed") for a in answers), answers
+        assert grown < 32 * 1024, f"RSS grew {grown} KiB"
+        r = s.request("POST", CMS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": "big"},
+                                    "data": {"k": "x" * (3200 * 1024)}})
+        assert_status(r, 413, "RequestEntityTooLarge",
+                      "Request entity too large: limit is 3145728")
+        kubectl = kubectl_for(s)
+        assert "default" in kubectl("get", "ns").stdout
+    finally:
+        assert s.stop() == 0
+
+
+def test_watchers_that_stop_reading_are_closed(make_apiserver, tmp_path, kubectl_for):
+    """Issue 10, item 4: five watchers that never read while a 900 KB
+    ConfigMap changes 40 times are closed once 8 MiB wait unsent (upstream's
+    'Forcing ... watcher close due to unresponsiveness'); the server's memory
+    stays bounded and kubectl still works."""
+    s = make_apiserver(tmp_path / "watchers")
+    socks = []
+    try:
+        r = s.request("POST", CMS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": "blob"}, "data": {"k": "0"}})
+        assert r.status == 201, r
+        ctx = s.ssl_context()
+        for _ in range(5):
+            raw = socket.create_connection(("127.0.0.1", s.port))
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+            c.sendall(b"GET /api/v1/namespaces/default/configmaps?watch=1 HTTP/1.1\r\n"
+                      b"Host: x\r\nAccept: application/json\r\n\r\n")
+            socks.append(c)
+        time.sleep(0.5)
+        before = _rss_kb(s.proc.pid)
+        peak = before
+        for i in range(40):
+            body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "blob"},
+                    "data": {"k": chr(97 + i % 26) * (900 * 1024)}}
+            r = s.request("PUT", f"{CMS}/blob", body)
+            assert r.status == 200, r
+            peak = max(peak, _rss_kb(s.proc.pid))
+        print(f"5 stalled watchers x 40 updates of 900 KB: RSS {before} -> peak {peak} KiB")
+        assert peak - before < 200 * 1024, f"RSS grew {peak - before} KiB"
+        assert "watcher close due to unresponsiveness" in s.log()
+        kubectl = kubectl_for(s)
+        assert "blob" in kubectl("get", "cm").stdout
+    finally:
+        for c in socks:
+            c.close()
+        assert s.stop() == 0
+
+
+def test_out_of_descriptors_the_listener_backs_off(make_apiserver, tmp_path, kubectl_for):
+    """Issue 10, item 4: with its descriptors exhausted the server pauses
+    accepting (Go's back-off, one line per pause) instead of spinning on
+    EMFILE, and serves again once connections close."""
+    s = make_apiserver(tmp_path / "emfile")
+    conns = []
+    try:
+        subprocess.run(["prlimit", f"--pid={s.proc.pid}", "--nofile=96:96"], check=True)
+        t0 = time.monotonic()
+        try:
+            for _ in range(150):
+                conns.append(socket.create_connection(("127.0.0.1", s.port), timeout=2))
+        except OSError:
+            pass
+        time.sleep(2)
+        lines = s.log().count("Accept error")
+        print(f"{len(conns)} connections, {lines} accept-error lines in "
+              f"{time.monotonic() - t0:.1f} s")
+        assert 0 < lines < 60, lines
+        assert "Too many open files; retrying in" in s.log()
+        for c in conns:
+            c.close()
+        conns = []
+        time.sleep(1.5)
+        kubectl = kubectl_for(s)
+        assert "default" in kubectl("get", "ns").stdout
+    finally:
+        for c in conns:
+            c.close()
+        assert s.stop() == 0
+
+
+def test_csr_names_are_path_segments(server):
+    """Issue 10, item 10: a CSR's name may be anything upstream's storage
+    can key — not 'a/b' (400, upstream's key function's text)."""
+    body = csr_manifest(server, "a/b", "csr-name-node")
+    r = server.request("POST", CSRS, body)
+    assert_status(r, 400, "BadRequest", 'Name parameter invalid: "a/b": may not contain \'/\'')
+    r = server.request("POST", CSRS, csr_manifest(server, "node-csr-Ab_9", "csr-name-node"))
+    assert r.status == 201, r
+
+
+def test_tls12_sessions_resume_with_client_certificates(server, tmp_path):
+    """Issue 10, item 10: with client certificates a TLS 1.2 session is
+    resumed (the server sets a session id context); before, the resuming
+    handshake failed with an internal-error alert."""
+    crt, key = server.admin
+    sess = tmp_path / "sess"
+    base = ["openssl", "s_client", "-connect", f"127.0.0.1:{server.port}", "-tls1_2",
+            "-cert", str(crt), "-key", str(key), "-CAfile", str(server.ca)]
+    first = subprocess.run(base + ["-sess_out", str(sess)], input="", capture_output=True,
+                           text=True, timeout=20)
+    assert "Verify return code: 0 (ok)" in first.stdout, first.stdout + first.stderr
+    again = subprocess.run(base + ["-sess_in", str(sess)], input="", capture_output=True,
+                           text=True, timeout=20)
+    assert "Reused, TLSv1.2" in again.stdout, again.stdout + again.stderr

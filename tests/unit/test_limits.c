@@ -166,6 +166,21 @@ static void test_nesting_beyond_the_parsers_depth(void **state)
 	assert_int_equal(status_of(e, "GET", CMS, NULL, NULL, 0), 200);
 }
 
+/* Issue 10, item 10: a short continue token ("/re", base64) was compared
+ * with "/registry/" past the bytes decoded (ASan: heap-buffer-overflow). */
+static void test_continue_tokens_are_read_within_bounds(void **state)
+{
+	struct testenv *e = *state;
+	static const char *const bad[] = {"L3Jl", "AAAA", "%3D%3D%3D%3D",
+	                                  "L3JlZ2lzdHJ5LwBh"};
+	char path[128];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(path, sizeof(path), CMS "?limit=1&continue=%s", bad[i]);
+		assert_int_equal(status_of(e, "GET", path, NULL, NULL, 0), 400);
+	}
+}
+
 static void answer(struct evhttp_request *req, void *arg)
 {
 	(void)arg;
@@ -241,6 +256,7 @@ int main(void)
 	    cmocka_unit_test(test_json_patch_copy_bomb),
 	    cmocka_unit_test(test_nesting_beyond_the_parsers_depth),
 	    cmocka_unit_test(test_a_trickle_cannot_hold_a_connection),
+	    cmocka_unit_test(test_continue_tokens_are_read_within_bounds),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -172,6 +172,22 @@ int authn_bearer_token(struct apiserver *s, const char *token, struct user_info 
 	return 0;
 }
 
+/* Upstream's union of token authenticators: a service account token of
+ * ours, else (when it is not one) a bootstrap token. 0 with u filled, or
+ * ERR_UNAUTHORIZED with the service account authenticator's reason in why
+ * (empty when the token was not a JWT of ours). */
+static int token_user(struct apiserver *s, const char *token, struct user_info *u, char *why,
+		      size_t n)
+{
+	struct strv hit = STRV_INIT;
+	int rc = satoken_authenticate(s, token, NULL, u, &hit, why, n);
+
+	strv_free(&hit);
+	if (rc == 0 || (!*why && authn_bearer_token(s, token, u) == 0))
+		return 0;
+	return ERR_UNAUTHORIZED;
+}
+
 int authn_request(struct req *r)
 {
 	const char *auth =
@@ -195,11 +211,7 @@ int authn_request(struct req *r)
 	}
 	if (auth && !strncmp(auth, "Bearer ", 7)) {
 		char why[512], q[600];
-		struct strv hit = STRV_INIT;
-		int rc =
-		    satoken_authenticate(r->s, auth + 7, NULL, &r->user, &hit, why, sizeof(why));
-		strv_free(&hit);
-		if (rc == 0 || (!*why && authn_bearer_token(r->s, auth + 7, &r->user) == 0))
+		if (token_user(r->s, auth + 7, &r->user, why, sizeof(why)) == 0)
 			return 0;
 		user_info_free(&r->user);
 		/* Upstream's union of token authenticators: the bootstrap one's
@@ -232,7 +244,6 @@ bool authn_credentials_ok(void *arg, SSL *ssl, const char *authorization)
 	struct apiserver *s = arg;
 	const struct tls_identity *id = ssl ? tls_peer_identity(ssl, clock_now()) : NULL;
 	struct user_info u = {0};
-	struct strv hit = STRV_INIT;
 	char why[512];
 	bool ok;
 
@@ -240,12 +251,7 @@ bool authn_credentials_ok(void *arg, SSL *ssl, const char *authorization)
 		return id->verify_err == 0 && id->user && *id->user;
 	if (!authorization || strncmp(authorization, "Bearer ", 7))
 		return false;
-	ok = satoken_authenticate(s, authorization + 7, NULL, &u, &hit, why, sizeof(why)) == 0;
+	ok = token_user(s, authorization + 7, &u, why, sizeof(why)) == 0;
 	user_info_free(&u);
-	strv_free(&hit);
-	if (!ok && !*why) {
-		ok = authn_bearer_token(s, authorization + 7, &u) == 0;
-		user_info_free(&u);
-	}
 	return ok;
 }

@@ -116,8 +116,9 @@ const struct resource *resource_of(const json_t *obj)
 	return kind ? resource_by_kind(group, kind) : NULL;
 }
 
-static bool has_finalizer(const json_t *fins, const char *name)
+bool has_finalizer(const json_t *obj, const char *name)
 {
+	const json_t *fins = jx_get(obj, "metadata.finalizers");
 	json_t *f;
 	size_t i;
 	json_array_foreach(fins, i, f)
@@ -138,8 +139,8 @@ static json_t *deletion_finalizers(const json_t *obj, const struct resource *res
 				   const char *policy, int orphan_deps)
 {
 	const json_t *fins = jx_get(obj, "metadata.finalizers");
-	bool had_orphan = has_finalizer(fins, FINALIZER_ORPHAN);
-	bool had_fg = has_finalizer(fins, FINALIZER_FOREGROUND);
+	bool had_orphan = has_finalizer(obj, FINALIZER_ORPHAN);
+	bool had_fg = has_finalizer(obj, FINALIZER_FOREGROUND);
 	bool orphan, fg;
 	json_t *out = json_array(), *f;
 	size_t i;

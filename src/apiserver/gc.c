@@ -50,15 +50,6 @@ static bool is(const char *a, const char *b)
 	return a && b && !strcmp(a, b);
 }
 
-static bool has_finalizer(const json_t *obj, const char *name)
-{
-	json_t *f;
-	size_t i;
-	json_array_foreach(jx_get(obj, "metadata.finalizers"), i,
-	                   f) if (is(json_string_value(f), name)) return true;
-	return false;
-}
-
 static bool being_deleted(const json_t *obj)
 {
 	return jx_get(obj, "metadata.deletionTimestamp") != NULL;
@@ -136,14 +127,11 @@ static void enqueue_dependents(struct gc *g, const char *uid)
  * its kind is not one this server serves. */
 static char *owner_key(const json_t *ref, const char *ns)
 {
-	const char *av = jx_str(ref, "apiVersion"), *kind = jx_str(ref, "kind");
-	const char *slash = av ? strchr(av, '/') : NULL, *name = jx_str(ref, "name");
-	char group[96] = "";
-	const struct resource *res;
+	/* A reference names its owner as an object does itself. */
+	const struct resource *res = resource_of(ref);
+	const char *name = jx_str(ref, "name");
 
-	if (slash)
-		snprintf(group, sizeof(group), "%.*s", (int)(slash - av), av);
-	if (!kind || !name || !(res = resource_by_kind(group, kind)))
+	if (!res || !name)
 		return NULL;
 	/* A cluster-scoped object cannot be owned by a namespaced one. */
 	if (res->namespaced && !ns)
@@ -173,16 +161,21 @@ static void on_event(void *arg, const struct cache_event *ev)
 	bool refs_changed =
 	    !ev->prev || !json_equal((json_t *)refs, jx_get(ev->prev, "metadata.ownerReferences"));
 
-	if (ev->prev)
-		index_refs(g, ev->key, ev->prev, false);
 	if (ev->type == CACHE_DELETED) {
+		if (ev->prev)
+			index_refs(g, ev->key, ev->prev, false);
 		/* Its dependents may have lost their last owner; an owner
 		 * waiting in the foreground may have lost its last blocker. */
 		enqueue_dependents(g, jx_str(ev->obj, "metadata.uid"));
 		enqueue_owners(g, ev->obj);
 		return;
 	}
-	index_refs(g, ev->key, ev->obj, true);
+	/* Most events (status updates) keep their references: no index work. */
+	if (refs_changed) {
+		if (ev->prev)
+			index_refs(g, ev->key, ev->prev, false);
+		index_refs(g, ev->key, ev->obj, true);
+	}
 	if (being_deleted(ev->obj) && (has_finalizer(ev->obj, FINALIZER_ORPHAN) ||
 	                               has_finalizer(ev->obj, FINALIZER_FOREGROUND)))
 		enqueue(g, ev->key);

@@ -241,6 +241,12 @@ static int pods(struct req *r, const char *node, const json_t *obj, const json_t
 
 /* ---- nodes ----------------------------------------------------------------- */
 
+static bool in_domain(const char *ns, const char *domain)
+{
+	size_t n = strlen(ns), m = strlen(domain);
+	return is(ns, domain) || (n > m && ns[n - m - 1] == '.' && is(ns + n - m, domain));
+}
+
 /* The labels a kubelet may set on its Node (kubelet's well_known_labels). */
 static bool kubelet_label(const char *key, const char *ns)
 {
@@ -258,24 +264,10 @@ static bool kubelet_label(const char *key, const char *ns)
 	    "beta.kubernetes.io/arch",
 	    NULL,
 	};
-	static const char *const namespaces[] = {"kubelet.kubernetes.io", "node.kubernetes.io",
-	                                         NULL};
 	for (size_t i = 0; known[i]; i++)
 		if (is(key, known[i]))
 			return true;
-	for (size_t i = 0; namespaces[i]; i++) {
-		size_t n = strlen(ns), m = strlen(namespaces[i]);
-		if (is(ns, namespaces[i]) ||
-		    (n > m && ns[n - m - 1] == '.' && is(ns + n - m, namespaces[i])))
-			return true;
-	}
-	return false;
-}
-
-static bool in_domain(const char *ns, const char *domain)
-{
-	size_t n = strlen(ns), m = strlen(domain);
-	return is(ns, domain) || (n > m && ns[n - m - 1] == '.' && is(ns + n - m, domain));
+	return in_domain(ns, "kubelet.kubernetes.io") || in_domain(ns, "node.kubernetes.io");
 }
 
 /* upstream's isForbiddenLabel */

@@ -48,6 +48,9 @@ void handle_eviction(struct req *r);
 #define FINALIZER_ORPHAN "orphan"
 #define FINALIZER_FOREGROUND "foregroundDeletion"
 
+/* Is name among obj's metadata.finalizers? */
+bool has_finalizer(const json_t *obj, const char *name);
+
 /* Delete an object without a request (GC, namespace teardown, finalizers
  * done): graceful for bound pods unless grace is 0. */
 void delete_internal(struct apiserver *s, const char *key, int64_t grace_s, const char *policy);

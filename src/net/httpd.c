@@ -37,7 +37,6 @@ struct httpd {
 	int port;
 	char address[64];
 	struct httpd *next_server; /* on the list of servers */
-	struct event_base *base;
 	bool (*credentials_ok)(void *arg, SSL *ssl, const char *authorization);
 	size_t max_headers, max_conns, max_unauth;
 	int header_timeout_s, request_timeout_s;
@@ -404,7 +403,6 @@ struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts
 	h->max_conns = o->max_connections ? o->max_connections : fd_budget();
 	h->handler = handler;
 	h->arg = arg;
-	h->base = loop_base(loop);
 	h->http = evhttp_new(loop_base(loop));
 	evhttp_set_bevcb(h->http, make_bev, h);
 	evhttp_set_gencb(h->http, dispatch, h);

@@ -5,35 +5,33 @@
  * and does not retry with JSON after a 415 (kubectl-wire.md §0.3, §9). A body
  * is the magic "k8s\0" followed by a runtime.Unknown envelope
  * {1 typeMeta{1 apiVersion, 2 kind}, 2 raw, 3 contentEncoding, 4 contentType};
- * `raw` is the object, decoded here through a table of message descriptors
- * written for cube (field number -> JSON name and type) into the object the
- * JSON API would have received:
+ * `raw` is the object, decoded through the kinds' schema (api/schema.h:
+ * upstream's field numbers and types as data) into the object the JSON API
+ * would have received:
  *
  *   - "apiVersion" and "kind" come from the envelope;
  *   - []byte fields become base64 strings, meta.v1.Time an RFC 3339 string
  *     ("2026-11-30T10:00:00Z"), MicroTime one with 6 fractional digits,
- *     resource.Quantity its string, IntOrString a number or a string;
+ *     resource.Quantity its string, IntOrString a number or a string,
+ *     RawExtension and FieldsV1 the JSON they carry, a named slice
+ *     (ExtraValue) an array; an inlined message (Volume's VolumeSource,
+ *     Probe's ProbeHandler) writes its fields into its parent's object;
  *   - Go's encoder writes every non-pointer field even when empty, so empty
  *     strings, zero numbers, false, zero Times and empty messages are treated
  *     as unset and omitted. Pointer fields (spec.replicas, expirationSeconds,
- *     gracePeriodSeconds, securityContext, ...) are only on the wire when set,
+ *     gracePeriodSeconds, emptyDir: {}, ...) are only on the wire when set,
  *     so they are kept even when zero or empty. List elements and map values
  *     are always kept (a label may have the value "").
- *   - Fields the table does not know are skipped (managedFields, volumes,
- *     probes, ...): the result is what cube needs, not a full conversion.
+ *   - Fields the schema does not know (a newer client's) are skipped.
  *
- * Kinds: certificates.k8s.io/v1 CertificateSigningRequest; apps/v1
- * Deployment, ReplicaSet, StatefulSet, DaemonSet; v1 Pod, Node;
- * authentication.k8s.io/v1 SelfSubjectReview, TokenRequest, TokenReview;
- * policy/v1 Eviction;
- * coordination.k8s.io/v1 Lease; DeleteOptions under any apiVersion (the
- * captured drain fallback sends "v1"; every group registers DeleteOptions).
+ * Kinds: every kind of schema_kinds (all that cube serves, with DeleteOptions
+ * under any apiVersion: the captured drain fallback sends "v1").
  *
  * Errors: ERR_INVALID (400) for anything malformed (bad magic, truncated
  * varint, length past the end, wrong wire type for the schema, groups,
  * invalid UTF-8, nesting past PB_MAX_DEPTH), with err_msg() naming the field
  * path ("Deployment.spec.template.spec.containers[0].image: ...");
- * ERR_UNSUPPORTED (415) for a kind outside the table or a content encoding.
+ * ERR_UNSUPPORTED (415) for a kind without a schema or a content encoding.
  * Any input is safe: nothing is read outside [buf, buf+len).
  *
  * Ownership: results are new references the caller json_decref()s.

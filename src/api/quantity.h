@@ -21,4 +21,15 @@ int quantity_parse(const char *s, long double *out);
 int64_t quantity_value(const json_t *q);
 int64_t quantity_milli(const json_t *q);
 
+/*
+ * The string upstream stores for a quantity: ParseQuantity then String()
+ * ("1000m" -> "1", "0.5" -> "500m", "1536Mi" -> "1536Mi", "1024Mi" -> "1Gi",
+ * "1e4" -> "10e3"), rounded up to a nano, binary ones capped at 2^63-1;
+ * strings already canonical come back as given ("2e3", "1E6", "+1").
+ * Returns 0 and *out (malloc'd), or ERR_INVALID with upstream's message
+ * ("quantities must match the regular expression ...", "unable to parse
+ * quantity's suffix").
+ */
+int quantity_canonical(const char *s, char **out);
+
 #endif

@@ -2,6 +2,7 @@
 
 #include "base/err.h"
 #include "base/jx.h"
+#include "base/sbuf.h"
 #include "base/strv.h"
 
 #include <errno.h>
@@ -31,80 +32,12 @@ static char *xstrndup(const char *s, size_t n)
 }
 
 
-struct sbuf {
-	char *s;
-	size_t len, cap;
-};
-
-static void sb_addn(struct sbuf *b, const char *s, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		b->cap = (b->len + n + 1) * 2;
-		b->s = xrealloc(b->s, b->cap);
-	}
-	memcpy(b->s + b->len, s, n);
-	b->len += n;
-	b->s[b->len] = '\0';
-}
-
-static void sb_add(struct sbuf *b, const char *s)
-{
-	sb_addn(b, s, strlen(s));
-}
-
-static void sb_addc(struct sbuf *b, char c)
-{
-	sb_addn(b, &c, 1);
-}
-
-/* The buffer's string (owned by the caller); "" when nothing was added. */
-static char *sb_take(struct sbuf *b)
-{
-	char *s = b->s ? b->s : str_dup("");
-	b->s = NULL;
-	b->len = b->cap = 0;
-	return s;
-}
-
-/* Go's %q for the ASCII range: what upstream prints around bad values. */
-static void sb_quote(struct sbuf *b, const char *s)
-{
-	sb_addc(b, '"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		char esc[8];
-		switch (*p) {
-		case '"':
-			sb_add(b, "\\\"");
-			break;
-		case '\\':
-			sb_add(b, "\\\\");
-			break;
-		case '\n':
-			sb_add(b, "\\n");
-			break;
-		case '\r':
-			sb_add(b, "\\r");
-			break;
-		case '\t':
-			sb_add(b, "\\t");
-			break;
-		default:
-			if (*p < 0x20 || *p == 0x7f) {
-				snprintf(esc, sizeof(esc), "\\x%02x", *p);
-				sb_add(b, esc);
-			} else {
-				sb_addc(b, (char)*p);
-			}
-		}
-	}
-	sb_addc(b, '"');
-}
 
 static char *quote(const char *s)
 {
 	struct sbuf b = {0};
-	sb_quote(&b, s);
-	return sb_take(&b);
+	sbuf_quote(&b, s);
+	return sbuf_take(&b);
 }
 
 /*
@@ -425,13 +358,13 @@ static void req_string(struct sbuf *b, const struct label_req *r)
 	bool set = r->op == OP_IN || r->op == OP_NOTIN;
 
 	if (r->op == OP_NOTEXISTS)
-		sb_addc(b, '!');
-	sb_add(b, r->key);
+		sbuf_addc(b, '!');
+	sbuf_add(b, r->key);
 	if (r->op == OP_EXISTS || r->op == OP_NOTEXISTS)
 		return;
-	sb_add(b, op_text(r->op));
+	sbuf_add(b, op_text(r->op));
 	if (set)
-		sb_addc(b, '(');
+		sbuf_addc(b, '(');
 	/* Sort a copy of the pointers: the selector itself stays untouched. */
 	struct strv sorted = {.v = xrealloc(NULL, (r->vals.n + 1) * sizeof(char *)),
 	                      .n = r->vals.n};
@@ -441,12 +374,12 @@ static void req_string(struct sbuf *b, const struct label_req *r)
 	strv_sort(&sorted);
 	for (size_t i = 0; i < sorted.n; i++) {
 		if (i)
-			sb_addc(b, ',');
-		sb_add(b, sorted.v[i]);
+			sbuf_addc(b, ',');
+		sbuf_add(b, sorted.v[i]);
 	}
 	free(sorted.v);
 	if (set)
-		sb_addc(b, ')');
+		sbuf_addc(b, ')');
 }
 
 char *label_selector_string(const struct label_selector *sel)
@@ -454,10 +387,10 @@ char *label_selector_string(const struct label_selector *sel)
 	struct sbuf b = {0};
 	for (size_t i = 0; sel && !sel->nothing && i < sel->n; i++) {
 		if (i)
-			sb_addc(&b, ',');
+			sbuf_addc(&b, ',');
 		req_string(&b, &sel->reqs[i]);
 	}
-	return sb_take(&b);
+	return sbuf_take(&b);
 }
 
 /* ---- label selectors: the string grammar -------------------------------- */
@@ -1074,7 +1007,7 @@ static char *unescape_value(const char *s)
 				free(b.s);
 				return NULL;
 			}
-			sb_addc(&b, *p);
+			sbuf_addc(&b, *p);
 			slash = false;
 		} else if (*p == '\\') {
 			slash = true;
@@ -1085,7 +1018,7 @@ static char *unescape_value(const char *s)
 			free(b.s);
 			return NULL;
 		} else {
-			sb_addc(&b, *p);
+			sbuf_addc(&b, *p);
 		}
 	}
 	if (slash) {
@@ -1093,7 +1026,7 @@ static char *unescape_value(const char *s)
 		free(b.s);
 		return NULL;
 	}
-	return sb_take(&b);
+	return sbuf_take(&b);
 }
 
 static int add_term(struct field_selector *fs, const char *text, const char *part)
@@ -1212,14 +1145,14 @@ char *field_selector_string(const struct field_selector *sel)
 	struct sbuf b = {0};
 	for (size_t i = 0; sel && i < sel->n; i++) {
 		if (i)
-			sb_addc(&b, ',');
-		sb_add(&b, sel->t[i].field);
-		sb_add(&b, sel->t[i].negate ? "!=" : "=");
+			sbuf_addc(&b, ',');
+		sbuf_add(&b, sel->t[i].field);
+		sbuf_add(&b, sel->t[i].negate ? "!=" : "=");
 		for (const char *p = sel->t[i].value; *p; p++) {
 			if (*p == '\\' || *p == ',' || *p == '=')
-				sb_addc(&b, '\\');
-			sb_addc(&b, *p);
+				sbuf_addc(&b, '\\');
+			sbuf_addc(&b, *p);
 		}
 	}
-	return sb_take(&b);
+	return sbuf_take(&b);
 }

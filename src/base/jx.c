@@ -1,6 +1,11 @@
 #include "base/jx.h"
 
 #include "base/err.h"
+#include "base/sbuf.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -139,4 +144,126 @@ void jx_prune_nulls(json_t *v)
 	} else if (json_is_array(v)) {
 		json_array_foreach(v, i, x) jx_prune_nulls(x);
 	}
+}
+
+char *jx_real_go(double d, char *buf, size_t n)
+{
+	char e[40], digits[24];
+	int prec, exp, nd = 0;
+	bool neg;
+
+	if (d != d || d - d != 0) {
+		snprintf(buf, n, "%s", d != d ? "NaN" : d > 0 ? "+Inf" : "-Inf");
+		return buf;
+	}
+	if (d == 0) {
+		snprintf(buf, n, "%s", signbit(d) ? "-0" : "0");
+		return buf;
+	}
+	/* the shortest %e that reads back */
+	for (prec = 0; prec < 17; prec++) {
+		snprintf(e, sizeof(e), "%.*e", prec, d);
+		if (strtod(e, NULL) == d)
+			break;
+	}
+	neg = e[0] == '-';
+	for (const char *p = e + neg; *p && *p != 'e'; p++)
+		if (*p != '.')
+			digits[nd++] = *p;
+	while (nd > 1 && digits[nd - 1] == '0')
+		nd--;
+	digits[nd] = '\0';
+	exp = atoi(strchr(e, 'e') + 1);
+	struct sbuf o = SBUF_INIT;
+	if (neg)
+		sbuf_addc(&o, '-');
+	if (exp < -4 || exp >= 6) {
+		sbuf_addc(&o, digits[0]);
+		if (nd > 1)
+			sbuf_addf(&o, ".%s", digits + 1);
+		sbuf_addf(&o, "e%c%02d", exp < 0 ? '-' : '+', abs(exp));
+	} else if (exp < 0) {
+		sbuf_add(&o, "0.");
+		for (int i = 0; i < -exp - 1; i++)
+			sbuf_addc(&o, '0');
+		sbuf_add(&o, digits);
+	} else {
+		for (int i = 0; i <= exp || i < nd; i++) {
+			if (i == exp + 1)
+				sbuf_addc(&o, '.');
+			sbuf_addc(&o, i < nd ? digits[i] : '0');
+		}
+	}
+	snprintf(buf, n, "%s", o.s);
+	sbuf_free(&o);
+	return buf;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void go_string(struct sbuf *b, const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: {
+		const char **keys = malloc((json_object_size(v) + 1) * sizeof(*keys));
+		const char *k;
+		json_t *x;
+		size_t n = 0;
+
+		if (!keys)
+			abort();
+		json_object_foreach((json_t *)v, k, x) keys[n++] = k;
+		qsort(keys, n, sizeof(*keys), cmp_str);
+		sbuf_add(b, "map[");
+		for (size_t i = 0; i < n; i++) {
+			sbuf_addf(b, "%s%s:", i ? " " : "", keys[i]);
+			go_string(b, json_object_get(v, keys[i]));
+		}
+		sbuf_addc(b, ']');
+		free(keys);
+		break;
+	}
+	case JSON_ARRAY: {
+		size_t i;
+		json_t *x;
+		sbuf_addc(b, '[');
+		json_array_foreach(v, i, x)
+		{
+			if (i)
+				sbuf_addc(b, ' ');
+			go_string(b, x);
+		}
+		sbuf_addc(b, ']');
+		break;
+	}
+	case JSON_STRING:
+		sbuf_addn(b, json_string_value(v), json_string_length(v));
+		break;
+	case JSON_INTEGER:
+		sbuf_addf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		break;
+	case JSON_REAL: {
+		char num[40];
+		sbuf_add(b, jx_real_go(json_real_value(v), num, sizeof(num)));
+		break;
+	}
+	case JSON_TRUE:
+		sbuf_add(b, "true");
+		break;
+	case JSON_FALSE:
+		sbuf_add(b, "false");
+		break;
+	default:
+		sbuf_add(b, "<nil>");
+	}
+}
+
+char *jx_go_string(const json_t *v)
+{
+	struct sbuf b = SBUF_INIT;
+	go_string(&b, v);
+	return sbuf_take(&b);
 }

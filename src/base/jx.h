@@ -45,4 +45,12 @@ void jx_prune_nulls(json_t *v);
 /* Compact JSON with key order kept; malloc'd. */
 char *jx_dump(const json_t *v);
 
+/* A float64 as Go's fmt %v prints it: the shortest digits that read back,
+ * in %e form ("1e+06", "1.5e-07") when the decimal exponent is below -4 or
+ * at least 6 (strconv's 'g' with the shortest precision). Returns buf. */
+char *jx_real_go(double d, char *buf, size_t n);
+/* Go's %v (and %+v) of a decoded JSON value held as map[string]interface{}:
+ * "map[a:1 b:[x y]]" (keys sorted), strings bare, <nil> for null. malloc'd. */
+char *jx_go_string(const json_t *v);
+
 #endif

@@ -289,3 +289,182 @@ int time_parse_rfc3339(const char *s, int64_t *out_ns)
 bad:
 	return err_set(ERR_INVALID, "parsing time \"%s\" as RFC 3339: invalid format", s ? s : "");
 }
+
+/* ---- Go's time.Parse of RFC 3339 ------------------------------------------------ */
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm). */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	y -= m <= 2;
+	int64_t era = (y >= 0 ? y : y - 399) / 400;
+	unsigned yoe = (unsigned)(y - era * 400);
+	unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+void time_civil(int64_t days, int64_t *y, unsigned *m, unsigned *d)
+{
+	days += 719468;
+	int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+	unsigned doe = (unsigned)(days - era * 146097);
+	unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	unsigned mp = (5 * doy + 2) / 153;
+
+	*d = doy - (153 * mp + 2) / 5 + 1;
+	*m = mp < 10 ? mp + 3 : mp - 9;
+	*y = (int64_t)yoe + era * 400 + (*m <= 2);
+}
+
+struct goparse {
+	const char *value, *v; /* the whole text, and what is left of it */
+	const char *layout;
+};
+
+static bool digit_at(const char *v, size_t i)
+{
+	return strlen(v) > i && isdigit((unsigned char)v[i]);
+}
+
+/* ParseError.Error(): which element did not match. */
+static int go_bad(const struct goparse *p, const char *elem)
+{
+	return err_set(ERR_INVALID, "parsing time \"%s\" as \"%s\": cannot parse \"%s\" as \"%s\"",
+		       p->value, p->layout, p->v, elem);
+}
+
+static int go_range(const struct goparse *p, const char *what)
+{
+	return err_set(ERR_INVALID, "parsing time \"%s\": %s out of range", p->value, what);
+}
+
+/* getnum: one or (fixed) exactly two digits. */
+static int go_num(struct goparse *p, bool fixed, const char *elem, int *out)
+{
+	if (!digit_at(p->v, 0))
+		return go_bad(p, elem);
+	if (!digit_at(p->v, 1)) {
+		if (fixed)
+			return go_bad(p, elem);
+		*out = p->v[0] - '0';
+		p->v += 1;
+		return 0;
+	}
+	*out = (p->v[0] - '0') * 10 + (p->v[1] - '0');
+	p->v += 2;
+	return 0;
+}
+
+static int go_lit(struct goparse *p, char c)
+{
+	char elem[2] = {c, '\0'};
+	if (*p->v != c)
+		return go_bad(p, elem);
+	p->v++;
+	return 0;
+}
+
+static int days_in(unsigned m, int64_t y)
+{
+	static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	bool leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+	return m == 2 && leap ? 29 : days[m - 1];
+}
+
+int time_parse_go(const char *s, bool micro, char out[TIME_BUF])
+{
+	struct goparse p = {s, s,
+			    micro ? "2006-01-02T15:04:05.000000Z07:00" : "2006-01-02T15:04:05Z07:00"};
+	int mon, day, hh, mm, ss, rc, off = 0;
+	int64_t year = 0, nsec = 0, secs, y;
+	unsigned m, d;
+
+	if (strlen(p.v) < 4 || !digit_at(p.v, 0))
+		return go_bad(&p, "2006");
+	for (int i = 0; i < 4; i++) {
+		if (!isdigit((unsigned char)p.v[i]))
+			return go_bad(&p, "2006");
+		year = year * 10 + (p.v[i] - '0');
+	}
+	p.v += 4;
+	if ((rc = go_lit(&p, '-')) || (rc = go_num(&p, true, "01", &mon)))
+		return rc;
+	if (mon < 1 || mon > 12)
+		return go_range(&p, "month");
+	if ((rc = go_lit(&p, '-')) || (rc = go_num(&p, true, "02", &day)))
+		return rc;
+	if (day > 31)
+		return go_range(&p, "day");
+	if ((rc = go_lit(&p, 'T')) || (rc = go_num(&p, false, "15", &hh)))
+		return rc;
+	if (hh > 23)
+		return go_range(&p, "hour");
+	if ((rc = go_lit(&p, ':')) || (rc = go_num(&p, true, "04", &mm)))
+		return rc;
+	if (mm > 59)
+		return go_range(&p, "minute");
+	if ((rc = go_lit(&p, ':')) || (rc = go_num(&p, true, "05", &ss)))
+		return rc;
+	if (ss > 59)
+		return go_range(&p, "second");
+	if (micro) {
+		/* ".000000": exactly six digits after a period or comma */
+		if (strlen(p.v) < 7 || (p.v[0] != '.' && p.v[0] != ','))
+			return go_bad(&p, ".000000");
+		for (int i = 1; i < 7; i++) {
+			if (!isdigit((unsigned char)p.v[i]))
+				return go_bad(&p, ".000000");
+			nsec = nsec * 10 + (p.v[i] - '0');
+		}
+		nsec *= 1000;
+		p.v += 7;
+	} else if ((p.v[0] == '.' || p.v[0] == ',') && digit_at(p.v, 1)) {
+		/* a fraction the layout does not name is accepted; past 9 digits ignored */
+		size_t n = 1;
+		int64_t scale = NS_PER_SEC;
+		while (isdigit((unsigned char)p.v[n])) {
+			if (n <= 9) {
+				scale /= 10;
+				nsec += (p.v[n] - '0') * scale;
+			}
+			n++;
+		}
+		p.v += n;
+	}
+	if (p.v[0] == 'Z') {
+		p.v++;
+	} else {
+		int oh, om;
+		struct goparse hold = p;
+		if (strlen(p.v) < 6 || p.v[3] != ':')
+			return go_bad(&p, "Z07:00");
+		struct goparse hp = {s, p.v + 1, p.layout}, mp = {s, p.v + 4, p.layout};
+		if (go_num(&hp, true, "Z07:00", &oh) || go_num(&mp, true, "Z07:00", &om) ||
+		    (p.v[0] != '+' && p.v[0] != '-'))
+			return go_bad(&hold, "Z07:00");
+		if (oh > 24)
+			return go_range(&p, "time zone offset hour");
+		if (om > 60)
+			return go_range(&p, "time zone offset minute");
+		off = (oh * 3600 + om * 60) * (p.v[0] == '-' ? -1 : 1);
+		p.v += 6;
+	}
+	if (*p.v)
+		return err_set(ERR_INVALID, "parsing time \"%s\": extra text: \"%s\"", s, p.v);
+	if (day < 1 || day > days_in((unsigned)mon, year))
+		return err_set(ERR_INVALID, "parsing time \"%s\": day out of range", s);
+
+	secs = days_from_civil(year, (unsigned)mon, (unsigned)day) * 86400 + hh * 3600 + mm * 60 +
+	       ss - off;
+	time_civil(floor_div(secs, 86400), &y, &m, &d);
+	secs -= floor_div(secs, 86400) * 86400;
+	if (micro)
+		snprintf(out, TIME_BUF, "%04lld-%02u-%02uT%02d:%02d:%02d.%06dZ", (long long)y, m, d,
+			 (int)(secs / 3600), (int)(secs / 60 % 60), (int)(secs % 60),
+			 (int)(nsec / 1000));
+	else
+		snprintf(out, TIME_BUF, "%04lld-%02u-%02uT%02d:%02d:%02dZ", (long long)y, m, d,
+			 (int)(secs / 3600), (int)(secs / 60 % 60), (int)(secs % 60));
+	return 0;
+}

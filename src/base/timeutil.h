@@ -12,6 +12,7 @@
 #ifndef CUBE_BASE_TIMEUTIL_H
 #define CUBE_BASE_TIMEUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,5 +37,17 @@ char *time_format_rfc3339_micro(int64_t ns, char buf[TIME_BUF]);
 char *time_format_rfc3339_local(int64_t ns, char buf[TIME_BUF]);
 /* RFC 3339 with optional fraction and a Z or ±hh:mm offset. 0 or ERR_INVALID. */
 int time_parse_rfc3339(const char *s, int64_t *out_ns);
+
+/*
+ * metav1.Time (micro false) or MicroTime (true) from JSON, as upstream's
+ * time.Parse(time.RFC3339 / RFC3339Micro) reads it: out is the value as
+ * upstream writes it back (UTC; whole seconds, or exactly six fractional
+ * digits). ERR_INVALID with Go's text: `parsing time "x" as
+ * "2006-01-02T15:04:05Z07:00": cannot parse "x" as "2006"`, `parsing time
+ * "...": month out of range`.
+ */
+int time_parse_go(const char *s, bool micro, char out[TIME_BUF]);
+/* Days since 1970-01-01 to a proleptic Gregorian date. */
+void time_civil(int64_t days, int64_t *y, unsigned *m, unsigned *d);
 
 #endif

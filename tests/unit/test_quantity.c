@@ -6,6 +6,10 @@
 #include <cmocka.h>
 
 #include "api/quantity.h"
+#include "base/err.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 static int64_t v(const char *s)
 {
@@ -59,11 +63,64 @@ static void test_invalid(void **state)
 	assert_int_equal(v("1Qi"), 0);
 }
 
+/* String() after ParseQuantity: apimachinery's quantity_test.go examples. */
+static void test_canonical(void **state)
+{
+	static const char *const cases[][2] = {
+	    {"1024Mi", "1Gi"},      {"307200Ki", "300Mi"},   {"1025024Mi", "1001Gi"},
+	    {"1024Gi", "1Ti"},      {"5000m", "5"},          {"0.5", "500m"},
+	    {"1000M", "1G"},        {"0.001T", "1G"},        {"1000u", "1m"},
+	    {"1.08", "1080m"},      {"1080000000n", "1080m"}, {".001e12", "1e9"},
+	    {"0.001e0", "1e-3"},    {"1000e-12", "1e-9"},    {"00", "0"},
+	    {".001Ki", "1024m"},    {".000001Ki", "1024u"},  {".000000000001Ki", "2n"},
+	    {"-1024Mi", "-1Gi"},    {"1025", "1025"},        {"300M", "300M"},
+	    {"1G", "1G"},           {"3k", "3k"},            {"80m", "80m"},
+	    {"1n", "1n"},           {"1e3", "1e3"},          {"300e6", "300e6"},
+	    {"80e-3", "80e-3"},     {"1.5", "1500m"},        {"1.5Gi", "1536Mi"},
+	    {"1000m", "1"},         {"1024Ki", "1Mi"},       {"2e3", "2e3"},
+	    {"1e4", "10e3"},        {"0.1m", "100u"},        {"3.001n", "4n"},
+	    {"100.035k", "100.035k"}, {"0.5Mi", "512Ki"},      {"0.5Gi", "512Mi"},
+	    {"1", "1"},             {" 1 ", "1"},            {"1E6", "1E6"},
+	    {"+1", "+1"},           {"1000", "1k"},          {"0", "0"},
+	    {"-0", "0"},            {"16Ei", "9223372036854775807"},         {"1Ki", "1Ki"},
+	    {"8Ki", "8Ki"},         {"100m", "100m"},        {"1500Mi", "1500Mi"},
+	    {"2048", "2048"},       {"12e-10", "2e-9"},        {"4Gi", "4Gi"},
+	};
+	static const char *const bad[][2] = {
+	    {"", "quantities must match the regular expression "
+		 "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"},
+	    {"abc", "quantities must match"},
+	    {"1Gb", "quantities must match"},
+	    {"1KiB", "quantities must match"},
+	    {"1.1.M", "quantities must match"},
+	    {"1kk", "unable to parse quantity's suffix"},
+	    {"1e", "unable to parse quantity's suffix"},
+	    {"1Qi", "quantities must match"},
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *out = NULL;
+		if (quantity_canonical(cases[i][0], &out) != 0)
+			fail_msg("%s: %s", cases[i][0], err_msg());
+		if (strcmp(out, cases[i][1]) != 0)
+			fail_msg("%s: got %s, want %s", cases[i][0], out, cases[i][1]);
+		free(out);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *out = NULL;
+		assert_int_equal(quantity_canonical(bad[i][0], &out), ERR_INVALID);
+		assert_null(out);
+		if (strncmp(err_msg(), bad[i][1], strlen(bad[i][1])) != 0)
+			fail_msg("%s: %s", bad[i][0], err_msg());
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_values),
 		cmocka_unit_test(test_invalid),
+		cmocka_unit_test(test_canonical),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,11 +19,6 @@
 #include <string.h>
 #include <sys/queue.h>
 
-static bool is(const char *a, const char *b)
-{
-	return a && b && !strcmp(a, b);
-}
-
 static const struct resource *resource_by_plural(const char *group, const char *plural)
 {
 	for (size_t i = 0; i < resources_count; i++)

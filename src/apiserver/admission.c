@@ -15,11 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is(const char *a, const char *b)
-{
-	return a && b && !strcmp(a, b);
-}
-
 static int forbid(struct req *r, const char *fmt, const char *a, const char *b)
 {
 	char reason[512], q[128], msg[1024];

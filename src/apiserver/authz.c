@@ -22,11 +22,6 @@ static bool in_group(const struct req *r, const char *g)
 	return strv_has(&r->user.groups, g);
 }
 
-static bool is(const char *a, const char *b)
-{
-	return a && b && !strcmp(a, b);
-}
-
 static bool verb_in(const struct req *r, const char *const *verbs)
 {
 	for (size_t i = 0; verbs[i]; i++)

@@ -20,11 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is(const char *a, const char *b)
-{
-	return a && b && !strcmp(a, b);
-}
-
 struct delete_opts {
 	int64_t grace; /* -1: not given */
 	const char *policy;

@@ -45,11 +45,6 @@ struct gc {
 	struct hmap children; /* owner uid → struct hmap* of dependent keys */
 };
 
-static bool is(const char *a, const char *b)
-{
-	return a && b && !strcmp(a, b);
-}
-
 static bool being_deleted(const json_t *obj)
 {
 	return jx_get(obj, "metadata.deletionTimestamp") != NULL;

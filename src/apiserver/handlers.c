@@ -27,11 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is(const char *a, const char *b)
-{
-	return a && b && !strcmp(a, b);
-}
-
 char *new_uid(void)
 {
 	unsigned char b[16];
@@ -114,6 +109,10 @@ json_t *body_object(struct req *r)
 	if (obj && !json_is_object(obj)) {
 		json_decref(obj);
 		req_fail(r, ERR_INVALID, "the body of the request must be a JSON object");
+		return NULL;
+	}
+	if (obj && typed_body(r, obj) < 0) {
+		json_decref(obj);
 		return NULL;
 	}
 	return obj;
@@ -954,6 +953,11 @@ static void handle_apply(struct req *r, json_t *old, const char *buf, size_t len
 		req_fail(r, ERR_INVALID, msg);
 		return;
 	}
+	/* The applied configuration decodes as the kind, as a patch's result does. */
+	if (typed_patched(r, body, "application/apply-patch+yaml", buf, len) < 0) {
+		json_decref(body);
+		return;
+	}
 	if (!old) {
 		if (check_identity(r, body, r->res->kind, r->res->group, r->res->version) < 0) {
 			json_decref(body);
@@ -1005,9 +1009,15 @@ static void handle_patch(struct req *r)
 	base = is_scale(r) ? scale_of(old) : json_incref(old);
 	rc = patch_apply(base, ct ? ct : "", buf, len, r->res->kind, &patched);
 	json_decref(base);
+	if (rc < 0) {
+		free(buf);
+		req_fail(r, rc, err_msg());
+		return;
+	}
+	rc = typed_patched(r, patched, ct, buf, len);
 	free(buf);
 	if (rc < 0) {
-		req_fail(r, rc, err_msg());
+		json_decref(patched);
 		return;
 	}
 	update_with(r, old, patched, true);

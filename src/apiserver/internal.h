@@ -18,6 +18,7 @@
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 #include <stdbool.h>
+#include <string.h>
 
 struct watch_stream;
 struct gc;
@@ -69,11 +70,19 @@ struct req {
 	bool dry_run; /* ?dryRun or a DeleteOptions body's dryRun: answer, store nothing */
 };
 
+/* Two strings, both present and equal (what most comparisons here ask). */
+static inline bool is(const char *a, const char *b)
+{
+	return a && b && !strcmp(a, b);
+}
+
 /* server.c */
 void req_reply(struct req *r, int code, json_t *body);           /* steals body, ends r */
 void req_fail(struct req *r, int err, const char *message);      /* Status from err */
 void req_fail_status(struct req *r, json_t *status);             /* steals status */
 void req_not_found(struct req *r);                               /* "<res> \"name\" not found" */
+/* A Warning header `299 - "<text>"` on the reply (duplicates sent once). */
+void req_warn(struct req *r, const char *text);
 const char *req_query(struct req *r, const char *key);
 /* ?dryRun=All, or a DeleteOptions body that said so (r->dry_run). */
 bool req_dry_run(struct req *r);
@@ -153,6 +162,13 @@ int admit(struct req *r, json_t *obj, const json_t *old);
 /* noderestriction.c: a kubelet's limits (obj NULL for deletes, old NULL for
  * creates); 0, or the 403 answered. */
 int node_restriction(struct req *r, json_t *obj, const json_t *old);
+
+/* typed.c: a body decoded as upstream decodes it into its Go type (see
+ * there). 0, or the 400/422 has been answered. typed_body for create and
+ * update bodies, typed_patched for a patch's result. */
+int typed_body(struct req *r, json_t *obj);
+int typed_patched(struct req *r, json_t *patched, const char *content_type, const char *patch,
+		  size_t patch_len);
 
 /* handlers.c */
 void handle_resource(struct req *r);

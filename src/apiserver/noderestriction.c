@@ -33,11 +33,6 @@
 #define LEASE_NAMESPACE "kube-node-lease"
 #define MIRROR_ANNOTATION "kubernetes.io/config.mirror"
 
-static bool is(const char *a, const char *b)
-{
-	return a && b && !strcmp(a, b);
-}
-
 /* upstream's admission.Operation for a verb */
 static const char *operation(const struct req *r)
 {

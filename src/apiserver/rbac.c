@@ -23,11 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is(const char *a, const char *b)
-{
-	return a && b && !strcmp(a, b);
-}
-
 static bool has(const json_t *list, const char *v)
 {
 	json_t *e;

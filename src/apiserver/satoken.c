@@ -53,11 +53,6 @@ struct satoken {
 	struct strv audiences;
 };
 
-static bool is(const char *a, const char *b)
-{
-	return a && b && !strcmp(a, b);
-}
-
 /* ---- keys ---------------------------------------------------------------------------- */
 
 /* Upstream's key ID: base64url(SHA-256(PKIX DER of the public key)). */
@@ -628,12 +623,10 @@ static void handle_token_request(struct req *r, json_t *body)
 	    exp_s > r->s->o.service_account_max_token_expiration_s) {
 		char warn[256];
 		snprintf(warn, sizeof(warn),
-		         "299 - \"requested expiration of %" PRId64 " seconds shortened to %" PRId64
-		         " seconds\"",
+		         "requested expiration of %" PRId64 " seconds shortened to %" PRId64
+		         " seconds",
 		         exp_s, r->s->o.service_account_max_token_expiration_s);
-		if (r->ev)
-			evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Warning",
-			                  warn);
+		req_warn(r, warn);
 		exp_s = r->s->o.service_account_max_token_expiration_s;
 		json_object_set_new(spec, "expirationSeconds", json_integer(exp_s));
 	}

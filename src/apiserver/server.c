@@ -5,6 +5,7 @@
 
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/sbuf.h"
 #include "base/file.h"
 #include "base/jx.h"
 #include "base/log.h"
@@ -16,6 +17,7 @@
 #include <sys/queue.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 void apiserver_opts_default(struct apiserver_opts *o)
 {
@@ -121,6 +123,33 @@ void req_fail_status(struct req *r, json_t *status)
 void req_fail(struct req *r, int err, const char *message)
 {
 	req_fail_status(r, status_failure(err, message, NULL, NULL, NULL));
+}
+
+void req_warn(struct req *r, const char *text)
+{
+	struct sbuf b = SBUF_INIT;
+	struct evkeyvalq *h;
+	struct evkeyval *kv;
+
+	if (!r->ev)
+		return;
+	sbuf_add(&b, "299 - \"");
+	for (const char *p = text; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			sbuf_addc(&b, '\\');
+		sbuf_addc(&b, *p);
+	}
+	sbuf_addc(&b, '"');
+	h = evhttp_request_get_output_headers(r->ev);
+	TAILQ_FOREACH(kv, h, next)
+	{
+		if (!strcasecmp(kv->key, "Warning") && !strcmp(kv->value, b.s)) {
+			sbuf_free(&b);
+			return;
+		}
+	}
+	evhttp_add_header(h, "Warning", b.s);
+	sbuf_free(&b);
 }
 
 void req_not_found(struct req *r)

@@ -2513,3 +2513,96 @@ def test_tls12_sessions_resume_with_client_certificates(server, tmp_path):
     again = subprocess.run(base + ["-sess_in", str(sess)], input="", capture_output=True,
                            text=True, timeout=20)
     assert "Reused, TLSv1.2" in again.stdout, again.stdout + again.stderr
+
+
+# ================================== issue 10, item 5: bodies decode as typed --
+
+QTY_RE = "quantities must match the regular expression " \
+         "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+
+
+def test_typed_fields_as_upstream(server, kubectl, k8s):
+    """Issue 10, item 5: every body is decoded as upstream decodes it into
+    the kind's Go type. The review's corruptions are refused with the Go
+    decoder's texts — 400 on create/update (rest.go's "cannot be handled
+    as"), 422 on the field "patch" for patches (patch.go), the converter's
+    texts for strategic merge — and nothing reaches the store that a typed
+    client (kubectl describe, the Python client) cannot read."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "typed-node"},
+            "status": {"capacity": {"cpu": "4000m", "memory": "2048Mi", "pods": 110}}}
+    r = server.request("POST", f"{CORE}/nodes", node)
+    assert r.status == 201, r
+    # quantities canonical as upstream's String(): 4000m -> 4, 2048Mi -> 2Gi, 110 -> "110"
+    assert r.json()["status"]["capacity"] == {"cpu": "4", "memory": "2Gi", "pods": "110"}
+
+    def patch(path, body, ct):
+        return server.request("PATCH", path, json.dumps(body), content_type=ct)
+
+    merge, smp = "application/merge-patch+json", "application/strategic-merge-patch+json"
+    r = patch(f"{CORE}/nodes/typed-node/status", {"status": {"capacity": {"cpu": {"x": 1}}}},
+              merge)
+    assert_status(r, 422, "Invalid", QTY_RE)
+    st = r.json()
+    assert st["message"].startswith(' "" is invalid: patch: Invalid value: "{'), st
+    assert st["details"]["causes"][0]["field"] == "patch", st
+    for body, want in [
+            ({"metadata": {"labels": "str"}},
+             "json: cannot unmarshal string into Go struct field ObjectMeta.metadata.labels "
+             "of type map[string]string"),
+            ({"metadata": {"ownerReferences": "str"}},
+             "json: cannot unmarshal string into Go struct field "
+             "ObjectMeta.metadata.ownerReferences of type []v1.OwnerReference"),
+            ({"metadata": {"finalizers": {}}},
+             "json: cannot unmarshal object into Go struct field "
+             "ObjectMeta.metadata.finalizers of type []string")]:
+        assert_status(patch(f"{CORE}/nodes/typed-node", body, merge), 422, "Invalid", want)
+    # strategic merge: the converter's text, the patch shown as Go's %v
+    r = patch(f"{CORE}/nodes/typed-node", {"metadata": {"labels": "str"}}, smp)
+    assert_status(r, 422, "Invalid",
+                  'patch: Invalid value: "map[metadata:map[labels:str]]": '
+                  "cannot restore map from string")
+    # kubectl sees the same
+    out = kubectl("label", "node", "typed-node", "a=b", check=False)
+    assert out.returncode == 0, out
+    out = kubectl("patch", "node", "typed-node", "-p", '{"spec":{"unschedulable":"yes"}}',
+                  check=False)
+    assert out.returncode != 0 and "unrecognized type: bool" in out.stderr, out
+
+    # create: 400 BadRequest, "cannot be handled as"
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "typed-cm", "namespace": "default"}, "data": {"a": 1}}
+    r = server.request("POST", f"{CORE}/namespaces/default/configmaps", cm)
+    assert_status(r, 400, "BadRequest",
+                  'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot '
+                  "unmarshal number into Go struct field ConfigMap.data of type string")
+    # kubectl's default fieldValidation=Strict refuses unknown fields ...
+    cm["data"] = {"a": "1"}
+    cm["spec"] = {"x": 1}
+    out = kubectl("create", "-f", "-", input=cm, check=False)
+    assert out.returncode != 0, out
+    assert 'ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding ' \
+           'error: unknown field "spec"' in out.stderr, out
+    # ... --validate=warn stores the object without them and says so
+    out = kubectl("create", "-f", "-", "--validate=warn", input=cm)
+    assert 'Warning: unknown field "spec"' in out.stderr, out
+    assert "spec" not in get_json(kubectl, "configmap", "typed-cm")
+    r = server.request("POST", f"{CORE}/namespaces/default/configmaps?fieldValidation=strict",
+                       {"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "typed-cm2"}})
+    assert_status(r, 422, "Invalid",
+                  'CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported '
+                  'value: "strict": supported values: "", "Ignore", "Strict", "Warn"')
+
+    # what was stored reads back through typed clients
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "typed-pod"},
+           "spec": {"containers": [{"name": "c", "image": "busybox",
+                                    "resources": {"requests": {"cpu": "1000m",
+                                                               "memory": "1024Mi"}}}]}}
+    r = server.request("POST", f"{CORE}/namespaces/default/pods", pod)
+    assert r.status == 201, r
+    assert r.json()["spec"]["containers"][0]["resources"]["requests"] == \
+        {"cpu": "1", "memory": "1Gi"}
+    assert "Name:" in kubectl("describe", "node", "typed-node").stdout
+    assert k8s.read_node("typed-node").status.capacity["memory"] == "2Gi"
+    assert k8s.read_namespaced_pod("typed-pod", "default").spec.containers[0].image == \
+        "busybox"

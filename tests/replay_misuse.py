@@ -249,7 +249,7 @@ def corruptions(c):
         out.append(f"{what}: {code} {brief(resp, 120)}")
     out.append("kubectl describe node node-1: " + (
         "ok" if "Name:" in c.kubectl("describe", "node", "node-1", check=False) else "FAILED"))
-    show("typed-field corruptions (schema validation is issue 10, item 5)", *out)
+    show("typed-field corruptions (refused as upstream's typed decode refuses them)", *out)
 
 
 def masters_token(c):

@@ -364,10 +364,32 @@ static void node_validate(const json_t *obj, const json_t *old, struct validatio
 	validate_taints(v, json_object_get(obj, "spec"));
 }
 
+/* A namespace starts Active, with the namespace controller's finalizer
+ * (upstream's PrepareForCreate appends it to any given list). */
+static void namespace_prepare(json_t *obj)
+{
+	json_t *spec = json_object_get(obj, "spec"), *fins, *f;
+	bool has = false;
+	size_t i;
+
+	if (!json_is_object(spec))
+		json_object_set_new(obj, "spec", spec = json_object());
+	if (!json_is_array(fins = json_object_get(spec, "finalizers")))
+		json_object_set_new(spec, "finalizers", fins = json_array());
+	json_array_foreach(fins, i, f)
+	{
+		const char *name = json_string_value(f);
+		has = has || (name && !strcmp(name, "kubernetes"));
+	}
+	if (!has)
+		json_array_append_new(fins, json_string("kubernetes"));
+	json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
+}
+
 static void namespace_defaults(json_t *obj)
 {
 	json_t *status = obj_at(obj, "status");
-	/* spec.finalizers: handlers.c's prepare_create, on create only. */
+	/* spec.finalizers: namespace_prepare, on create only. */
 	default_str(status, "phase", "Active");
 	/* Every namespace carries its name as a label (1.22+). */
 	if (jx_str(obj, "metadata.name"))
@@ -761,80 +783,80 @@ const struct resource resources[] = {
 	 VERBS_ALL & ~VERB_DELETECOLLECTION,
 	 {{"finalize", "", "v1", "Namespace", VERB_UPDATE}, STATUS_SUB("", "v1", "Namespace")},
 	 ns_fields,
-	 namespace_defaults, namespace_validate},
+	 namespace_defaults, namespace_validate, NAME_LABEL, RES_NO_GENERATION | RES_KEEPS_STATUS, namespace_prepare},
 	{"", "v1", "Node", "nodes", "node", {"no"}, {NULL}, false, VERBS_ALL,
-	 {STATUS_SUB("", "v1", "Node")}, node_fields, NULL, node_validate},
+	 {STATUS_SUB("", "v1", "Node")}, node_fields, NULL, node_validate, NAME_SUBDOMAIN, RES_NO_GENERATION | RES_KEEPS_STATUS, NULL},
 	{"", "v1", "Pod", "pods", "pod", {"po"}, {"all"}, true, VERBS_ALL,
 	 {STATUS_SUB("", "v1", "Pod"),
 	  {"binding", "", "v1", "Binding", VERB_CREATE},
 	  {"eviction", "policy", "v1", "Eviction", VERB_CREATE}},
-	 pod_fields, pod_defaults, pod_validate},
+	 pod_fields, pod_defaults, pod_validate, NAME_SUBDOMAIN, RES_GRACEFUL, NULL},
 	{"", "v1", "Event", "events", "event", {"ev"}, {NULL}, true, VERBS_ALL, {{NULL}},
-	 event_fields, NULL, event_validate},
+	 event_fields, NULL, event_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"", "v1", "Secret", "secrets", "secret", {NULL}, {NULL}, true, VERBS_ALL, {{NULL}},
-	 secret_fields, secret_defaults, NULL},
+	 secret_fields, secret_defaults, NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"", "v1", "ConfigMap", "configmaps", "configmap", {"cm"}, {NULL}, true, VERBS_ALL,
-	 {{NULL}}, no_fields, NULL, NULL},
+	 {{NULL}}, no_fields, NULL, NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"", "v1", "Service", "services", "service", {"svc"}, {"all"}, true,
 	 VERBS_ALL & ~VERB_DELETECOLLECTION, {STATUS_SUB("", "v1", "Service")}, no_fields,
-	 service_defaults, NULL},
+	 service_defaults, NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"", "v1", "Endpoints", "endpoints", "endpoints", {"ep"}, {NULL}, true, VERBS_ALL,
-	 {{NULL}}, no_fields, NULL, NULL},
+	 {{NULL}}, no_fields, NULL, NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", {"sa"}, {NULL}, true,
 	 VERBS_ALL, {{"token", "authentication.k8s.io", "v1", "TokenRequest", VERB_CREATE}},
-	 no_fields, NULL, NULL},
+	 no_fields, NULL, NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"apps", "v1", "Deployment", "deployments", "deployment", {"deploy"}, {"all"}, true,
 	 VERBS_ALL, {STATUS_SUB("apps", "v1", "Deployment"), SCALE_SUB}, no_fields,
-	 deployment_defaults, workload_validate},
+	 deployment_defaults, workload_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"apps", "v1", "ReplicaSet", "replicasets", "replicaset", {"rs"}, {"all"}, true,
 	 VERBS_ALL, {STATUS_SUB("apps", "v1", "ReplicaSet"), SCALE_SUB}, no_fields,
-	 template_defaults, workload_validate},
+	 template_defaults, workload_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"apps", "v1", "StatefulSet", "statefulsets", "statefulset", {"sts"}, {"all"}, true,
 	 VERBS_ALL, {STATUS_SUB("apps", "v1", "StatefulSet"), SCALE_SUB}, no_fields,
-	 statefulset_defaults, workload_validate},
+	 statefulset_defaults, workload_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"apps", "v1", "ControllerRevision", "controllerrevisions", "controllerrevision", {NULL},
-	 {NULL}, true, VERBS_ALL, {{NULL}}, no_fields, NULL, NULL},
+	 {NULL}, true, VERBS_ALL, {{NULL}}, no_fields, NULL, NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"apps", "v1", "DaemonSet", "daemonsets", "daemonset", {"ds"}, {"all"}, true,
 	 VERBS_ALL, {STATUS_SUB("apps", "v1", "DaemonSet")}, no_fields, daemonset_defaults,
-	 workload_validate},
+	 workload_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"batch", "v1", "Job", "jobs", "job", {NULL}, {"all"}, true, VERBS_ALL,
-	 {STATUS_SUB("batch", "v1", "Job")}, no_fields, job_defaults, job_validate},
+	 {STATUS_SUB("batch", "v1", "Job")}, no_fields, job_defaults, job_validate, NAME_SUBDOMAIN, RES_ORPHANS, NULL},
 	{RBAC_GROUP, "v1", "ClusterRole", "clusterroles", "clusterrole", {NULL}, {NULL}, false,
-	 VERBS_ALL, {{NULL}}, no_fields, NULL, clusterrole_validate},
+	 VERBS_ALL, {{NULL}}, no_fields, NULL, clusterrole_validate, NAME_PATH_SEGMENT, 0, NULL},
 	{RBAC_GROUP, "v1", "ClusterRoleBinding", "clusterrolebindings", "clusterrolebinding", {NULL},
 	 {NULL}, false, VERBS_ALL, {{NULL}}, no_fields, rbac_binding_defaults,
-	 clusterrolebinding_validate},
+	 clusterrolebinding_validate, NAME_PATH_SEGMENT, 0, NULL},
 	{RBAC_GROUP, "v1", "Role", "roles", "role", {NULL}, {NULL}, true, VERBS_ALL, {{NULL}},
-	 no_fields, NULL, role_validate},
+	 no_fields, NULL, role_validate, NAME_PATH_SEGMENT, 0, NULL},
 	{RBAC_GROUP, "v1", "RoleBinding", "rolebindings", "rolebinding", {NULL}, {NULL}, true,
-	 VERBS_ALL, {{NULL}}, no_fields, rbac_binding_defaults, rolebinding_validate},
+	 VERBS_ALL, {{NULL}}, no_fields, rbac_binding_defaults, rolebinding_validate, NAME_PATH_SEGMENT, 0, NULL},
 	{"certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests",
 	 "certificatesigningrequest", {"csr"}, {NULL}, false, VERBS_ALL,
 	 {STATUS_SUB("certificates.k8s.io", "v1", "CertificateSigningRequest"),
 	  {"approval", "certificates.k8s.io", "v1", "CertificateSigningRequest",
 	   VERB_GET | VERB_UPDATE | VERB_PATCH}},
-	 csr_fields, NULL, csr_validate},
+	 csr_fields, NULL, csr_validate, NAME_KEY_SEGMENT, 0, NULL},
 	{"coordination.k8s.io", "v1", "Lease", "leases", "lease", {NULL}, {NULL}, true, VERBS_ALL,
-	 {{NULL}}, no_fields, NULL, lease_validate},
+	 {{NULL}}, no_fields, NULL, lease_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", {NULL},
-	 {NULL}, true, VERBS_ALL, {{NULL}}, no_fields, NULL, NULL},
+	 {NULL}, true, VERBS_ALL, {{NULL}}, no_fields, NULL, NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews",
 	 "subjectaccessreview", {NULL}, {NULL}, false, VERB_CREATE, {{NULL}}, no_fields, NULL,
-	 NULL},
+	 NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"authorization.k8s.io", "v1", "LocalSubjectAccessReview", "localsubjectaccessreviews",
 	 "localsubjectaccessreview", {NULL}, {NULL}, true, VERB_CREATE, {{NULL}}, no_fields, NULL,
-	 NULL},
+	 NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews",
 	 "selfsubjectaccessreview", {NULL}, {NULL}, false, VERB_CREATE, {{NULL}}, no_fields, NULL,
-	 NULL},
+	 NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews",
 	 "selfsubjectrulesreview", {NULL}, {NULL}, false, VERB_CREATE, {{NULL}}, no_fields, NULL,
-	 NULL},
+	 NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews",
 	 "selfsubjectreview", {NULL}, {NULL}, false, VERB_CREATE, {{NULL}}, no_fields, NULL,
-	 NULL},
+	 NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"authentication.k8s.io", "v1", "TokenReview", "tokenreviews", "tokenreview", {NULL},
-	 {NULL}, false, VERB_CREATE, {{NULL}}, no_fields, NULL, NULL},
+	 {NULL}, false, VERB_CREATE, {{NULL}}, no_fields, NULL, NULL, NAME_SUBDOMAIN, 0, NULL},
 };
 const size_t resources_count = sizeof(resources) / sizeof(resources[0]);
 

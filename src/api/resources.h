@@ -52,6 +52,27 @@ struct resource {
 	void (*defaults)(json_t *obj);
 	/* Check an object; old is NULL on create. Adds errors to v. */
 	void (*validate)(const json_t *obj, const json_t *old, struct validation *v);
+	/* How its objects may be named (enum name_rule). */
+	unsigned char name_rule;
+	/* What the generic handlers do differently for it (RES_*). */
+	unsigned rules;
+	/* Upstream's PrepareForCreate beyond the generic metadata stamping. */
+	void (*prepare_create)(json_t *obj);
+};
+
+/* Upstream's name validation functions (ValidateObjectMeta's nameFn). */
+enum name_rule {
+	NAME_SUBDOMAIN,    /* DNS-1123 subdomain: most kinds */
+	NAME_LABEL,        /* DNS-1123 label: namespaces */
+	NAME_PATH_SEGMENT, /* any path segment (422): RBAC's kubeadm:..., system:... */
+	NAME_KEY_SEGMENT,  /* unvalidated, but a storage key segment (400): CSRs */
+};
+
+enum {
+	RES_NO_GENERATION = 1 << 0, /* no metadata.generation (nodes, namespaces) */
+	RES_KEEPS_STATUS = 1 << 1,  /* a create keeps the status it is given */
+	RES_ORPHANS = 1 << 2,       /* deletion orphans dependents by default (Jobs) */
+	RES_GRACEFUL = 1 << 3,      /* a bound object terminates through its node (pods) */
 };
 
 extern const struct resource resources[];

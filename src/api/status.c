@@ -51,6 +51,13 @@ void status_add_cause(json_t *status, const char *reason, const char *message, c
 		causes = json_array();
 		json_object_set_new(d, "causes", causes);
 	}
-	json_array_append_new(causes, json_pack("{s:s,s:s,s:s}", "reason", reason, "message",
-						message, "field", field));
+	json_t *c = json_object();
+	/* Go's StatusCause omits what is empty. */
+	if (reason && *reason)
+		json_object_set_new(c, "reason", json_string(reason));
+	if (message && *message)
+		json_object_set_new(c, "message", json_string(message));
+	if (field && *field)
+		json_object_set_new(c, "field", json_string(field));
+	json_array_append_new(causes, c);
 }

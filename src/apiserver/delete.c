@@ -147,7 +147,7 @@ static json_t *deletion_finalizers(const json_t *obj, const struct resource *res
 		orphan = is(policy, "Orphan");
 		fg = is(policy, "Foreground");
 	} else {
-		orphan = had_orphan || (!had_fg && res && is(res->plural, "jobs"));
+		orphan = had_orphan || (!had_fg && res && (res->rules & RES_ORPHANS));
 		fg = had_fg;
 	}
 	if (orphan == had_orphan && fg == had_fg) {
@@ -175,7 +175,8 @@ static enum plan plan_delete(const json_t *obj, int64_t grace, const char *polic
 			     int orphan_deps, json_t **marked)
 {
 	const struct resource *res = resource_of(obj);
-	bool pod = res && is(res->plural, "pods");
+	/* A kind its node terminates (pods): upstream's pod strategy's CheckGracefulDelete. */
+	bool pod = res && (res->rules & RES_GRACEFUL);
 	bool bound = pod && json_string_length(jx_get(obj, "spec.nodeName")) > 0;
 	const char *phase = jx_str(obj, "status.phase");
 	json_t *dts = jx_get(obj, "metadata.deletionTimestamp"), *fins;
@@ -223,24 +224,32 @@ static enum plan plan_delete(const json_t *obj, int64_t grace, const char *polic
 	return PLAN_MARK;
 }
 
-void delete_internal(struct apiserver *s, const char *key, int64_t grace, const char *policy)
+bool delete_internal_then(struct apiserver *s, const char *key, int64_t grace,
+			  const char *policy, cache_done_fn done, void *arg)
 {
 	json_t *obj = cache_get(s->cache, key), *marked;
+	int rc = 0;
 
 	if (!obj)
-		return;
+		return false;
 	switch (plan_delete(obj, grace, policy, -1, &marked)) {
 	case PLAN_NOW:
-		if (cache_delete(s->cache, key, NULL, NULL) < 0)
-			LOG_ERROR("delete %s: %s", key, err_msg());
+		rc = cache_delete(s->cache, key, done, arg);
 		break;
 	case PLAN_MARK:
-		if (cache_update(s->cache, key, marked, NULL, NULL) < 0)
-			LOG_ERROR("delete %s: %s", key, err_msg());
+		rc = cache_update(s->cache, key, marked, done, arg);
 		break;
 	case PLAN_ALREADY:
-		break;
+		return false;
 	}
+	if (rc < 0)
+		LOG_ERROR("delete %s: %s", key, err_msg());
+	return rc == 0;
+}
+
+void delete_internal(struct apiserver *s, const char *key, int64_t grace, const char *policy)
+{
+	delete_internal_then(s, key, grace, policy, NULL, NULL);
 }
 
 /* ---- requests -------------------------------------------------------------------------------- */
@@ -257,9 +266,11 @@ static void on_deleted(void *arg, int err, json_t *obj)
 	struct del_ctx *d = arg;
 	struct req *r = d->r;
 
-	(void)err;
 	(void)obj;
-	if (d->answer)
+	if (err) {
+		json_decref(d->answer);
+		reply_storage_error(r, err_msg());
+	} else if (d->answer)
 		req_reply(r, 201, d->answer);
 	else
 		req_reply(r, 200,
@@ -409,15 +420,45 @@ void handle_eviction(struct req *r)
 	json_decref(o.doc);
 }
 
+/* A deletecollection is answered once every one of its writes is durable. */
+struct collection {
+	struct req *r;
+	size_t outstanding; /* writes not yet durable, plus one while submitting */
+	char *error;        /* the first failure's text */
+};
+
+static void collection_step(void *arg, int err, json_t *obj)
+{
+	struct collection *c = arg;
+	struct req *r = c->r;
+
+	(void)obj;
+	if (err && !c->error)
+		c->error = str_printf("%s", err_msg());
+	if (--c->outstanding)
+		return;
+	if (c->error)
+		reply_storage_error(r, c->error);
+	else
+		req_reply(r, 200, status_success(200, r->res->group, r->res->plural, NULL, NULL));
+	free(c->error);
+	free(c);
+}
+
 void handle_deletecollection(struct req *r)
 {
 	struct selectors sel;
+	struct collection *c;
 	char *prefix;
 	json_t **objs = NULL;
 	size_t n;
 
 	if (authz_request(r, NULL) < 0 || parse_selectors(r, &sel) < 0)
 		return;
+	if (!(c = calloc(1, sizeof(*c))))
+		abort();
+	c->r = r;
+	c->outstanding = 1;
 	prefix = prefix_key(r->res, r->ns);
 	n = req_dry_run(r) ? 0 : cache_list(r->s->cache, prefix, NULL, 0, &objs, NULL);
 	for (size_t i = 0; i < n; i++) {
@@ -425,11 +466,14 @@ void handle_deletecollection(struct req *r)
 			continue;
 		char *key = object_key(r->res, jx_str(objs[i], "metadata.namespace"),
 				       jx_str(objs[i], "metadata.name"));
-		delete_internal(r->s, key, -1, req_query(r, "propagationPolicy"));
+		c->outstanding++;
+		if (!delete_internal_then(r->s, key, -1, req_query(r, "propagationPolicy"),
+					  collection_step, c))
+			c->outstanding--;
 		free(key);
 	}
 	free(objs);
 	free(prefix);
 	free_selectors(&sel);
-	req_reply(r, 200, status_success(200, r->res->group, r->res->plural, NULL, NULL));
+	collection_step(c, 0, NULL);
 }

@@ -171,13 +171,25 @@ struct write_ctx {
 	json_t *answer; /* sent instead of the stored object when set */
 };
 
-static bool is_scale(const struct req *r);
-static json_t *scale_of(const json_t *obj);
+
+void reply_storage_error(struct req *r, const char *detail)
+{
+	char msg[700];
+	json_t *st;
+
+	snprintf(msg, sizeof(msg), "Internal error occurred: %s", detail);
+	st = status_failure(ERR_INTERNAL, msg, NULL, NULL, NULL);
+	status_add_cause(st, NULL, detail, NULL);
+	req_fail_status(r, st);
+}
 
 static void on_written(void *arg, int err, json_t *obj)
 {
 	struct write_ctx *w = arg;
-	if (w->answer)
+	if (err) {
+		json_decref(w->answer);
+		reply_storage_error(w->r, err_msg());
+	} else if (w->answer)
 		req_reply(w->r, w->code, w->answer);
 	else if (is_scale(w->r))
 		req_reply(w->r, w->code, scale_of(obj));
@@ -236,7 +248,7 @@ void write_and_reply(struct req *r, const char *key, json_t *obj, bool create, i
 }
 
 /* The autoscaling/v1 Scale view of a workload. */
-static json_t *scale_of(const json_t *obj)
+json_t *scale_of(const json_t *obj)
 {
 	json_t *sel = jx_get(obj, "spec.selector.matchLabels"), *scale;
 	struct strv parts = STRV_INIT;
@@ -260,69 +272,9 @@ static json_t *scale_of(const json_t *obj)
 	return scale;
 }
 
-static bool is_scale(const struct req *r)
+bool is_scale(const struct req *r)
 {
 	return r->sub && !strcmp(r->sub->name, "scale");
-}
-
-/* ---- get and list --------------------------------------------------------------------- */
-
-static void handle_get(struct req *r)
-{
-	char *key = object_key(r->res, r->ns, r->name);
-	json_t *obj = cache_get(r->s->cache, key);
-
-	free(key);
-	if (authz_request(r, obj) < 0)
-		return;
-	if (!obj) {
-		req_not_found(r);
-		return;
-	}
-	if (is_scale(r)) {
-		req_reply(r, 200, scale_of(obj));
-		return;
-	}
-	reply_object(r, 200, json_incref(obj));
-}
-
-/* The continue token is the last key returned, base64url. */
-static char *encode_continue(const char *key)
-{
-	size_t n = strlen(key);
-	char *out = malloc(4 * ((n + 2) / 3) + 1);
-	if (!out)
-		abort();
-	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)key, (int)n);
-	return out;
-}
-
-static char *decode_continue(const char *tok)
-{
-	size_t n = strlen(tok), pad = 0;
-	unsigned char *out;
-	int m;
-
-	if (n == 0 || n % 4)
-		return NULL;
-	out = malloc(n);
-	if (!out)
-		abort();
-	m = EVP_DecodeBlock(out, (const unsigned char *)tok, (int)n);
-	while (n && tok[n - 1] == '=' && pad < 2)
-		n--, pad++;
-	/* Terminated before it is read: a short token must not make the
-	 * comparison run past what was decoded. */
-	if (m < 0 || m - (int)pad < 10) {
-		free(out);
-		return NULL;
-	}
-	out[m - (int)pad] = '\0';
-	if (strncmp((char *)out, "/registry/", 10) || strlen((char *)out) != (size_t)(m - (int)pad)) {
-		free(out);
-		return NULL;
-	}
-	return (char *)out;
 }
 
 static const char *const *allowed_fields(const struct resource *res, const char **buf)
@@ -371,81 +323,6 @@ bool selectors_match(const struct selectors *sel, const json_t *obj)
 {
 	return (!sel->labels || label_selector_match(sel->labels, jx_get(obj, "metadata.labels"))) &&
 	       (!sel->fields || field_selector_match(sel->fields, obj));
-}
-
-static void handle_list(struct req *r)
-{
-	const char *limit_s = req_query(r, "limit"), *cont = req_query(r, "continue");
-	char *prefix = prefix_key(r->res, r->ns), *after = NULL, rv[24], api[96], kind[96];
-	size_t limit = limit_s ? strtoull(limit_s, NULL, 10) : 0, n, taken = 0, i = 0;
-	struct selectors sel;
-	json_t **objs, *items = json_array(), *out;
-	const char *last = NULL;
-	bool more = false;
-
-	if (authz_request(r, NULL) < 0 || parse_selectors(r, &sel) < 0) {
-		free(prefix);
-		json_decref(items);
-		return;
-	}
-	if (cont && !(after = decode_continue(cont))) {
-		free(prefix);
-		json_decref(items);
-		free_selectors(&sel);
-		req_fail(r, ERR_INVALID,
-			 "continue key is not valid: incorrect encoded start resourceVersion "
-			 "(version meta.k8s.io/v1)");
-		return;
-	}
-	n = cache_list(r->s->cache, prefix, after, 0, &objs, NULL);
-	for (i = 0; i < n; i++) {
-		if (!selectors_match(&sel, objs[i]))
-			continue;
-		if (limit && taken == limit) {
-			more = true;
-			break;
-		}
-		json_array_append(items, objs[i]);
-		last = jx_str(objs[i], "metadata.name");
-		taken++;
-	}
-	snprintf(rv, sizeof(rv), "%" PRId64, cache_rev(r->s->cache));
-	if (r->want_table) {
-		char *tok = NULL;
-		if (more) {
-			char *k = object_key(r->res, jx_str(json_array_get(items, taken - 1),
-							    "metadata.namespace"),
-					     last);
-			tok = encode_continue(k);
-			free(k);
-		}
-		out = printers_table(r->res->kind, items, rv, tok, r->include, true, clock_now());
-		free(tok);
-	} else {
-		snprintf(kind, sizeof(kind), "%sList", r->res->kind);
-		out = json_pack("{s:s,s:s,s:{s:s},s:O}", "kind", kind, "apiVersion",
-				resource_api_version(r->res, api, sizeof(api)), "metadata",
-				"resourceVersion", rv, "items", items);
-		if (more) {
-			char *k = object_key(r->res, jx_str(json_array_get(items, taken - 1),
-							    "metadata.namespace"),
-					     last);
-			char *tok = encode_continue(k);
-			jx_set_str(out, "metadata.continue", tok);
-			free(tok);
-			free(k);
-			size_t remaining = 0;
-			for (; i < n; i++)
-				remaining += selectors_match(&sel, objs[i]);
-			jx_set(out, "metadata.remainingItemCount", json_integer((json_int_t)remaining));
-		}
-	}
-	free(objs);
-	free(after);
-	free(prefix);
-	json_decref(items);
-	free_selectors(&sel);
-	req_reply(r, 200, out);
 }
 
 /* ---- create ------------------------------------------------------------------------------ */
@@ -505,26 +382,11 @@ static void prepare_create(struct req *r, json_t *obj)
 	json_object_del(meta, "deletionTimestamp");
 	json_object_del(meta, "deletionGracePeriodSeconds");
 	json_object_del(meta, "managedFields");
-	/* A namespace starts Active, with the namespace controller's finalizer
-	 * (upstream's PrepareForCreate appends it to any given list). */
-	if (is(r->res->plural, "namespaces")) {
-		json_t *spec = json_object_get(obj, "spec"), *fins, *f;
-		bool has = false;
-		size_t i;
-		if (!json_is_object(spec))
-			json_object_set_new(obj, "spec", spec = json_object());
-		if (!json_is_array(fins = json_object_get(spec, "finalizers")))
-			json_object_set_new(spec, "finalizers", fins = json_array());
-		json_array_foreach(fins, i, f) has = has || is(json_string_value(f), "kubernetes");
-		if (!has)
-			json_array_append_new(fins, json_string("kubernetes"));
-		json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
-	}
-	if (json_object_get(obj, "spec") && !is(r->res->plural, "nodes") &&
-	    !is(r->res->plural, "namespaces"))
+	if (r->res->prepare_create)
+		r->res->prepare_create(obj);
+	if (json_object_get(obj, "spec") && !(r->res->rules & RES_NO_GENERATION))
 		json_object_set_new(meta, "generation", json_integer(1));
-	if (has_status_sub(r->res) && !is(r->res->plural, "nodes") &&
-	    !is(r->res->plural, "namespaces"))
+	if (has_status_sub(r->res) && !(r->res->rules & RES_KEEPS_STATUS))
 		json_object_del(obj, "status");
 }
 
@@ -538,6 +400,39 @@ static void rbac_name_validate(struct validation *v, const char *name)
 		val_invalid_str(v, "metadata.name", name, "may not contain '/'");
 	else if (strchr(name, '%'))
 		val_invalid_str(v, "metadata.name", name, "may not contain '%'");
+}
+
+/* The name of a new object, by its kind's rule: 0, or a 400 has been sent
+ * (errors of the 422 kind go to v). */
+static int name_check(struct req *r, struct validation *v, const char *name)
+{
+	const char *why;
+	char msg[512];
+
+	switch (r->res->name_rule) {
+	case NAME_LABEL:
+		val_dns_label(v, "metadata.name", name);
+		return 0;
+	case NAME_PATH_SEGMENT:
+		rbac_name_validate(v, name); /* kubeadm:..., system:... */
+		return 0;
+	case NAME_KEY_SEGMENT:
+		/* Upstream does not care what CSRs are called (node-csr-<base64url>),
+		 * but its storage key function wants a path segment: 400. */
+		why = !strcmp(name, ".")     ? "may not be '.'"
+		      : !strcmp(name, "..")  ? "may not be '..'"
+		      : strchr(name, '/')    ? "may not contain '/'"
+		      : strchr(name, '%')    ? "may not contain '%'"
+					     : NULL;
+		if (!why)
+			return 0;
+		snprintf(msg, sizeof(msg), "Name parameter invalid: \"%s\": %s", name, why);
+		req_fail(r, ERR_INVALID, msg);
+		return ERR_INVALID;
+	default:
+		val_dns_subdomain(v, "metadata.name", name);
+		return 0;
+	}
 }
 
 /* Defaults, admission, validation: 0 or a reply has been sent. */
@@ -554,29 +449,10 @@ static int admit_and_validate(struct req *r, json_t *obj, const json_t *old)
 	if (!old) {
 		if (!name || !*name)
 			val_required(&v, "metadata.name");
-		else if (is(r->res->plural, "certificatesigningrequests")) {
-			/* Upstream does not care what CSRs are called
-			 * (node-csr-<base64url>), but its storage key function
-			 * wants a path segment: 400, as upstream. */
-			const char *why = !strcmp(name, ".")	 ? "may not be '.'"
-					  : !strcmp(name, "..")	 ? "may not be '..'"
-					  : strchr(name, '/') ? "may not contain '/'"
-					  : strchr(name, '%') ? "may not contain '%'"
-							      : NULL;
-			if (why) {
-				char msg[512];
-				snprintf(msg, sizeof(msg), "Name parameter invalid: \"%s\": %s", name,
-					 why);
-				req_fail(r, ERR_INVALID, msg);
-				return ERR_INVALID;
-			}
+		else if (name_check(r, &v, name) < 0) {
+			val_free(&v);
+			return ERR_INVALID;
 		}
-		else if (is(r->res->plural, "namespaces"))
-			val_dns_label(&v, "metadata.name", name);
-		else if (is(r->res->group, "rbac.authorization.k8s.io"))
-			rbac_name_validate(&v, name); /* path segments: kubeadm:..., system:... */
-		else
-			val_dns_subdomain(&v, "metadata.name", name);
 	}
 	val_metadata_maps(&v, json_object_get(obj, "metadata"));
 	if (r->res->validate)

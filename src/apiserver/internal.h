@@ -34,6 +34,8 @@ struct apiserver {
 	struct metric_family *m_requests, *m_latency, *m_cert_exp, *m_objects;
 	struct satoken *sa; /* service account token keys, or NULL */
 	struct gc *gc;      /* the garbage collector (gc.c) */
+	struct rv_wait *rv_waits;      /* reads held for a revision (read.c) */
+	struct cache_watch *rv_watch;  /* tells them of commits */
 };
 
 struct user_info {

@@ -19,6 +19,9 @@ char *body_bytes(struct req *r, size_t *len);
 
 /* Reply with obj, as JSON or a one-row Table when asked. Steals obj. */
 void reply_object(struct req *r, int code, json_t *obj);
+/* 500 InternalError "Internal error occurred: <detail>": a write the store
+ * failed, as upstream answers a storage error it has no mapping for. */
+void reply_storage_error(struct req *r, const char *detail);
 /* 409 Conflict with upstream's "the object has been modified" text. */
 void reply_conflict(struct req *r);
 /* 422 from collected validation errors. */
@@ -39,6 +42,21 @@ int parse_selectors(struct req *r, struct selectors *sel); /* 0, or a 400 sent *
 void free_selectors(struct selectors *sel);
 bool selectors_match(const struct selectors *sel, const json_t *obj);
 
+/* The scale subresource, and the autoscaling/v1 Scale of a workload. */
+bool is_scale(const struct req *r);
+json_t *scale_of(const json_t *obj);
+
+/* read.c: GET and LIST with upstream's resourceVersion semantics (see there). */
+void handle_get(struct req *r);
+void handle_list(struct req *r);
+/* A resourceVersion parameter: 0 for "" and "0"; else 0, or a 400 sent. */
+int rv_parse(struct req *r, const char *s, int64_t *out);
+/* 504 "Timeout: Too large resource version: rv, current: current". */
+void reply_too_large(struct req *r, int64_t rv, int64_t current, int retry_s);
+/* Requests waiting for a revision: run those it reached; fail them all. */
+void rv_waits_committed(struct apiserver *s);
+void rv_waits_cancel(struct apiserver *s);
+
 /* DELETE of r->name, with options from the body and the query. */
 void handle_delete(struct req *r);
 void handle_deletecollection(struct req *r);
@@ -54,6 +72,10 @@ bool has_finalizer(const json_t *obj, const char *name);
 /* Delete an object without a request (GC, namespace teardown, finalizers
  * done): graceful for bound pods unless grace is 0. */
 void delete_internal(struct apiserver *s, const char *key, int64_t grace_s, const char *policy);
+/* The same, telling done (with the write's error) once durable; false when
+ * nothing was written (absent, already terminating, or refused). */
+bool delete_internal_then(struct apiserver *s, const char *key, int64_t grace_s,
+			  const char *policy, cache_done_fn done, void *arg);
 
 /* The served resource of obj's apiVersion and kind, or NULL. */
 const struct resource *resource_of(const json_t *obj);

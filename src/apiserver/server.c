@@ -1,4 +1,4 @@
-#include "apiserver/internal.h"
+#include "apiserver/objects.h"
 
 #include "api/status.h"
 #include "net/tls.h"
@@ -501,6 +501,13 @@ static void register_metrics(struct apiserver *s)
 		"resource");
 }
 
+/* Every commit: reads held for a revision may run now (read.c). */
+static void on_commit(void *arg, const struct cache_event *ev)
+{
+	(void)ev;
+	rv_waits_committed(arg);
+}
+
 struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *o)
 {
 	struct apiserver *s = calloc(1, sizeof(*s));
@@ -544,6 +551,7 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 	seed_defaults(s);
 	if (gc_start(s) < 0)
 		goto fail;
+	s->rv_watch = cache_watch(s->cache, "/", cache_rev(s->cache), on_commit, s);
 	if (!(s->httpd = httpd_new(loop, s->tls, &ho, on_request, s)))
 		goto fail;
 	LOG_INFO("Serving securely on %s:%d", o->bind_address, httpd_port(s->httpd));
@@ -568,6 +576,7 @@ void apiserver_free(struct apiserver *s)
 	if (!s)
 		return;
 	watch_close_all(s);
+	rv_waits_cancel(s);
 	httpd_free(s->httpd);
 	/* Before the store closes: what its last writes tell the collector
 	 * must not become writes of its own. */
@@ -575,6 +584,7 @@ void apiserver_free(struct apiserver *s)
 	/* Queued writes finish and their callbacks run before the cache goes. */
 	store_close(s->store);
 	loop_poll(s->loop);
+	cache_unwatch(s->rv_watch);
 	cache_free(s->cache);
 	SSL_CTX_free(s->tls);
 	satoken_free(s);

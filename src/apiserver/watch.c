@@ -1,10 +1,15 @@
 /*
  * Watch streams (kubectl-wire.md §4): a chunked 200 reply carrying one JSON
- * event per line. No resourceVersion (or "0") starts with a synthetic ADDED
- * for every matching object; a resourceVersion resumes from the cache's
+ * event per line. No resourceVersion (or "0", or sendInitialEvents=true)
+ * starts with a synthetic ADDED for every matching committed object, and —
+ * with allowWatchBookmarks, as 1.32's watch-list — a bookmark annotated
+ * k8s.io/initial-events-end; a resourceVersion resumes from the cache's
  * window, or ends with an ERROR event carrying 410 Expired when it is too
- * old. Objects moving in or out of the selectors arrive as ADDED or
- * DELETED. Tables are honoured per event; bookmarks only when asked for.
+ * old; a malformed one is 400 (read.c's rv_parse). Objects moving in or out
+ * of the selectors arrive as ADDED or DELETED. Tables are honoured per
+ * event. Bookmarks, only when asked for, carry the committed revision —
+ * every event up to it already sent — every minute, or 2 s before
+ * timeoutSeconds ends the stream.
  *
  * A watcher that stops reading is closed, not buffered without bound: when
  * a live event finds more than WATCH_MAX_UNSENT bytes still unsent (or, for
@@ -34,6 +39,10 @@
  * are what cost memory here: a few hundred ordinary events, or five of the
  * largest objects. */
 #define WATCH_MAX_UNSENT ((size_t)8 << 20)
+/* Upstream's defaultBookmarkFrequency, and the annotation of the bookmark
+ * that ends a watch-list's initial events. */
+#define BOOKMARK_EVERY_NS (60 * NS_PER_SEC)
+#define INITIAL_EVENTS_END "k8s.io/initial-events-end"
 /* How long the end of a closed stream may wait for a reader that is gone. */
 #define WATCH_DRAIN_TIMEOUT_S 60
 
@@ -45,6 +54,7 @@ struct watch_stream {
 	size_t replayed; /* bytes of the initial replay, allowed to be unsent */
 	bool starting;   /* replaying the list or the window: never too slow */
 	struct timer *timeout, *bookmark;
+	int64_t deadline; /* clock_mono() when timeoutSeconds ends it; 0: none */
 	bool columns_sent, bookmarks, closed;
 	struct watch_stream *prev, *next;
 };
@@ -186,26 +196,52 @@ static void on_timeout(void *arg)
 	end_stream(arg);
 }
 
+/*
+ * A bookmark carries the committed revision: every event up to it has been
+ * dispatched to this stream already, so none still to come is older.
+ */
+static void send_bookmark(struct watch_stream *w, bool initial_events_end)
+{
+	char rv[24], api[96];
+	json_t *obj;
+
+	snprintf(rv, sizeof(rv), "%" PRId64, cache_committed_rev(w->s->cache));
+	obj = json_pack("{s:s,s:s,s:{s:s}}", "kind", w->r->res->kind, "apiVersion",
+	                resource_api_version(w->r->res, api, sizeof(api)), "metadata",
+	                "resourceVersion", rv);
+	if (initial_events_end)
+		jx_set(obj, "metadata.annotations", json_pack("{s:s}", INITIAL_EVENTS_END, "true"));
+	send_event(w, "BOOKMARK", obj);
+}
+
+/* Every minute, and 2 s before the stream's deadline if that is sooner, as
+ * upstream's cacheWatcher.nextBookmarkTime. */
+static void schedule_bookmark(struct watch_stream *w)
+{
+	int64_t now = clock_mono(), next = now + BOOKMARK_EVERY_NS;
+
+	if (w->deadline && w->deadline - 2 * NS_PER_SEC < next)
+		next = w->deadline - 2 * NS_PER_SEC;
+	if (next > now)
+		timer_after(w->bookmark, next - now);
+}
+
 static void on_bookmark(void *arg)
 {
 	struct watch_stream *w = arg;
-	char rv[24], api[96];
-	snprintf(rv, sizeof(rv), "%" PRId64, cache_rev(w->s->cache));
-	send_event(w, "BOOKMARK",
-	           json_pack("{s:s,s:s,s:{s:s}}", "kind", w->r->res->kind, "apiVersion",
-	                     resource_api_version(w->r->res, api, sizeof(api)), "metadata",
-	                     "resourceVersion", rv));
-	timer_after(w->bookmark, 60 * NS_PER_SEC);
+	send_bookmark(w, false);
+	schedule_bookmark(w);
 }
 
 void watch_serve(struct req *r)
 {
 	const char *rv_s = req_query(r, "resourceVersion"), *to = req_query(r, "timeoutSeconds");
+	const char *initial = req_query(r, "sendInitialEvents");
 	struct watch_stream *w;
-	int64_t from;
+	int64_t from, rv;
 	char *prefix;
 
-	if (authz_request(r, NULL) < 0)
+	if (authz_request(r, NULL) < 0 || rv_parse(r, rv_s, &rv) < 0)
 		return;
 	w = calloc(1, sizeof(*w));
 	if (!w)
@@ -231,17 +267,22 @@ void watch_serve(struct req *r)
 
 	prefix = prefix_key(r->res, r->ns);
 	w->starting = true;
-	if (!rv_s || !*rv_s || !strcmp(rv_s, "0")) {
-		/* The synthetic ADDED events kubectl's get -w expects first. */
+	if (rv == 0 || (initial && !strcmp(initial, "true"))) {
+		/* The synthetic ADDED events kubectl's get -w expects first: the
+		 * committed state, then what commits after it. */
 		json_t **objs;
-		size_t n = cache_list(r->s->cache, prefix, NULL, 0, &objs, NULL);
+		size_t n = cache_list_committed(r->s->cache, prefix, NULL, 0, &objs, NULL);
 		for (size_t i = 0; i < n; i++)
 			if (selectors_match(&w->sel, objs[i]))
 				send_event(w, "ADDED", as_wire(w, objs[i]));
 		free(objs);
-		from = cache_rev(r->s->cache);
+		from = cache_committed_rev(r->s->cache);
+		/* A watch-list (1.32 makes every watch from "" or "0" one) marks
+		 * the end of its initial events for clients that take bookmarks. */
+		if (w->bookmarks && (!initial || !strcmp(initial, "true")))
+			send_bookmark(w, true);
 	} else {
-		from = strtoll(rv_s, NULL, 10);
+		from = rv;
 	}
 	{
 		const char *node =
@@ -262,10 +303,11 @@ void watch_serve(struct req *r)
 	if (to && strtoll(to, NULL, 10) > 0) {
 		w->timeout = loop_timer(r->s->loop, on_timeout, w);
 		timer_after(w->timeout, strtoll(to, NULL, 10) * NS_PER_SEC);
+		w->deadline = clock_mono() + strtoll(to, NULL, 10) * NS_PER_SEC;
 	}
 	if (w->bookmarks) {
 		w->bookmark = loop_timer(r->s->loop, on_bookmark, w);
-		timer_after(w->bookmark, 60 * NS_PER_SEC);
+		schedule_bookmark(w);
 	}
 }
 

@@ -1,6 +1,7 @@
 #include "base/err.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ERR_MSG_MAX 1024
@@ -93,4 +94,13 @@ const char *err_msg(void)
 void err_clear(void)
 {
 	err_buf[0] = '\0';
+}
+
+void cube_assert_fail(const char *cond, const char *file, int line, const char *func)
+{
+	/* Not through klog: the logger may be what is broken. */
+	fprintf(stderr, "cube: internal error: %s:%d: %s: assertion failed: %s\n", file, line,
+		func, cond);
+	fflush(stderr);
+	abort();
 }

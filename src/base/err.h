@@ -65,4 +65,15 @@ const char *err_msg(void);
 /* Forget the message. */
 void err_clear(void);
 
+/*
+ * An invariant the code relies on (the ones module headers state): when it
+ * does not hold, cube has a bug, and going on would corrupt state. Reports
+ * the condition, file:line and function on stderr and aborts — in release
+ * builds too, unlike assert(3).
+ */
+#define CUBE_ASSERT(cond)                                                                          \
+	((cond) ? (void)0 : cube_assert_fail(#cond, __FILE__, __LINE__, __func__))
+__attribute__((noreturn)) void cube_assert_fail(const char *cond, const char *file, int line,
+						const char *func);
+
 #endif

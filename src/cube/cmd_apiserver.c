@@ -50,7 +50,10 @@ static const char usage[] =
 	"                                      'cube pki init' DIR and seed its bootstrap token\n"
 	"                                      Secret\n"
 	"      --bootstrap-token-file F        seed Secret kube-system/bootstrap-token-<id>\n"
-	"      --port-file F                   write the port actually bound (for --secure-port 0)\n";
+	"      --port-file F                   write the port actually bound (for --secure-port 0)\n"
+	"      --watch-window N                recent events kept, all resources together (default\n"
+	"                                      10000): how far back a watch may resume and a\n"
+	"                                      paged list stay one snapshot; older is 410 Expired\n";
 
 static struct loop *main_loop;
 
@@ -78,6 +81,7 @@ int cmd_apiserver(int argc, char **argv)
 		{"cluster-dir", required_argument, NULL, 'D'},
 		{"bootstrap-token-file", required_argument, NULL, 'T'},
 		{"port-file", required_argument, NULL, 'P'},
+		{"watch-window", required_argument, NULL, 'W'},
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -150,6 +154,15 @@ int cmd_apiserver(int argc, char **argv)
 			o.service_account_max_token_expiration_s = max_exp_ns / 1000000000;
 			break;
 		case 'P': port_file = optarg; break;
+		case 'W': {
+			char *end;
+			long long n = strtoll(optarg, &end, 10);
+			if (*end || n < 1)
+				return cli_usage_error("apiserver",
+						       "--watch-window wants a number of events >= 1");
+			o.watch_window = (size_t)n;
+			break;
+		}
 		case 'v': log_set_verbosity(atoi(optarg)); break;
 		case 'h': return cli_help(usage);
 		default: return cli_bad_flag("apiserver", argv);

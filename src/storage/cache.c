@@ -6,6 +6,7 @@
 #include "base/log.h"
 
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +37,18 @@ struct pending {
 	void *arg;
 };
 
+/* A key with writes on their way to disk: what readers see meanwhile. */
+struct shadow {
+	json_t *committed; /* the durable state; NULL: absent */
+	size_t pending;    /* the key's writes not yet durable */
+};
+
 struct cache {
 	struct store *store;
-	struct hmap objs; /* key → json_t* (latest state) */
-	int64_t rev;      /* last revision handed out */
+	struct hmap objs;    /* key → json_t* (latest state, the writers' view) */
+	struct hmap shadows; /* key → struct shadow*, while writes are in flight */
+	int64_t rev;         /* last revision handed out */
+	int64_t committed;   /* last revision durable: every event up to it dispatched */
 	int64_t gone_rev; /* events at or before this may be missing from the window */
 	struct cache_event *ring;
 	size_t window, head, len;
@@ -82,6 +91,11 @@ void cache_free(struct cache *c)
 	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);)
 		json_decref(v);
 	hmap_free(&c->objs);
+	for (size_t i = 0; hmap_next(&c->shadows, &i, &k, &v);) {
+		json_decref(((struct shadow *)v)->committed);
+		free(v);
+	}
+	hmap_free(&c->shadows);
 	for (size_t i = 0; i < c->len; i++)
 		event_clear(&c->ring[(c->head + i) % c->window]);
 	free(c->ring);
@@ -114,7 +128,7 @@ int cache_load(struct cache *c)
 	int64_t rev = 0;
 	int r = c->store ? store_load(c->store, load_one, c, &rev) : 0;
 	if (r == 0) {
-		c->rev = rev;
+		c->rev = c->committed = rev;
 		c->gone_rev = rev;
 	}
 	return r;
@@ -125,34 +139,63 @@ int64_t cache_rev(const struct cache *c)
 	return c->rev;
 }
 
+int64_t cache_committed_rev(const struct cache *c)
+{
+	return c->committed;
+}
+
 json_t *cache_get(const struct cache *c, const char *key)
 {
 	return hmap_get(&c->objs, key);
 }
 
-static int cmp_keys(const void *a, const void *b)
+json_t *cache_get_committed(const struct cache *c, const char *key)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	struct shadow *sh = hmap_get(&c->shadows, key);
+	return sh ? sh->committed : hmap_get(&c->objs, key);
 }
 
-size_t cache_list(const struct cache *c, const char *prefix, const char *after, size_t limit,
-                  json_t ***out, bool *more)
-{
-	size_t plen = strlen(prefix), n = 0, cap = 64;
-	const char **keys = malloc(cap * sizeof(*keys));
-	const char *k;
-	void *v;
+/* A key → object view of the state to list: borrowed objects, NULL for absent. */
+struct view {
+	const char **keys;
+	json_t **vals;
+	size_t n, cap;
+};
 
-	if (!keys)
-		abort();
-	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);) {
-		if (strncmp(k, prefix, plen) != 0 || (after && strcmp(k, after) <= 0))
-			continue;
-		if (n == cap && !(keys = realloc(keys, (cap *= 2) * sizeof(*keys))))
+static void view_add(struct view *v, const char *key, json_t *val)
+{
+	if (v->n == v->cap) {
+		v->cap = v->cap ? v->cap * 2 : 64;
+		if (!(v->keys = realloc(v->keys, v->cap * sizeof(*v->keys))) ||
+		    !(v->vals = realloc(v->vals, v->cap * sizeof(*v->vals))))
 			abort();
-		keys[n++] = k;
 	}
-	qsort(keys, n, sizeof(*keys), cmp_keys);
+	v->keys[v->n] = key;
+	v->vals[v->n++] = val;
+}
+
+static const struct view *sort_view;
+
+static int cmp_view(const void *a, const void *b)
+{
+	return strcmp(sort_view->keys[*(const size_t *)a], sort_view->keys[*(const size_t *)b]);
+}
+
+/* The view's objects under prefix after `after` (or from it, inclusive), in
+ * key order, at most limit. */
+static size_t view_take(const struct view *v, const char *prefix, const char *after,
+                        bool inclusive, size_t limit, json_t ***out, bool *more)
+{
+	size_t plen = strlen(prefix), n = 0, *idx = malloc((v->n + 1) * sizeof(*idx));
+
+	if (!idx)
+		abort();
+	for (size_t i = 0; i < v->n; i++)
+		if (v->vals[i] && !strncmp(v->keys[i], prefix, plen) &&
+		    (!after || strcmp(v->keys[i], after) >= (inclusive ? 0 : 1)))
+			idx[n++] = i;
+	sort_view = v; /* the loop's thread only */
+	qsort(idx, n, sizeof(*idx), cmp_view);
 	if (more)
 		*more = limit && n > limit;
 	if (limit && n > limit)
@@ -161,9 +204,92 @@ size_t cache_list(const struct cache *c, const char *prefix, const char *after, 
 	if (!*out)
 		abort();
 	for (size_t i = 0; i < n; i++)
-		(*out)[i] = hmap_get(&c->objs, keys[i]);
-	free(keys);
+		(*out)[i] = v->vals[idx[i]];
+	free(idx);
 	return n;
+}
+
+static void view_free(struct view *v)
+{
+	free(v->keys);
+	free(v->vals);
+}
+
+size_t cache_list(const struct cache *c, const char *prefix, const char *after, size_t limit,
+                  json_t ***out, bool *more)
+{
+	struct view v = {0};
+	const char *k;
+	void *o;
+	size_t n;
+
+	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &o);)
+		view_add(&v, k, o);
+	n = view_take(&v, prefix, after, false, limit, out, more);
+	view_free(&v);
+	return n;
+}
+
+/* The committed state: the latest, with in-flight keys as they were. */
+static void committed_view(const struct cache *c, struct view *v)
+{
+	const char *k;
+	void *o;
+
+	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &o);)
+		if (!hmap_get(&c->shadows, k))
+			view_add(v, k, o);
+	for (size_t i = 0; hmap_next(&c->shadows, &i, &k, &o);)
+		view_add(v, k, ((struct shadow *)o)->committed);
+}
+
+size_t cache_list_committed(const struct cache *c, const char *prefix, const char *after,
+                            size_t limit, json_t ***out, bool *more)
+{
+	struct view v = {0};
+	size_t n;
+
+	committed_view(c, &v);
+	n = view_take(&v, prefix, after, false, limit, out, more);
+	view_free(&v);
+	return n;
+}
+
+int cache_list_at(const struct cache *c, int64_t rev, const char *prefix, const char *start,
+                  bool inclusive, size_t limit, json_t ***out, bool *more, size_t *n)
+{
+	struct view v = {0};
+	struct hmap at = {0}; /* key → index in v */
+
+	*n = 0;
+	if (rev < c->gone_rev)
+		return err_set(ERR_GONE, "too old resource version: %" PRId64 " (%" PRId64 ")",
+		               rev, c->gone_rev);
+	if (rev > c->committed)
+		return err_set(ERR_TIMEOUT, "Too large resource version: %" PRId64
+		                            ", current: %" PRId64,
+		               rev, c->committed);
+	committed_view(c, &v);
+	for (size_t i = 0; i < v.n; i++)
+		hmap_put(&at, v.keys[i], (void *)(uintptr_t)(i + 1));
+	/* Undo the events after rev, newest first: each key ends as it was then. */
+	for (size_t i = c->len; i-- > 0;) {
+		const struct cache_event *ev = &c->ring[(c->head + i) % c->window];
+		uintptr_t slot;
+		if (ev->rev <= rev)
+			break;
+		slot = (uintptr_t)hmap_get(&at, ev->key);
+		if (slot) {
+			v.vals[slot - 1] = ev->type == CACHE_ADDED ? NULL : ev->prev;
+		} else {
+			view_add(&v, ev->key, ev->type == CACHE_ADDED ? NULL : ev->prev);
+			hmap_put(&at, ev->key, (void *)(uintptr_t)v.n);
+		}
+	}
+	*n = view_take(&v, prefix, start, inclusive, limit, out, more);
+	hmap_free(&at);
+	view_free(&v);
+	return 0;
 }
 
 size_t cache_count(const struct cache *c, const char *prefix)
@@ -244,6 +370,30 @@ static void dispatch(struct cache *c, const struct cache_event *ev)
 	}
 }
 
+/* The key's in-flight bookkeeping once one of its writes is settled. */
+static void shadow_settle(struct cache *c, const char *key, bool durable, json_t *state)
+{
+	struct shadow *sh = hmap_get(&c->shadows, key);
+
+	/* Every write in flight was counted on its key when submitted. */
+	CUBE_ASSERT(sh && sh->pending > 0);
+	if (durable) {
+		json_decref(sh->committed);
+		sh->committed = json_incref(state);
+	} else if (sh->pending == 1) {
+		/* No later write builds on the failed one: the key is what the
+		 * disk has. (A later one carries it to disk as its own.) */
+		if (sh->committed)
+			json_decref(hmap_put(&c->objs, key, json_incref(sh->committed)));
+		else
+			json_decref(hmap_del(&c->objs, key));
+	}
+	if (--sh->pending == 0) {
+		json_decref(sh->committed);
+		free(hmap_del(&c->shadows, key));
+	}
+}
+
 static void on_durable(void *arg, int err)
 {
 	struct pending *p = arg;
@@ -252,11 +402,25 @@ static void on_durable(void *arg, int err)
 	if (c->store)
 		c->inflight--;
 	if (err) {
-		/* The disk refused a write the cache already shows: memory and
-		 * disk now disagree, and only a restart from disk is honest. */
-		LOG_FATAL("storage write of %s at revision %" PRId64 " failed: %s", p->ev.key,
-		          p->ev.rev, err_msg());
+		/* Nothing of it is seen: no event, the writer told, readers and
+		 * later writers see the key as the disk has it. */
+		char msg[512];
+		snprintf(msg, sizeof(msg), "%s", err_msg());
+		LOG_ERROR("storage write of %s at revision %" PRId64 " failed: %s", p->ev.key,
+		          p->ev.rev, msg);
+		shadow_settle(c, p->ev.key, false, NULL);
+		if (p->done) {
+			err_set(err, "%s", msg);
+			p->done(p->arg, err, NULL);
+		}
+		event_clear(&p->ev);
+		free(p);
+		return;
 	}
+	shadow_settle(c, p->ev.key, true, p->ev.type == CACHE_DELETED ? NULL : p->ev.obj);
+	/* Completions run in submission order (store.h): revisions only grow. */
+	CUBE_ASSERT(p->ev.rev > c->committed);
+	c->committed = p->ev.rev;
 	ring_push(c, &p->ev);
 	dispatch(c, &p->ev);
 	if (p->done)
@@ -292,6 +456,16 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
 			json_decref(obj);
 			return err_set(ERR_TOOLARGE, "etcdserver: request is too large");
 		}
+	}
+	{
+		struct shadow *sh = hmap_get(&c->shadows, key);
+		if (!sh) {
+			if (!(sh = calloc(1, sizeof(*sh))))
+				abort();
+			sh->committed = json_incref(prev);
+			hmap_put(&c->shadows, key, sh);
+		}
+		sh->pending++;
 	}
 	if (!(p = calloc(1, sizeof(*p))))
 		abort();

@@ -5,12 +5,26 @@
  *
  * Reads (get, list) are served from memory. Writes take the next revision
  * from one global counter, stamp it into metadata.resourceVersion, replace
- * the object in memory at once (so the next write on the loop sees it) and
- * go to the store; their `done` callback runs — and watchers hear of them —
- * only once the store says the write is durable. Watchers see events in
- * revision order. A window of recent events lets a watch resume from a
- * resourceVersion; asking for one older than the window is ERR_GONE (410).
- * Watchers interested in one node's objects are indexed by spec.nodeName.
+ * the object in memory at once (so the next write on the loop sees it and
+ * checks against it) and go to the store; their `done` callback runs — and
+ * watchers hear of them — only once the store says the write is durable.
+ * So there are two views: the latest (cache_get, cache_list: what writers
+ * build on) and the committed one (cache_get_committed,
+ * cache_list_committed: what clients may be shown, every write in it
+ * durable, at cache_committed_rev). A revision is shown to no client before
+ * it is durable, so none is handed out twice across a crash.
+ *
+ * A write the store fails is answered with the error (done gets err and a
+ * NULL object): no event, and the key goes back to what the disk holds
+ * unless a later write of it is already on its way (which then carries the
+ * failed one's content to disk as its own, as a write that timed out in
+ * etcd may still land).
+ *
+ * Watchers see events in revision order. A window of recent events lets a
+ * watch resume from a resourceVersion and a list be read as it was at one
+ * (cache_list_at, for continue tokens); older than the window is ERR_GONE
+ * (410). Watchers interested in one node's objects are indexed by
+ * spec.nodeName.
  *
  * Keys are "/registry/<resource>/<namespace>/<name>" (no namespace segment
  * for cluster-scoped resources), so a prefix selects a resource or a
@@ -26,6 +40,7 @@
 #include "storage/store.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,13 +66,26 @@ void cache_free(struct cache *c);
 /* Fill memory from the store; the revision counter resumes after it. */
 int cache_load(struct cache *c);
 
+/* The last revision handed out; the last one durable (and dispatched). */
 int64_t cache_rev(const struct cache *c);
+int64_t cache_committed_rev(const struct cache *c);
 json_t *cache_get(const struct cache *c, const char *key);
+json_t *cache_get_committed(const struct cache *c, const char *key);
 /* Objects under prefix with key > after (NULL = from the start), in key
  * order, at most limit (0 = all). *out is a malloc'd array of borrowed
  * objects; *more is set when objects remain after the last one returned. */
 size_t cache_list(const struct cache *c, const char *prefix, const char *after, size_t limit,
 		  json_t ***out, bool *more);
+size_t cache_list_committed(const struct cache *c, const char *prefix, const char *after,
+                            size_t limit, json_t ***out, bool *more);
+/*
+ * The committed objects as they were at revision rev (the window's events
+ * after it undone): 0 and *n of them in *out, as cache_list, the keys after
+ * start (from it when inclusive; NULL: all); ERR_GONE when rev is older
+ * than the window, ERR_TIMEOUT when it is not committed yet.
+ */
+int cache_list_at(const struct cache *c, int64_t rev, const char *prefix, const char *start,
+                  bool inclusive, size_t limit, json_t ***out, bool *more, size_t *n);
 size_t cache_count(const struct cache *c, const char *prefix);
 /* Writes acknowledged to no one yet: handed to the store, not durable. */
 size_t cache_inflight(const struct cache *c);

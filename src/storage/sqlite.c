@@ -16,6 +16,7 @@ struct batch {
 	store_done_fn done;
 	void *arg;
 	int err;
+	char msg[256]; /* the failure's text: err_msg() is per thread */
 	struct batch *next;
 };
 
@@ -61,6 +62,8 @@ static void free_batch(struct batch *b)
 static void complete(void *arg)
 {
 	struct batch *b = arg;
+	if (b->err)
+		err_set(b->err, "%s", b->msg);
 	b->done(b->arg, b->err);
 	free_batch(b);
 }
@@ -132,6 +135,8 @@ static void *writer_main(void *arg)
 		for (b = list; b; b = next) {
 			next = b->next;
 			b->err = r;
+			if (r)
+				snprintf(b->msg, sizeof(b->msg), "%s", err_msg());
 			nops += b->n;
 			loop_defer(s->loop, complete, b);
 		}

@@ -2606,3 +2606,165 @@ def test_typed_fields_as_upstream(server, kubectl, k8s):
     assert k8s.read_node("typed-node").status.capacity["memory"] == "2Gi"
     assert k8s.read_namespaced_pod("typed-pod", "default").spec.containers[0].image == \
         "busybox"
+
+
+# ======================== issue 10, items 8 and 9: revisions, durability --
+
+def _decode_token(tok):
+    return json.loads(base64.urlsafe_b64decode(tok + "=" * (-len(tok) % 4)))
+
+
+def test_resource_versions_as_upstream(server):
+    """Issue 10, item 8: malformed revisions are 400; a read from a revision
+    not yet committed waits up to 3 s, then 504 'Too large resource version'
+    with Retry-After, as the watch cache answers; ListOptions validation is
+    upstream's 422."""
+    for bad, why in [("abc", "invalid syntax"), ("-1", "invalid syntax"),
+                     ("99999999999999999999", "value out of range")]:
+        want = (f'invalid resource version: resourceVersion: Invalid value: "{bad}": '
+                f'strconv.ParseUint: parsing "{bad}": {why}')
+        assert_status(server.request("GET", f"{CMS}?resourceVersion={bad}"), 400,
+                      "BadRequest", want)
+        assert_status(server.request("GET", f"{CMS}?watch=1&resourceVersion={bad}"), 400,
+                      "BadRequest", want)
+    current = int(server.request("GET", CMS).json()["metadata"]["resourceVersion"])
+    start = time.monotonic()
+    r = server.request("GET", f"{CMS}?resourceVersion={current + 1000}")
+    took = time.monotonic() - start
+    assert_status(r, 504, "Timeout", f"Timeout: Too large resource version: {current + 1000}")
+    assert 2.5 < took < 6, took
+    assert r.headers.get("retry-after") == "1", r.headers
+    st = r.json()
+    assert st["details"]["causes"] == [{"reason": "ResourceVersionTooLarge",
+                                        "message": "Too large resource version"}], st
+    assert st["details"]["retryAfterSeconds"] == 1, st
+    # a revision that commits while the read waits: answered then
+    current = int(server.request("GET", CMS).json()["metadata"]["resourceVersion"])
+    timer = threading.Timer(0.5, lambda: server.request("POST", CMS, _cm("rv-later")))
+    timer.start()
+    try:
+        start = time.monotonic()
+        r = server.request("GET", f"{CMS}?resourceVersion={current + 1}")
+        assert r.status == 200, r
+        assert time.monotonic() - start < 2.5
+        assert "rv-later" in [i["metadata"]["name"] for i in r.json()["items"]]
+    finally:
+        timer.join()
+    assert_status(server.request("GET", f"{CMS}?resourceVersionMatch=Exact"), 422, "Invalid",
+                  'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+                  "resourceVersionMatch is forbidden unless resourceVersion is provided")
+    assert_status(server.request("GET", f"{CMS}?resourceVersion=0&resourceVersionMatch=Exact"),
+                  422, "Invalid",
+                  'resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+
+
+def test_continue_tokens_are_one_snapshot(make_apiserver, tmp_path):
+    """Issue 10, item 8: a continue token carries the first page's revision
+    (upstream's {"v","rv","start"} encoding), so later pages show the list as
+    it was — not writes made in between; once that revision has left the
+    watch window, 410 Expired with upstream's text and a token that
+    continues at the latest revision."""
+    s = make_apiserver(tmp_path / "pages", "--watch-window", "20")
+    try:
+        ns = f"{CORE}/namespaces/default/configmaps"
+        for i in range(5):
+            assert s.request("POST", ns, _cm(f"page-{i}")).status == 201
+        first = s.request("GET", f"{ns}?limit=2").json()
+        tok = first["metadata"]["continue"]
+        decoded = _decode_token(tok)
+        assert decoded == {"v": "meta.k8s.io/v1", "rv": int(first["metadata"]["resourceVersion"]),
+                           "start": "page-1\u0000"}, decoded
+        assert first["metadata"]["remainingItemCount"] == 3
+        # between the pages: page-3 changes, page-4 goes, page-5 comes
+        r = s.request("PATCH", f"{ns}/page-3", {"data": {"changed": "yes"}},
+                      content_type="application/merge-patch+json")
+        assert r.status == 200, r
+        assert s.request("DELETE", f"{ns}/page-4").status == 200
+        assert s.request("POST", ns, _cm("page-5")).status == 201
+        second = s.request("GET", f"{ns}?limit=10&continue={tok}").json()
+        assert [i["metadata"]["name"] for i in second["items"]] == \
+            ["page-2", "page-3", "page-4"], second
+        assert "data" not in second["items"][1] or "changed" not in second["items"][1]["data"]
+        assert second["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+        # the snapshot leaves the window
+        tok = s.request("GET", f"{ns}?limit=2").json()["metadata"]["continue"]
+        for i in range(25):
+            s.request("PATCH", f"{ns}/page-0", {"data": {"n": str(i)}},
+                      content_type="application/merge-patch+json")
+        r = s.request("GET", f"{ns}?limit=10&continue={tok}")
+        assert_status(r, 410, "Expired",
+                      "The provided continue parameter is too old to display a consistent "
+                      "list result. You can start a new list without the continue parameter, "
+                      "or use the continue token in this response to retrieve the remainder "
+                      "of the results.")
+        fresh = r.json()["metadata"]["continue"]
+        assert _decode_token(fresh)["rv"] == -1
+        rest = s.request("GET", f"{ns}?limit=10&continue={fresh}").json()
+        assert [i["metadata"]["name"] for i in rest["items"]] == ["page-2", "page-3", "page-5"]
+        # bad tokens and combinations, as upstream's etcd3 store answers them
+        assert_status(s.request("GET", f"{ns}?continue=%21%21"), 400, "BadRequest",
+                      "invalid continue token: continue key is not valid: illegal base64 "
+                      "data at input byte 0")
+        bad = base64.urlsafe_b64encode(b'{"v":"x","rv":1,"start":"a"}').decode().rstrip("=")
+        assert_status(s.request("GET", f"{ns}?continue={bad}"), 400, "BadRequest",
+                      "continue key is not valid: server does not recognize this encoded "
+                      "version x")
+        assert_status(s.request("GET", f"{ns}?continue={fresh}&resourceVersion=5"), 400,
+                      "BadRequest",
+                      "specifying resource version is not allowed when using continue")
+    finally:
+        assert s.stop() == 0
+
+
+def test_bookmarks_never_run_ahead(server):
+    """Issue 10, item 8: a bookmark carries the committed revision, never one
+    of a write still on its way to disk; a watch from "" ends its initial
+    events with the k8s.io/initial-events-end bookmark, and the periodic one
+    comes 2 s before timeoutSeconds ends the stream (upstream's
+    nextBookmarkTime)."""
+    conn, resp = open_watch(server, CMS + "?watch=true&allowWatchBookmarks=true"
+                            "&timeoutSeconds=4", timeout=10)
+    try:
+        made = server.request("POST", CMS, _cm("bm-1"))
+        assert made.status == 201
+        events = read_events(resp)  # until the stream ends
+    finally:
+        conn.close()
+    kinds = [(e["type"], e["object"]["metadata"].get("annotations")) for e in events]
+    marks = [e for e in events if e["type"] == "BOOKMARK"]
+    assert marks and marks[0]["object"]["metadata"]["annotations"] == \
+        {"k8s.io/initial-events-end": "true"}, kinds
+    assert len(marks) == 2, kinds
+    last_event_rv = max(rv(e["object"]) for e in events if e["type"] != "BOOKMARK")
+    assert rv(marks[1]["object"]) >= last_event_rv
+    assert rv(marks[1]["object"]) >= rv(made.json())
+
+
+def test_failed_commit_answers_500_and_serves_on(make_apiserver, tmp_path, kubectl_for):
+    """Issue 10, item 9: a write the store cannot commit is answered with a
+    500 (upstream's 'Internal error occurred: ...') instead of ending the
+    process; nothing of it is shown, reads go on, and once the store accepts
+    writes again they work. The store refuses through a trigger another
+    SQLite connection adds, as a constraint or a full disk would refuse."""
+    import sqlite3
+    s = make_apiserver(tmp_path / "refuse")
+    try:
+        kubectl = kubectl_for(s)
+        kubectl("create", "configmap", "held")
+        db = sqlite3.connect(str(s.data_dir / "state.db"))
+        db.execute("CREATE TRIGGER refuse BEFORE UPDATE ON kv WHEN NEW.key LIKE '%/held' "
+                   "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;")
+        db.commit()
+        out = kubectl("label", "configmap", "held", "a=b", check=False)
+        assert out.returncode != 0, out
+        assert "Internal error occurred: sqlite write: refused by the test" in out.stderr, out
+        assert "labels" not in get_json(kubectl, "configmap", "held")["metadata"]
+        kubectl("create", "configmap", "other")  # other writes go on
+        assert s.proc.poll() is None
+        db.execute("DROP TRIGGER refuse")
+        db.commit()
+        db.close()
+        kubectl("label", "configmap", "held", "a=b")
+        assert get_json(kubectl, "configmap", "held")["metadata"]["labels"] == {"a": "b"}
+    finally:
+        assert s.stop() == 0

@@ -13,6 +13,7 @@
 #include "base/jx.h"
 #include "base/loop.h"
 
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +226,182 @@ static void test_sqlite_durable_and_reloaded(void **state)
 	assert_int_equal(system(path), 0);
 }
 
+/* ---- the committed view, reads at a revision, failed commits ------------------ */
+
+static int failed;
+static char failed_msg[256];
+
+static void on_result(void *arg, int err, json_t *obj)
+{
+	(void)arg;
+	acked++;
+	if (err) {
+		failed++;
+		snprintf(failed_msg, sizeof(failed_msg), "%s", err_msg());
+		assert_null(obj);
+	}
+}
+
+static void settle(struct loop *loop, struct cache *c)
+{
+	for (int spins = 0; cache_inflight(c) && spins < 100000; spins++) {
+		loop_poll(loop);
+		usleep(100);
+	}
+	assert_int_equal(cache_inflight(c), 0);
+}
+
+struct sqlite_fixture {
+	char dir[64], path[128];
+	struct loop *loop;
+	struct store *st;
+	struct cache *c;
+};
+
+static void fixture_open(struct sqlite_fixture *f)
+{
+	snprintf(f->dir, sizeof(f->dir), "/tmp/cube-store-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/state.db", f->dir);
+	f->loop = loop_new();
+	f->st = store_sqlite_open(f->path, STORE_SYNC_NORMAL, f->loop);
+	assert_non_null(f->st);
+	f->c = cache_new(f->st, 100);
+	assert_int_equal(cache_load(f->c), 0);
+}
+
+static void fixture_close(struct sqlite_fixture *f)
+{
+	char cmd[160];
+	cache_free(f->c);
+	store_close(f->st);
+	loop_free(f->loop);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static const char *rv_of(const json_t *o)
+{
+	return jx_str(o, "metadata.resourceVersion");
+}
+
+/* A write is shown to readers only once durable; writers build on it at once. */
+static void test_committed_view_hides_writes_in_flight(void **state)
+{
+	struct sqlite_fixture f;
+	json_t **objs;
+	size_t n;
+	(void)state;
+
+	fixture_open(&f);
+	acked = 0;
+	cache_create(f.c, "/registry/pods/default/a", pod("a", NULL), on_result, NULL);
+	settle(f.loop, f.c);
+	cache_update(f.c, "/registry/pods/default/a", pod("a", "n1"), on_result, NULL);
+	cache_create(f.c, "/registry/pods/default/b", pod("b", NULL), on_result, NULL);
+	cache_delete(f.c, "/registry/pods/default/a", on_result, NULL);
+	/* in flight: the latest has them, the committed view does not */
+	assert_int_equal(cache_rev(f.c), 4);
+	assert_int_equal(cache_committed_rev(f.c), 1);
+	assert_null(cache_get(f.c, "/registry/pods/default/a"));
+	assert_string_equal(rv_of(cache_get_committed(f.c, "/registry/pods/default/a")), "1");
+	assert_null(cache_get_committed(f.c, "/registry/pods/default/b"));
+	n = cache_list_committed(f.c, "/registry/pods/", NULL, 0, &objs, NULL);
+	assert_int_equal(n, 1);
+	assert_string_equal(jx_str(objs[0], "metadata.name"), "a");
+	assert_null(jx_str(objs[0], "spec.nodeName"));
+	free(objs);
+	settle(f.loop, f.c);
+	assert_int_equal(cache_committed_rev(f.c), 4);
+	assert_null(cache_get_committed(f.c, "/registry/pods/default/a"));
+	assert_string_equal(rv_of(cache_get_committed(f.c, "/registry/pods/default/b")), "3");
+	fixture_close(&f);
+}
+
+/* A list as it was at a revision: the window's later events undone. */
+static void test_list_at_a_revision(void **state)
+{
+	struct cache *c = cache_new(NULL, 3);
+	json_t **objs;
+	size_t n;
+	(void)state;
+
+	cache_create(c, "/registry/pods/default/a", pod("a", NULL), NULL, NULL); /* 1 */
+	cache_create(c, "/registry/pods/default/b", pod("b", NULL), NULL, NULL); /* 2 */
+	cache_update(c, "/registry/pods/default/a", pod("a", "n1"), NULL, NULL); /* 3 */
+	cache_delete(c, "/registry/pods/default/b", NULL, NULL);                 /* 4 */
+	cache_create(c, "/registry/pods/default/c", pod("c", NULL), NULL, NULL); /* 5 */
+	assert_int_equal(cache_list_at(c, 2, "/registry/pods/", NULL, false, 0, &objs, NULL, &n),
+			 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(rv_of(objs[0]), "1");
+	assert_string_equal(rv_of(objs[1]), "2");
+	free(objs);
+	assert_int_equal(cache_list_at(c, 4, "/registry/pods/", NULL, false, 0, &objs, NULL, &n),
+			 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(rv_of(objs[0]), "3");
+	free(objs);
+	/* from a key: after it, or from it */
+	assert_int_equal(cache_list_at(c, 5, "/registry/pods/", "/registry/pods/default/a", false,
+				       0, &objs, NULL, &n),
+			 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(jx_str(objs[0], "metadata.name"), "c");
+	free(objs);
+	assert_int_equal(cache_list_at(c, 5, "/registry/pods/", "/registry/pods/default/a", true,
+				       0, &objs, NULL, &n),
+			 0);
+	assert_int_equal(n, 2);
+	free(objs);
+	/* the window holds 3, 4, 5: revision 1 can no longer be rebuilt; 6 is not there yet */
+	assert_int_equal(cache_list_at(c, 1, "/registry/pods/", NULL, false, 0, &objs, NULL, &n),
+			 ERR_GONE);
+	assert_int_equal(cache_list_at(c, 6, "/registry/pods/", NULL, false, 0, &objs, NULL, &n),
+			 ERR_TIMEOUT);
+	assert_string_equal(err_msg(), "Too large resource version: 6, current: 5");
+	cache_free(c);
+}
+
+/* A commit the disk refuses is answered with its error; the key is what the
+ * disk holds; the server goes on (a trigger makes SQLite refuse it, as a
+ * constraint or a full disk would). */
+static void test_failed_commit_is_answered_not_fatal(void **state)
+{
+	struct sqlite_fixture f;
+	sqlite3 *db;
+	(void)state;
+
+	fixture_open(&f);
+	acked = failed = 0;
+	cache_create(f.c, "/registry/pods/default/boom", pod("boom", NULL), on_result, NULL);
+	settle(f.loop, f.c);
+	assert_int_equal(sqlite3_open(f.path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+				      "CREATE TRIGGER refuse BEFORE UPDATE ON kv WHEN "
+				      "NEW.key LIKE '%/boom' BEGIN SELECT RAISE(ABORT, "
+				      "'refused by the test'); END;",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	cache_update(f.c, "/registry/pods/default/boom", pod("boom", "n1"), on_result, NULL);
+	assert_string_equal(jx_str(cache_get(f.c, "/registry/pods/default/boom"), "spec.nodeName"),
+			    "n1");
+	settle(f.loop, f.c);
+	assert_int_equal(failed, 1);
+	assert_non_null(strstr(failed_msg, "refused by the test"));
+	/* back to what the disk holds, for readers and writers */
+	assert_string_equal(rv_of(cache_get(f.c, "/registry/pods/default/boom")), "1");
+	assert_null(jx_str(cache_get(f.c, "/registry/pods/default/boom"), "spec.nodeName"));
+	assert_int_equal(cache_committed_rev(f.c), 1);
+	/* and the next write goes through */
+	cache_create(f.c, "/registry/pods/default/ok", pod("ok", NULL), on_result, NULL);
+	settle(f.loop, f.c);
+	assert_int_equal(failed, 1);
+	assert_int_equal(cache_committed_rev(f.c), 3);
+	fixture_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -233,6 +410,9 @@ int main(void)
 		cmocka_unit_test(test_node_index),
 		cmocka_unit_test(test_unwatch_inside_callback),
 		cmocka_unit_test(test_sqlite_durable_and_reloaded),
+		cmocka_unit_test(test_committed_view_hides_writes_in_flight),
+		cmocka_unit_test(test_list_at_a_revision),
+		cmocka_unit_test(test_failed_commit_is_answered_not_fatal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

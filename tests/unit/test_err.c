@@ -7,7 +7,12 @@
 
 #include "base/err.h"
 
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void test_table_maps_codes(void **state)
 {
@@ -74,6 +79,37 @@ static void test_long_messages_truncate(void **state)
 	assert_memory_equal(err_msg(), "ctx: xxx", 8);
 }
 
+/* A broken invariant ends the process with where it broke, in any build. */
+static void test_assert_reports_and_aborts(void **state)
+{
+	int fds[2], status = 0;
+	char out[512] = "";
+	ssize_t n;
+	pid_t pid;
+	(void)state;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int two = 2;
+		dup2(fds[1], 2);
+		signal(SIGABRT, SIG_DFL);
+		CUBE_ASSERT(1 + 1 == two + 1);
+		_exit(0);
+	}
+	close(fds[1]);
+	n = read(fds[0], out, sizeof(out) - 1);
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+	assert_true(n > 0);
+	assert_non_null(strstr(out, "test_err.c:"));
+	assert_non_null(strstr(out, "test_assert_reports_and_aborts: assertion failed: "
+				    "1 + 1 == two + 1"));
+	CUBE_ASSERT(1 + 1 == 2); /* and a true one costs nothing */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -82,6 +118,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_and_ok),
 		cmocka_unit_test(test_messages_set_and_wrap),
 		cmocka_unit_test(test_long_messages_truncate),
+		cmocka_unit_test(test_assert_reports_and_aborts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,539 @@
+/*
+ * read — GET and LIST with upstream's resourceVersion semantics, served from
+ * the cache's committed view (storage/cache.h): nothing a client reads is
+ * not yet durable.
+ *
+ *   resourceVersion unset or "0": the latest committed state ("0" ignores
+ *     limit, as the watch cache does).
+ *   resourceVersion=N (NotOlderThan): the latest, once it is at least N;
+ *     the request waits up to 3 s for N to commit, then 504 `Timeout: Too
+ *     large resource version: N, current: M` with the ResourceVersionTooLarge
+ *     cause and Retry-After: 1 (the watch cache's waitUntilFreshAndBlock).
+ *   resourceVersionMatch=Exact, or N with a limit (the legacy exact read):
+ *     the state at N, from the cache's event window; older than the window
+ *     410 Expired "The resourceVersion for the provided list is too old.".
+ *   continue: upstream's token, base64url (no padding) of
+ *     {"v":"meta.k8s.io/v1","rv":R,"start":"<last key after the prefix>\u0000"}:
+ *     every page is read at the first page's revision R, one snapshot; when
+ *     R has left the window, 410 Expired with the long "inconsistent list"
+ *     text and a token with rv -1 in metadata.continue, which continues at
+ *     the latest revision.
+ *   A resourceVersion that is not a decimal revision: 400 `invalid resource
+ *     version: resourceVersion: Invalid value: "x": strconv.ParseUint: ...`
+ *     — the text upstream's etcd path answers (its watch-cache path answers
+ *     the same text as a 500, which upstream reports as a bug).
+ *   ListOptions validation: 422 `ListOptions.meta.k8s.io "" is invalid: ...`.
+ *
+ * Threads: the API server's loop thread.
+ */
+#include "apiserver/objects.h"
+
+#include "api/printers.h"
+#include "api/status.h"
+#include "base/b64.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/jx.h"
+#include "base/sbuf.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The watch cache's blockTimeout and resourceVersionTooHighRetrySeconds. */
+#define RV_WAIT_S 3
+#define RV_RETRY_AFTER_S 1
+
+/* ---- resourceVersion ------------------------------------------------------ */
+
+int rv_parse(struct req *r, const char *s, int64_t *out)
+{
+	const char *why = NULL;
+	char msg[512];
+	uint64_t v = 0;
+
+	*out = 0;
+	if (!s || !*s)
+		return 0;
+	for (const char *p = s; *p && !why; p++) {
+		if (*p < '0' || *p > '9')
+			why = "invalid syntax";
+		else if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+			why = "value out of range";
+		else
+			v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (!why && v > INT64_MAX)
+		v = INT64_MAX; /* no revision gets there: "too large" */
+	if (why) {
+		snprintf(msg, sizeof(msg),
+		         "invalid resource version: resourceVersion: Invalid value: \"%s\": "
+		         "strconv.ParseUint: parsing \"%s\": %s",
+		         s, s, why);
+		req_fail(r, ERR_INVALID, msg);
+		return ERR_INVALID;
+	}
+	*out = (int64_t)v;
+	return 0;
+}
+
+void reply_too_large(struct req *r, int64_t rv, int64_t current, int retry_s)
+{
+	char msg[160];
+	json_t *st;
+
+	snprintf(msg, sizeof(msg),
+	         "Timeout: Too large resource version: %" PRId64 ", current: %" PRId64, rv,
+	         current);
+	st = status_failure(ERR_TIMEOUT, msg, NULL, NULL, NULL);
+	status_add_cause(st, "ResourceVersionTooLarge", "Too large resource version", NULL);
+	if (retry_s) {
+		jx_set(st, "details.retryAfterSeconds", json_integer(retry_s));
+		if (r->ev) {
+			char v[16];
+			snprintf(v, sizeof(v), "%d", retry_s);
+			evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Retry-After",
+			                  v);
+		}
+	}
+	req_fail_status(r, st);
+}
+
+/* ---- waiting for a revision to commit -------------------------------------- */
+
+struct rv_wait {
+	struct apiserver *s;
+	struct req *r;
+	int64_t rv;
+	void (*resume)(struct req *r);
+	struct timer *timer;
+	struct rv_wait *prev, *next;
+};
+
+static void wait_unlink(struct rv_wait *w)
+{
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		w->s->rv_waits = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	timer_free(w->timer);
+}
+
+static void on_wait_timeout(void *arg)
+{
+	struct rv_wait *w = arg;
+
+	wait_unlink(w);
+	reply_too_large(w->r, w->rv, cache_committed_rev(w->s->cache), RV_RETRY_AFTER_S);
+	free(w);
+}
+
+/* Hold r until revision rv is committed (resume then runs it again), or
+ * answer 504 after RV_WAIT_S. */
+static void wait_for_rv(struct req *r, int64_t rv, void (*resume)(struct req *r))
+{
+	struct rv_wait *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		abort();
+	w->s = r->s;
+	w->r = r;
+	w->rv = rv;
+	w->resume = resume;
+	w->timer = loop_timer(r->s->loop, on_wait_timeout, w);
+	timer_after(w->timer, (int64_t)RV_WAIT_S * NS_PER_SEC);
+	w->next = r->s->rv_waits;
+	if (w->next)
+		w->next->prev = w;
+	r->s->rv_waits = w;
+}
+
+void rv_waits_committed(struct apiserver *s)
+{
+	int64_t now = cache_committed_rev(s->cache);
+	struct rv_wait *w = s->rv_waits, *next;
+
+	for (; w; w = next) {
+		next = w->next;
+		if (w->rv > now)
+			continue;
+		wait_unlink(w);
+		w->resume(w->r);
+		free(w);
+		next = s->rv_waits; /* resume may have changed the list: start over */
+	}
+}
+
+void rv_waits_cancel(struct apiserver *s)
+{
+	while (s->rv_waits) {
+		struct rv_wait *w = s->rv_waits;
+		wait_unlink(w);
+		req_fail(w->r, ERR_UNAVAILABLE, "apiserver is shutting down");
+		free(w);
+	}
+}
+
+/* ---- GET ------------------------------------------------------------------- */
+
+static void get_now(struct req *r)
+{
+	char *key = object_key(r->res, r->ns, r->name);
+	json_t *obj = cache_get_committed(r->s->cache, key);
+
+	free(key);
+	if (!obj) {
+		req_not_found(r);
+		return;
+	}
+	if (is_scale(r)) {
+		req_reply(r, 200, scale_of(obj));
+		return;
+	}
+	reply_object(r, 200, json_incref(obj));
+}
+
+void handle_get(struct req *r)
+{
+	char *key = object_key(r->res, r->ns, r->name);
+	json_t *obj = cache_get_committed(r->s->cache, key);
+	int64_t rv;
+
+	free(key);
+	/* Authorize first: a 404 must not tell the forbidden what exists. */
+	if (authz_request(r, obj) < 0 || rv_parse(r, req_query(r, "resourceVersion"), &rv) < 0)
+		return;
+	if (rv > cache_committed_rev(r->s->cache)) {
+		wait_for_rv(r, rv, get_now);
+		return;
+	}
+	get_now(r);
+}
+
+/* ---- continue tokens --------------------------------------------------------- */
+
+#define CONTINUE_INVALID "continue key is not valid"
+
+static char *encode_continue(int64_t rv, const char *key, const char *prefix)
+{
+	size_t plen = strlen(prefix);
+	struct sbuf start = SBUF_INIT;
+	json_t *tok;
+	char *text, *out;
+
+	/* The last key returned, after the prefix, and a NUL: the next page
+	 * starts at the first key after it. */
+	sbuf_add(&start, strncmp(key, prefix, plen) ? key : key + plen);
+	tok = json_pack("{s:s,s:I,s:s%}", "v", "meta.k8s.io/v1", "rv", (json_int_t)rv, "start",
+	                start.s, start.len + 1);
+	text = json_dumps(tok, JSON_COMPACT);
+	out = b64url_encode(text, strlen(text));
+	free(text);
+	json_decref(tok);
+	sbuf_free(&start);
+	return out;
+}
+
+/* Go's base64.RawURLEncoding: where the first bad byte is. */
+static size_t b64url_bad_at(const char *s)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_'))
+			return i;
+	}
+	return n - 1; /* a length no quantum ends at */
+}
+
+/* path.Clean(p) == p, for p starting with '/'. */
+static bool path_clean(const char *p)
+{
+	size_t n = strlen(p);
+
+	if (n > 1 && p[n - 1] == '/')
+		return false;
+	for (const char *s = p; *s; s++) {
+		if (*s != '/')
+			continue;
+		const char *e = s + 1;
+		if (*e == '/')
+			return false;
+		if (e[0] == '.' && (e[1] == '/' || !e[1]))
+			return false;
+		if (e[0] == '.' && e[1] == '.' && (e[2] == '/' || !e[2]))
+			return false;
+	}
+	return true;
+}
+
+struct continuation {
+	int64_t rv;     /* -1: at the latest revision */
+	char *start;    /* the first key to consider */
+	bool inclusive; /* the start key itself too (a token without the NUL) */
+};
+
+/* 0, or a 400 has been sent. */
+static int decode_continue(struct req *r, const char *tok, const char *prefix,
+                           struct continuation *c)
+{
+	char why[512] = "";
+	unsigned char *raw;
+	json_t *doc = NULL;
+	json_error_t e;
+	size_t len;
+
+	memset(c, 0, sizeof(*c));
+	if (!(raw = b64url_decode(tok, strlen(tok), &len))) {
+		snprintf(why, sizeof(why), "illegal base64 data at input byte %zu",
+		         b64url_bad_at(tok));
+		goto bad;
+	}
+	doc = json_loadb((const char *)raw, len, JSON_ALLOW_NUL, &e);
+	free(raw);
+	if (!doc || !json_is_object(doc)) {
+		snprintf(why, sizeof(why), "%s",
+		         doc ? "json: cannot unmarshal into continueToken" : e.text);
+		goto bad;
+	}
+	const char *v = json_string_value(json_object_get(doc, "v"));
+	json_t *start = json_object_get(doc, "start");
+	if (!v || strcmp(v, "meta.k8s.io/v1")) {
+		snprintf(why, sizeof(why), "server does not recognize this encoded version %s",
+		         v ? v : "");
+		goto bad;
+	}
+	c->rv = json_integer_value(json_object_get(doc, "rv"));
+	if (!c->rv) {
+		snprintf(why, sizeof(why),
+		         "incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+		goto bad;
+	}
+	if (!json_string_length(start)) {
+		snprintf(why, sizeof(why), "encoded start key empty (version meta.k8s.io/v1)");
+		goto bad;
+	}
+	{
+		struct sbuf k = SBUF_INIT;
+		const char *s = json_string_value(start);
+		size_t n = json_string_length(start);
+		/* A start ending in NUL: the keys after the rest. */
+		c->inclusive = s[n - 1] != '\0';
+		if (!c->inclusive)
+			n--;
+		if (memchr(s, '\0', n)) {
+			snprintf(why, sizeof(why), "%.*s", (int)n, s);
+			goto bad;
+		}
+		if (s[0] != '/')
+			sbuf_addc(&k, '/');
+		sbuf_addn(&k, s, n);
+		if (!path_clean(k.s)) {
+			snprintf(why, sizeof(why), "%s", s);
+			sbuf_free(&k);
+			goto bad;
+		}
+		c->start = str_printf("%s%s", prefix, k.s + 1);
+		sbuf_free(&k);
+	}
+	json_decref(doc);
+	return 0;
+bad:
+	json_decref(doc);
+	{
+		char msg[700];
+		snprintf(msg, sizeof(msg), "invalid continue token: " CONTINUE_INVALID ": %s", why);
+		req_fail(r, ERR_INVALID, msg);
+	}
+	return ERR_INVALID;
+}
+
+/* The 410 of a continuation whose snapshot has left the window. */
+static void reply_continue_expired(struct req *r, const char *start, const char *prefix)
+{
+	json_t *st = status_failure(
+	    ERR_GONE,
+	    "The provided continue parameter is too old to display a consistent list result. "
+	    "You can start a new list without the continue parameter, or use the continue "
+	    "token in this response to retrieve the remainder of the results. Continuing with "
+	    "the provided token results in an inconsistent list - objects that were created, "
+	    "modified, or deleted between the time the first chunk was returned and now may "
+	    "show up in the list.",
+	    NULL, NULL, NULL);
+	char *tok = encode_continue(-1, start, prefix);
+
+	/* The start is kept as the token gave it: a key, or a key and NUL. */
+	json_object_set_new(json_object_get(st, "metadata"), "continue", json_string(tok));
+	free(tok);
+	req_fail_status(r, st);
+}
+
+/* ---- LIST ------------------------------------------------------------------ */
+
+/* ListOptions validation: 0, or the 422 has been sent. */
+static int validate_list_options(struct req *r, const char *rv, const char *rvm, const char *cont)
+{
+	static const char *const matches[] = {"Exact", "NotOlderThan", "", NULL};
+	struct validation v;
+	json_t *st;
+	char *msg;
+
+	if (!rvm || !*rvm)
+		return 0;
+	val_init(&v);
+	if (!rv || !*rv)
+		val_forbidden(
+		    &v, "resourceVersionMatch",
+		    "resourceVersionMatch is forbidden unless resourceVersion is provided");
+	if (cont && *cont)
+		val_forbidden(&v, "resourceVersionMatch",
+		              "resourceVersionMatch is forbidden when continue is provided");
+	if (strcmp(rvm, "Exact") && strcmp(rvm, "NotOlderThan"))
+		val_unsupported(&v, "resourceVersionMatch", rvm, matches);
+	else if (!strcmp(rvm, "Exact") && rv && !strcmp(rv, "0"))
+		val_forbidden(&v, "resourceVersionMatch",
+		              "resourceVersionMatch \"exact\" is forbidden for resourceVersion "
+		              "\"0\"");
+	if (val_ok(&v)) {
+		val_free(&v);
+		return 0;
+	}
+	msg = val_message(&v, "ListOptions.meta.k8s.io", "");
+	st = status_failure(ERR_UNPROCESSABLE, msg, "meta.k8s.io", "ListOptions", "");
+	json_object_set(json_object_get(st, "details"), "causes", v.causes);
+	free(msg);
+	val_free(&v);
+	req_fail_status(r, st);
+	return ERR_UNPROCESSABLE;
+}
+
+/* One page of the list at revision at, from start: the reply. */
+static void list_page(struct req *r, int64_t at, const char *start, bool inclusive, size_t limit)
+{
+	char *prefix = prefix_key(r->res, r->ns), rv[24], api[96], kind[96];
+	size_t n = 0, taken = 0, i = 0, remaining = 0;
+	json_t **objs = NULL, *items = json_array(), *out, *last = NULL;
+	struct selectors sel;
+	char *tok = NULL;
+	bool more = false;
+	int rc;
+
+	if (parse_selectors(r, &sel) < 0) {
+		free(prefix);
+		json_decref(items);
+		return;
+	}
+	rc = cache_list_at(r->s->cache, at, prefix, start, inclusive, 0, &objs, NULL, &n);
+	if (rc == ERR_GONE) {
+		if (start)
+			reply_continue_expired(r, start, prefix);
+		else
+			req_fail(r, ERR_GONE,
+			         "The resourceVersion for the provided list is too old.");
+		goto out;
+	}
+	if (rc == ERR_TIMEOUT) {
+		reply_too_large(r, at, cache_committed_rev(r->s->cache), 0);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (!selectors_match(&sel, objs[i]))
+			continue;
+		if (limit && taken == limit) {
+			more = true;
+			break;
+		}
+		json_array_append(items, objs[i]);
+		last = objs[i];
+		taken++;
+	}
+	if (more) {
+		char *k = object_key(r->res, jx_str(last, "metadata.namespace"),
+		                     jx_str(last, "metadata.name"));
+		tok = encode_continue(at, k, prefix);
+		free(k);
+		for (; i < n; i++)
+			remaining += selectors_match(&sel, objs[i]);
+	}
+	snprintf(rv, sizeof(rv), "%" PRId64, at);
+	if (r->want_table) {
+		out = printers_table(r->res->kind, items, rv, tok, r->include, true, clock_now());
+	} else {
+		snprintf(kind, sizeof(kind), "%sList", r->res->kind);
+		out = json_pack("{s:s,s:s,s:{s:s},s:O}", "kind", kind, "apiVersion",
+		                resource_api_version(r->res, api, sizeof(api)), "metadata",
+		                "resourceVersion", rv, "items", items);
+		if (more) {
+			jx_set_str(out, "metadata.continue", tok);
+			jx_set(out, "metadata.remainingItemCount",
+			       json_integer((json_int_t)remaining));
+		}
+	}
+	req_reply(r, 200, out);
+out:
+	free(tok);
+	free(objs);
+	free(prefix);
+	json_decref(items);
+	free_selectors(&sel);
+}
+
+static size_t list_limit(struct req *r)
+{
+	const char *s = req_query(r, "limit");
+	return s ? strtoull(s, NULL, 10) : 0;
+}
+
+/* A NotOlderThan list, once its revision has committed. */
+static void list_latest(struct req *r)
+{
+	const char *rv = req_query(r, "resourceVersion");
+	/* "0" is any state, served without paging, as the watch cache does. */
+	list_page(r, cache_committed_rev(r->s->cache), NULL, false,
+	          rv && !strcmp(rv, "0") ? 0 : list_limit(r));
+}
+
+void handle_list(struct req *r)
+{
+	const char *rv_s = req_query(r, "resourceVersion"), *cont = req_query(r, "continue");
+	const char *rvm = req_query(r, "resourceVersionMatch");
+	struct continuation c;
+	int64_t rv;
+
+	if (validate_list_options(r, rv_s, rvm, cont) < 0 || authz_request(r, NULL) < 0 ||
+	    rv_parse(r, rv_s, &rv) < 0)
+		return;
+	if (cont && *cont) {
+		char *prefix = prefix_key(r->res, r->ns);
+		int rc = decode_continue(r, cont, prefix, &c);
+		free(prefix);
+		if (rc < 0)
+			return;
+		if (rv_s && *rv_s && strcmp(rv_s, "0")) {
+			free(c.start);
+			req_fail(r, ERR_INVALID,
+			         "specifying resource version is not allowed when using continue");
+			return;
+		}
+		list_page(r, c.rv < 0 ? cache_committed_rev(r->s->cache) : c.rv, c.start,
+		          c.inclusive, list_limit(r));
+		free(c.start);
+		return;
+	}
+	if (rv && ((rvm && !strcmp(rvm, "Exact")) || (!rvm && list_limit(r)))) {
+		/* Exact, or the legacy exact read of a paged list at N. */
+		list_page(r, rv, NULL, false, list_limit(r));
+		return;
+	}
+	if (rv > cache_committed_rev(r->s->cache)) {
+		wait_for_rv(r, rv, list_latest);
+		return;
+	}
+	list_latest(r);
+}

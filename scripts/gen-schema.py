@@ -206,6 +206,11 @@ def parse_go(text, gopkg):
             t = TAG.search(line)
             if not t:
                 continue
+            # An inlined TypeMeta: apiVersion and kind are the struct's own
+            # JSON fields (no protobuf number: the envelope carries them).
+            if re.match(r"\s*(metav1\.)?TypeMeta\s", line) and ",inline" in t.group(1):
+                fields["typemeta"] = True
+                continue
             pb = re.search(r'protobuf:"([^"]*)"', t.group(1))
             js = re.search(r'json:"([^"]*)"', t.group(1))
             parts = pb.group(1).split(",") if pb else []
@@ -310,6 +315,10 @@ def main():
         # A named slice's message has one field, items (its elements).
         go = gostructs.get(name) or {1: (False, False, False, "items", "[]string", "string")}
         rows = []
+        if go.get("typemeta"):
+            for jn in ("apiVersion", "kind"):
+                rows.append((jn, 0, "ST_STRING", "ST_NONE", "SCHEMA_NONE", ["SF_OMIT"], False,
+                             "string", None))
         for label, typ, fname, num in fields:
             flags = []
             if num not in go:

@@ -6,6 +6,7 @@
 #include "base/sbuf.h"
 #include "base/timeutil.h"
 
+#include <math.h>
 #include <stdarg.h>
 
 #include <stdio.h>
@@ -110,7 +111,7 @@ static void value_name(const json_t *v, bool numeric_target, char *buf, size_t n
 	default:
 		if (numeric_target) {
 			char num[40];
-			jx_real_go(json_real_value(v), num, sizeof(num));
+			jx_real_plain(json_real_value(v), num, sizeof(num));
 			snprintf(buf, n, "number %s", num);
 		} else {
 			snprintf(buf, n, "number");
@@ -268,7 +269,7 @@ static json_t *zero_of(unsigned type)
 static json_t *conform_value(struct conform *c, json_t *v, unsigned type, uint16_t msg,
                              const char *gostruct, const char *gotype);
 
-static void conform_msg(struct conform *c, json_t *obj, const struct schema_msg *m, bool root);
+static void conform_msg(struct conform *c, json_t *obj, const struct schema_msg *m);
 
 /* An integer field: in range, or "number <v>" (the converter wraps int32s, as Go's Convert). */
 static json_t *conform_int(struct conform *c, json_t *v, unsigned type, const char *gostruct,
@@ -278,18 +279,20 @@ static json_t *conform_int(struct conform *c, json_t *v, unsigned type, const ch
 	bool ok;
 
 	if (json_is_real(v) && c->converter) {
+		/* A whole float converts (and wraps) as an integer would; anything
+		 * else, or beyond int64, cannot. */
 		double d = json_real_value(v);
-		if (d != (double)(json_int_t)d) {
+		if (!(d >= -0x1p63 && d < 0x1p63) || d != trunc(d)) {
 			convert_error(c, v, type, false, gotype);
 			return NULL;
 		}
-		return json_integer((json_int_t)d);
-	}
-	if (!json_is_integer(v)) {
+		i = (json_int_t)d;
+	} else if (!json_is_integer(v)) {
 		mismatch(c, v, gostruct, type, false, gotype);
 		return NULL;
+	} else {
+		i = json_integer_value(v);
 	}
-	i = json_integer_value(v);
 	switch (type) {
 	case ST_INT32:
 		ok = i >= INT32_MIN && i <= INT32_MAX;
@@ -309,7 +312,7 @@ static json_t *conform_int(struct conform *c, json_t *v, unsigned type, const ch
 		type_error(c, v, gostruct, type, gotype, false);
 		return NULL;
 	}
-	return json_incref(v);
+	return json_is_integer(v) ? json_incref(v) : json_integer(i);
 }
 
 /* Quantity.UnmarshalJSON: a string or a bare number, canonicalised. */
@@ -325,7 +328,9 @@ static json_t *conform_quantity(struct conform *c, json_t *v)
 		snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
 		text = num;
 	} else if (json_is_real(v)) {
-		jx_real_go(json_real_value(v), num, sizeof(num));
+		/* The literal as the client most likely wrote it (jansson keeps
+		 * only the double): 1000000.0 -> "1000000" -> "1M". */
+		jx_real_plain(json_real_value(v), num, sizeof(num));
 		text = num;
 	} else {
 		text = "{";
@@ -472,7 +477,7 @@ static json_t *conform_value(struct conform *c, json_t *v, unsigned type, uint16
 		const struct schema_msg *m = schema_msg_at(msg);
 		if (!json_is_object(v))
 			break;
-		conform_msg(c, v, m, false);
+		conform_msg(c, v, m);
 		return c->stop ? NULL : json_incref(v);
 	}
 	case ST_LIST:
@@ -512,7 +517,7 @@ static void unknown_field(struct conform *c, const char *key)
 	sbuf_truncate(&c->strict, mark);
 }
 
-static void conform_msg(struct conform *c, json_t *obj, const struct schema_msg *m, bool root)
+static void conform_msg(struct conform *c, json_t *obj, const struct schema_msg *m)
 {
 	/* The Go struct a type error names: "Container" of "core.v1.Container". */
 	const char *gostruct = strrchr(m->name, '.') ? strrchr(m->name, '.') + 1 : m->name;
@@ -525,12 +530,6 @@ static void conform_msg(struct conform *c, json_t *obj, const struct schema_msg 
 		size_t fmark = c->field.len, smark = c->strict.len;
 		json_t *nv;
 
-		if (!f && root && (!strcmp(key, "apiVersion") || !strcmp(key, "kind"))) {
-			/* TypeMeta, inlined in every kind */
-			static const struct schema_field type_meta = {
-			    "", 0, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL};
-			f = &type_meta;
-		}
 		if (!f) {
 			unknown_field(c, key);
 			json_object_del(obj, key);
@@ -563,7 +562,7 @@ int schema_conform(json_t *obj, const struct schema_msg *m, enum schema_unknown 
 		*unknown = NULL;
 	if (mode == SCHEMA_REPORT && unknown)
 		c.unknown = json_array();
-	conform_msg(&c, obj, m, true);
+	conform_msg(&c, obj, m);
 	sbuf_free(&c.field);
 	sbuf_free(&c.strict);
 	if (c.rc || !json_array_size(c.unknown)) {

@@ -4,26 +4,30 @@
 /* clang-format off */
 const struct schema_field schema_fields[] = {
 	/* 0: apps.v1.ControllerRevision */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"data", 2, ST_RAW, ST_NONE, SF_OMIT, SCHEMA_NONE, "runtime.RawExtension", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"revision", 3, ST_INT64, ST_NONE, 0, SCHEMA_NONE, "int64", NULL},
-	/* 3: apps.v1.DaemonSet */
+	/* 5: apps.v1.DaemonSet */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 3, "v1.DaemonSetSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 4, "v1.DaemonSetStatus", NULL},
-	/* 6: apps.v1.DaemonSetCondition */
+	/* 10: apps.v1.DaemonSetCondition */
 	{"lastTransitionTime", 3, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"message", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"reason", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"status", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ConditionStatus", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.DaemonSetConditionType", NULL},
-	/* 11: apps.v1.DaemonSetSpec */
+	/* 15: apps.v1.DaemonSetSpec */
 	{"minReadySeconds", 4, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"revisionHistoryLimit", 6, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"selector", 1, ST_MSG, ST_NONE, SF_PTR, 247, "v1.LabelSelector", NULL},
 	{"template", 2, ST_MSG, ST_NONE, 0, 189, "v1.PodTemplateSpec", NULL},
 	{"updateStrategy", 3, ST_MSG, ST_NONE, SF_OMIT, 5, "v1.DaemonSetUpdateStrategy", NULL},
-	/* 16: apps.v1.DaemonSetStatus */
+	/* 20: apps.v1.DaemonSetStatus */
 	{"collisionCount", 9, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"conditions", 10, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 2, "[]v1.DaemonSetCondition", "v1.DaemonSetCondition"},
 	{"currentNumberScheduled", 1, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
@@ -34,21 +38,23 @@ const struct schema_field schema_fields[] = {
 	{"numberUnavailable", 8, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"observedGeneration", 5, ST_INT64, ST_NONE, SF_OMIT, SCHEMA_NONE, "int64", NULL},
 	{"updatedNumberScheduled", 6, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
-	/* 26: apps.v1.DaemonSetUpdateStrategy */
+	/* 30: apps.v1.DaemonSetUpdateStrategy */
 	{"rollingUpdate", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 15, "v1.RollingUpdateDaemonSet", NULL},
 	{"type", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.DaemonSetUpdateStrategyType", NULL},
-	/* 28: apps.v1.Deployment */
+	/* 32: apps.v1.Deployment */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 8, "v1.DeploymentSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 9, "v1.DeploymentStatus", NULL},
-	/* 31: apps.v1.DeploymentCondition */
+	/* 37: apps.v1.DeploymentCondition */
 	{"lastTransitionTime", 7, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"lastUpdateTime", 6, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"message", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"reason", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"status", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ConditionStatus", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.DeploymentConditionType", NULL},
-	/* 37: apps.v1.DeploymentSpec */
+	/* 43: apps.v1.DeploymentSpec */
 	{"minReadySeconds", 5, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"paused", 7, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"progressDeadlineSeconds", 9, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
@@ -57,7 +63,7 @@ const struct schema_field schema_fields[] = {
 	{"selector", 2, ST_MSG, ST_NONE, SF_PTR, 247, "v1.LabelSelector", NULL},
 	{"strategy", 4, ST_MSG, ST_NONE, SF_OMIT, 10, "v1.DeploymentStrategy", NULL},
 	{"template", 3, ST_MSG, ST_NONE, 0, 189, "v1.PodTemplateSpec", NULL},
-	/* 45: apps.v1.DeploymentStatus */
+	/* 51: apps.v1.DeploymentStatus */
 	{"availableReplicas", 4, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"collisionCount", 8, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"conditions", 6, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 7, "[]v1.DeploymentCondition", "v1.DeploymentCondition"},
@@ -66,56 +72,60 @@ const struct schema_field schema_fields[] = {
 	{"replicas", 2, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"unavailableReplicas", 5, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"updatedReplicas", 3, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
-	/* 53: apps.v1.DeploymentStrategy */
+	/* 59: apps.v1.DeploymentStrategy */
 	{"rollingUpdate", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 16, "v1.RollingUpdateDeployment", NULL},
 	{"type", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.DeploymentStrategyType", NULL},
-	/* 55: apps.v1.ReplicaSet */
+	/* 61: apps.v1.ReplicaSet */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 13, "v1.ReplicaSetSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 14, "v1.ReplicaSetStatus", NULL},
-	/* 58: apps.v1.ReplicaSetCondition */
+	/* 66: apps.v1.ReplicaSetCondition */
 	{"lastTransitionTime", 3, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"message", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"reason", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"status", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ConditionStatus", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ReplicaSetConditionType", NULL},
-	/* 63: apps.v1.ReplicaSetSpec */
+	/* 71: apps.v1.ReplicaSetSpec */
 	{"minReadySeconds", 4, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"replicas", 1, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"selector", 2, ST_MSG, ST_NONE, SF_PTR, 247, "v1.LabelSelector", NULL},
 	{"template", 3, ST_MSG, ST_NONE, SF_OMIT, 189, "v1.PodTemplateSpec", NULL},
-	/* 67: apps.v1.ReplicaSetStatus */
+	/* 75: apps.v1.ReplicaSetStatus */
 	{"availableReplicas", 5, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"conditions", 6, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 12, "[]v1.ReplicaSetCondition", "v1.ReplicaSetCondition"},
 	{"fullyLabeledReplicas", 2, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"observedGeneration", 3, ST_INT64, ST_NONE, SF_OMIT, SCHEMA_NONE, "int64", NULL},
 	{"readyReplicas", 4, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"replicas", 1, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
-	/* 73: apps.v1.RollingUpdateDaemonSet */
+	/* 81: apps.v1.RollingUpdateDaemonSet */
 	{"maxSurge", 2, ST_IOS, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "intstr.IntOrString", NULL},
 	{"maxUnavailable", 1, ST_IOS, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "intstr.IntOrString", NULL},
-	/* 75: apps.v1.RollingUpdateDeployment */
+	/* 83: apps.v1.RollingUpdateDeployment */
 	{"maxSurge", 2, ST_IOS, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "intstr.IntOrString", NULL},
 	{"maxUnavailable", 1, ST_IOS, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "intstr.IntOrString", NULL},
-	/* 77: apps.v1.RollingUpdateStatefulSetStrategy */
+	/* 85: apps.v1.RollingUpdateStatefulSetStrategy */
 	{"maxUnavailable", 2, ST_IOS, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "intstr.IntOrString", NULL},
 	{"partition", 1, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
-	/* 79: apps.v1.StatefulSet */
+	/* 87: apps.v1.StatefulSet */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 22, "v1.StatefulSetSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 23, "v1.StatefulSetStatus", NULL},
-	/* 82: apps.v1.StatefulSetCondition */
+	/* 92: apps.v1.StatefulSetCondition */
 	{"lastTransitionTime", 3, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"message", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"reason", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"status", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ConditionStatus", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.StatefulSetConditionType", NULL},
-	/* 87: apps.v1.StatefulSetOrdinals */
+	/* 97: apps.v1.StatefulSetOrdinals */
 	{"start", 1, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
-	/* 88: apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy */
+	/* 98: apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy */
 	{"whenDeleted", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.PersistentVolumeClaimRetentionPolicyType", NULL},
 	{"whenScaled", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.PersistentVolumeClaimRetentionPolicyType", NULL},
-	/* 90: apps.v1.StatefulSetSpec */
+	/* 100: apps.v1.StatefulSetSpec */
 	{"minReadySeconds", 9, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"ordinals", 11, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 20, "v1.StatefulSetOrdinals", NULL},
 	{"persistentVolumeClaimRetentionPolicy", 10, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 21, "v1.StatefulSetPersistentVolumeClaimRetentionPolicy", NULL},
@@ -127,7 +137,7 @@ const struct schema_field schema_fields[] = {
 	{"template", 3, ST_MSG, ST_NONE, 0, 189, "v1.PodTemplateSpec", NULL},
 	{"updateStrategy", 7, ST_MSG, ST_NONE, SF_OMIT, 24, "v1.StatefulSetUpdateStrategy", NULL},
 	{"volumeClaimTemplates", 4, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 166, "[]v1.PersistentVolumeClaim", "v1.PersistentVolumeClaim"},
-	/* 101: apps.v1.StatefulSetStatus */
+	/* 111: apps.v1.StatefulSetStatus */
 	{"availableReplicas", 11, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
 	{"collisionCount", 9, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"conditions", 10, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 19, "[]v1.StatefulSetCondition", "v1.StatefulSetCondition"},
@@ -138,68 +148,76 @@ const struct schema_field schema_fields[] = {
 	{"replicas", 2, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
 	{"updateRevision", 7, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"updatedReplicas", 5, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
-	/* 111: apps.v1.StatefulSetUpdateStrategy */
+	/* 121: apps.v1.StatefulSetUpdateStrategy */
 	{"rollingUpdate", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 17, "v1.RollingUpdateStatefulSetStrategy", NULL},
 	{"type", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.StatefulSetUpdateStrategyType", NULL},
-	/* 113: authentication.v1.BoundObjectReference */
+	/* 123: authentication.v1.BoundObjectReference */
 	{"apiVersion", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"kind", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"name", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"uid", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "types.UID", NULL},
-	/* 117: authentication.v1.ExtraValue */
+	/* 127: authentication.v1.ExtraValue */
 	{"items", 1, ST_STRING, ST_NONE, SF_REP, SCHEMA_NONE, "[]string", "string"},
-	/* 118: authentication.v1.SelfSubjectReview */
+	/* 128: authentication.v1.SelfSubjectReview */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"status", 2, ST_MSG, ST_NONE, SF_OMIT, 28, "v1.SelfSubjectReviewStatus", NULL},
-	/* 120: authentication.v1.SelfSubjectReviewStatus */
+	/* 132: authentication.v1.SelfSubjectReviewStatus */
 	{"userInfo", 1, ST_MSG, ST_NONE, SF_OMIT, 35, "v1.UserInfo", NULL},
-	/* 121: authentication.v1.TokenRequest */
+	/* 133: authentication.v1.TokenRequest */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, 0, 30, "v1.TokenRequestSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 31, "v1.TokenRequestStatus", NULL},
-	/* 124: authentication.v1.TokenRequestSpec */
+	/* 138: authentication.v1.TokenRequestSpec */
 	{"audiences", 1, ST_STRING, ST_NONE, SF_REP, SCHEMA_NONE, "[]string", "string"},
 	{"boundObjectRef", 3, ST_MSG, ST_NONE, SF_PTR, 25, "v1.BoundObjectReference", NULL},
 	{"expirationSeconds", 4, ST_INT64, ST_NONE, SF_PTR, SCHEMA_NONE, "int64", NULL},
-	/* 127: authentication.v1.TokenRequestStatus */
+	/* 141: authentication.v1.TokenRequestStatus */
 	{"expirationTimestamp", 2, ST_TIME, ST_NONE, 0, SCHEMA_NONE, "v1.Time", NULL},
 	{"token", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 129: authentication.v1.TokenReview */
+	/* 143: authentication.v1.TokenReview */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, 0, 33, "v1.TokenReviewSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 34, "v1.TokenReviewStatus", NULL},
-	/* 132: authentication.v1.TokenReviewSpec */
+	/* 148: authentication.v1.TokenReviewSpec */
 	{"audiences", 2, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"token", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 134: authentication.v1.TokenReviewStatus */
+	/* 150: authentication.v1.TokenReviewStatus */
 	{"audiences", 4, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"authenticated", 1, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"error", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"user", 2, ST_MSG, ST_NONE, SF_OMIT, 35, "v1.UserInfo", NULL},
-	/* 138: authentication.v1.UserInfo */
+	/* 154: authentication.v1.UserInfo */
 	{"extra", 4, ST_MAP, ST_LIST, SF_OMIT, 26, "map[string]v1.ExtraValue", "v1.ExtraValue"},
 	{"groups", 3, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"uid", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"username", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 142: authorization.v1.ExtraValue */
+	/* 158: authorization.v1.ExtraValue */
 	{"items", 1, ST_STRING, ST_NONE, SF_REP, SCHEMA_NONE, "[]string", "string"},
-	/* 143: authorization.v1.FieldSelectorAttributes */
+	/* 159: authorization.v1.FieldSelectorAttributes */
 	{"rawSelector", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"requirements", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 246, "[]v1.FieldSelectorRequirement", "v1.FieldSelectorRequirement"},
-	/* 145: authorization.v1.LabelSelectorAttributes */
+	/* 161: authorization.v1.LabelSelectorAttributes */
 	{"rawSelector", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"requirements", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 248, "[]v1.LabelSelectorRequirement", "v1.LabelSelectorRequirement"},
-	/* 147: authorization.v1.LocalSubjectAccessReview */
+	/* 163: authorization.v1.LocalSubjectAccessReview */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, 0, 49, "v1.SubjectAccessReviewSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 50, "v1.SubjectAccessReviewStatus", NULL},
-	/* 150: authorization.v1.NonResourceAttributes */
+	/* 168: authorization.v1.NonResourceAttributes */
 	{"path", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"verb", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 152: authorization.v1.NonResourceRule */
+	/* 170: authorization.v1.NonResourceRule */
 	{"nonResourceURLs", 2, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"verbs", 1, ST_STRING, ST_NONE, SF_REP, SCHEMA_NONE, "[]string", "string"},
-	/* 154: authorization.v1.ResourceAttributes */
+	/* 172: authorization.v1.ResourceAttributes */
 	{"fieldSelector", 8, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 37, "v1.FieldSelectorAttributes", NULL},
 	{"group", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"labelSelector", 9, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 38, "v1.LabelSelectorAttributes", NULL},
@@ -209,66 +227,76 @@ const struct schema_field schema_fields[] = {
 	{"subresource", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"verb", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"version", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 163: authorization.v1.ResourceRule */
+	/* 181: authorization.v1.ResourceRule */
 	{"apiGroups", 2, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"resourceNames", 4, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"resources", 3, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"verbs", 1, ST_STRING, ST_NONE, SF_REP, SCHEMA_NONE, "[]string", "string"},
-	/* 167: authorization.v1.SelfSubjectAccessReview */
+	/* 185: authorization.v1.SelfSubjectAccessReview */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, 0, 45, "v1.SelfSubjectAccessReviewSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 50, "v1.SubjectAccessReviewStatus", NULL},
-	/* 170: authorization.v1.SelfSubjectAccessReviewSpec */
+	/* 190: authorization.v1.SelfSubjectAccessReviewSpec */
 	{"nonResourceAttributes", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 40, "v1.NonResourceAttributes", NULL},
 	{"resourceAttributes", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 42, "v1.ResourceAttributes", NULL},
-	/* 172: authorization.v1.SelfSubjectRulesReview */
+	/* 192: authorization.v1.SelfSubjectRulesReview */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, 0, 47, "v1.SelfSubjectRulesReviewSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 51, "v1.SubjectRulesReviewStatus", NULL},
-	/* 175: authorization.v1.SelfSubjectRulesReviewSpec */
+	/* 197: authorization.v1.SelfSubjectRulesReviewSpec */
 	{"namespace", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 176: authorization.v1.SubjectAccessReview */
+	/* 198: authorization.v1.SubjectAccessReview */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, 0, 49, "v1.SubjectAccessReviewSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 50, "v1.SubjectAccessReviewStatus", NULL},
-	/* 179: authorization.v1.SubjectAccessReviewSpec */
+	/* 203: authorization.v1.SubjectAccessReviewSpec */
 	{"extra", 5, ST_MAP, ST_LIST, SF_OMIT, 36, "map[string]v1.ExtraValue", "v1.ExtraValue"},
 	{"groups", 4, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"nonResourceAttributes", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 40, "v1.NonResourceAttributes", NULL},
 	{"resourceAttributes", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 42, "v1.ResourceAttributes", NULL},
 	{"uid", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"user", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 185: authorization.v1.SubjectAccessReviewStatus */
+	/* 209: authorization.v1.SubjectAccessReviewStatus */
 	{"allowed", 1, ST_BOOL, ST_NONE, 0, SCHEMA_NONE, "bool", NULL},
 	{"denied", 4, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"evaluationError", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"reason", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 189: authorization.v1.SubjectRulesReviewStatus */
+	/* 213: authorization.v1.SubjectRulesReviewStatus */
 	{"evaluationError", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"incomplete", 3, ST_BOOL, ST_NONE, 0, SCHEMA_NONE, "bool", NULL},
 	{"nonResourceRules", 2, ST_MSG, ST_NONE, SF_REP, 41, "[]v1.NonResourceRule", "v1.NonResourceRule"},
 	{"resourceRules", 1, ST_MSG, ST_NONE, SF_REP, 43, "[]v1.ResourceRule", "v1.ResourceRule"},
-	/* 193: autoscaling.v1.Scale */
+	/* 217: autoscaling.v1.Scale */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 53, "v1.ScaleSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 54, "v1.ScaleStatus", NULL},
-	/* 196: autoscaling.v1.ScaleSpec */
+	/* 222: autoscaling.v1.ScaleSpec */
 	{"replicas", 1, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
-	/* 197: autoscaling.v1.ScaleStatus */
+	/* 223: autoscaling.v1.ScaleStatus */
 	{"replicas", 1, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
 	{"selector", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 199: batch.v1.Job */
+	/* 225: batch.v1.Job */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 57, "v1.JobSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 58, "v1.JobStatus", NULL},
-	/* 202: batch.v1.JobCondition */
+	/* 230: batch.v1.JobCondition */
 	{"lastProbeTime", 3, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"lastTransitionTime", 4, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"message", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"reason", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"status", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ConditionStatus", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.JobConditionType", NULL},
-	/* 208: batch.v1.JobSpec */
+	/* 236: batch.v1.JobSpec */
 	{"activeDeadlineSeconds", 3, ST_INT64, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int64", NULL},
 	{"backoffLimit", 7, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"backoffLimitPerIndex", 12, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
@@ -285,7 +313,7 @@ const struct schema_field schema_fields[] = {
 	{"suspend", 10, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"template", 6, ST_MSG, ST_NONE, 0, 189, "v1.PodTemplateSpec", NULL},
 	{"ttlSecondsAfterFinished", 8, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
-	/* 224: batch.v1.JobStatus */
+	/* 252: batch.v1.JobStatus */
 	{"active", 4, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"completedIndexes", 7, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"completionTime", 3, ST_TIME, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
@@ -297,39 +325,41 @@ const struct schema_field schema_fields[] = {
 	{"succeeded", 5, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"terminating", 11, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"uncountedTerminatedPods", 8, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 65, "v1.UncountedTerminatedPods", NULL},
-	/* 235: batch.v1.PodFailurePolicy */
+	/* 263: batch.v1.PodFailurePolicy */
 	{"rules", 1, ST_MSG, ST_NONE, SF_REP, 62, "[]v1.PodFailurePolicyRule", "v1.PodFailurePolicyRule"},
-	/* 236: batch.v1.PodFailurePolicyOnExitCodesRequirement */
+	/* 264: batch.v1.PodFailurePolicyOnExitCodesRequirement */
 	{"containerName", 1, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"operator", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.PodFailurePolicyOnExitCodesOperator", NULL},
 	{"values", 3, ST_INT32, ST_NONE, SF_REP, SCHEMA_NONE, "[]int32", "int32"},
-	/* 239: batch.v1.PodFailurePolicyOnPodConditionsPattern */
+	/* 267: batch.v1.PodFailurePolicyOnPodConditionsPattern */
 	{"status", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ConditionStatus", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.PodConditionType", NULL},
-	/* 241: batch.v1.PodFailurePolicyRule */
+	/* 269: batch.v1.PodFailurePolicyRule */
 	{"action", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.PodFailurePolicyAction", NULL},
 	{"onExitCodes", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 60, "v1.PodFailurePolicyOnExitCodesRequirement", NULL},
 	{"onPodConditions", 3, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 61, "[]v1.PodFailurePolicyOnPodConditionsPattern", "v1.PodFailurePolicyOnPodConditionsPattern"},
-	/* 244: batch.v1.SuccessPolicy */
+	/* 272: batch.v1.SuccessPolicy */
 	{"rules", 1, ST_MSG, ST_NONE, SF_REP, 64, "[]v1.SuccessPolicyRule", "v1.SuccessPolicyRule"},
-	/* 245: batch.v1.SuccessPolicyRule */
+	/* 273: batch.v1.SuccessPolicyRule */
 	{"succeededCount", 2, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"succeededIndexes", 1, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 247: batch.v1.UncountedTerminatedPods */
+	/* 275: batch.v1.UncountedTerminatedPods */
 	{"failed", 2, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]types.UID", "types.UID"},
 	{"succeeded", 1, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]types.UID", "types.UID"},
-	/* 249: certificates.v1.CertificateSigningRequest */
+	/* 277: certificates.v1.CertificateSigningRequest */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, 0, 68, "v1.CertificateSigningRequestSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 69, "v1.CertificateSigningRequestStatus", NULL},
-	/* 252: certificates.v1.CertificateSigningRequestCondition */
+	/* 282: certificates.v1.CertificateSigningRequestCondition */
 	{"lastTransitionTime", 5, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"lastUpdateTime", 4, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"message", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"reason", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"status", 6, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ConditionStatus", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.RequestConditionType", NULL},
-	/* 258: certificates.v1.CertificateSigningRequestSpec */
+	/* 288: certificates.v1.CertificateSigningRequestSpec */
 	{"expirationSeconds", 8, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"extra", 6, ST_MAP, ST_LIST, SF_OMIT, 70, "map[string]v1.ExtraValue", "v1.ExtraValue"},
 	{"groups", 4, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
@@ -338,15 +368,17 @@ const struct schema_field schema_fields[] = {
 	{"uid", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"usages", 5, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]v1.KeyUsage", "v1.KeyUsage"},
 	{"username", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 266: certificates.v1.CertificateSigningRequestStatus */
+	/* 296: certificates.v1.CertificateSigningRequestStatus */
 	{"certificate", 2, ST_BYTES, ST_NONE, SF_OMIT, SCHEMA_NONE, "[]uint8", NULL},
 	{"conditions", 1, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 67, "[]v1.CertificateSigningRequestCondition", "v1.CertificateSigningRequestCondition"},
-	/* 268: certificates.v1.ExtraValue */
+	/* 298: certificates.v1.ExtraValue */
 	{"items", 1, ST_STRING, ST_NONE, SF_REP, SCHEMA_NONE, "[]string", "string"},
-	/* 269: coordination.v1.Lease */
+	/* 299: coordination.v1.Lease */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 72, "v1.LeaseSpec", NULL},
-	/* 271: coordination.v1.LeaseSpec */
+	/* 303: coordination.v1.LeaseSpec */
 	{"acquireTime", 3, ST_MTIME, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.MicroTime", NULL},
 	{"holderIdentity", 1, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"leaseDurationSeconds", 2, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
@@ -354,92 +386,96 @@ const struct schema_field schema_fields[] = {
 	{"preferredHolder", 7, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"renewTime", 4, ST_MTIME, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.MicroTime", NULL},
 	{"strategy", 6, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.CoordinatedLeaseStrategy", NULL},
-	/* 278: core.v1.AWSElasticBlockStoreVolumeSource */
+	/* 310: core.v1.AWSElasticBlockStoreVolumeSource */
 	{"fsType", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"partition", 3, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"readOnly", 4, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"volumeID", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 282: core.v1.Affinity */
+	/* 314: core.v1.Affinity */
 	{"nodeAffinity", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 150, "v1.NodeAffinity", NULL},
 	{"podAffinity", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 174, "v1.PodAffinity", NULL},
 	{"podAntiAffinity", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 176, "v1.PodAntiAffinity", NULL},
-	/* 285: core.v1.AppArmorProfile */
+	/* 317: core.v1.AppArmorProfile */
 	{"localhostProfile", 2, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.AppArmorProfileType", NULL},
-	/* 287: core.v1.AttachedVolume */
+	/* 319: core.v1.AttachedVolume */
 	{"devicePath", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.UniqueVolumeName", NULL},
-	/* 289: core.v1.AzureDiskVolumeSource */
+	/* 321: core.v1.AzureDiskVolumeSource */
 	{"cachingMode", 3, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.AzureDataDiskCachingMode", NULL},
 	{"diskName", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"diskURI", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"fsType", 4, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"kind", 6, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.AzureDataDiskKind", NULL},
 	{"readOnly", 5, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 295: core.v1.AzureFileVolumeSource */
+	/* 327: core.v1.AzureFileVolumeSource */
 	{"readOnly", 3, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"secretName", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"shareName", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 298: core.v1.Binding */
+	/* 330: core.v1.Binding */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"target", 2, ST_MSG, ST_NONE, 0, 165, "v1.ObjectReference", NULL},
-	/* 300: core.v1.CSIVolumeSource */
+	/* 334: core.v1.CSIVolumeSource */
 	{"driver", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"fsType", 3, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"nodePublishSecretRef", 5, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 141, "v1.LocalObjectReference", NULL},
 	{"readOnly", 2, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"volumeAttributes", 4, ST_MAP, ST_STRING, SF_OMIT, SCHEMA_NONE, "map[string]string", "string"},
-	/* 305: core.v1.Capabilities */
+	/* 339: core.v1.Capabilities */
 	{"add", 1, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]v1.Capability", "v1.Capability"},
 	{"drop", 2, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]v1.Capability", "v1.Capability"},
-	/* 307: core.v1.CephFSVolumeSource */
+	/* 341: core.v1.CephFSVolumeSource */
 	{"monitors", 1, ST_STRING, ST_NONE, SF_REP, SCHEMA_NONE, "[]string", "string"},
 	{"path", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"readOnly", 6, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"secretFile", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"secretRef", 5, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 141, "v1.LocalObjectReference", NULL},
 	{"user", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 313: core.v1.CinderVolumeSource */
+	/* 347: core.v1.CinderVolumeSource */
 	{"fsType", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"readOnly", 3, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"secretRef", 4, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 141, "v1.LocalObjectReference", NULL},
 	{"volumeID", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 317: core.v1.ClientIPConfig */
+	/* 351: core.v1.ClientIPConfig */
 	{"timeoutSeconds", 1, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
-	/* 318: core.v1.ClusterTrustBundleProjection */
+	/* 352: core.v1.ClusterTrustBundleProjection */
 	{"labelSelector", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 247, "v1.LabelSelector", NULL},
 	{"name", 1, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"optional", 5, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"path", 4, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"signerName", 2, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 323: core.v1.ConfigMap */
+	/* 357: core.v1.ConfigMap */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"binaryData", 3, ST_MAP, ST_BYTES, SF_OMIT, SCHEMA_NONE, "map[string][]uint8", "[]uint8"},
 	{"data", 2, ST_MAP, ST_STRING, SF_OMIT, SCHEMA_NONE, "map[string]string", "string"},
 	{"immutable", 4, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
-	/* 327: core.v1.ConfigMapEnvSource */
+	/* 363: core.v1.ConfigMapEnvSource */
 	{"", 1, ST_MSG, ST_NONE, SF_INLINE, 141, "v1.LocalObjectReference", NULL},
 	{"optional", 2, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 329: core.v1.ConfigMapKeySelector */
+	/* 365: core.v1.ConfigMapKeySelector */
 	{"", 1, ST_MSG, ST_NONE, SF_INLINE, 141, "v1.LocalObjectReference", NULL},
 	{"key", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"optional", 3, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 332: core.v1.ConfigMapNodeConfigSource */
+	/* 368: core.v1.ConfigMapNodeConfigSource */
 	{"kubeletConfigKey", 5, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"name", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"namespace", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"resourceVersion", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"uid", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "types.UID", NULL},
-	/* 337: core.v1.ConfigMapProjection */
+	/* 373: core.v1.ConfigMapProjection */
 	{"", 1, ST_MSG, ST_NONE, SF_INLINE, 141, "v1.LocalObjectReference", NULL},
 	{"items", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 135, "[]v1.KeyToPath", "v1.KeyToPath"},
 	{"optional", 4, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 340: core.v1.ConfigMapVolumeSource */
+	/* 376: core.v1.ConfigMapVolumeSource */
 	{"", 1, ST_MSG, ST_NONE, SF_INLINE, 141, "v1.LocalObjectReference", NULL},
 	{"defaultMode", 3, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"items", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 135, "[]v1.KeyToPath", "v1.KeyToPath"},
 	{"optional", 4, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 344: core.v1.Container */
+	/* 380: core.v1.Container */
 	{"args", 4, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"command", 3, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"env", 7, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 112, "[]v1.EnvVar", "v1.EnvVar"},
@@ -464,25 +500,25 @@ const struct schema_field schema_fields[] = {
 	{"volumeDevices", 21, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 229, "[]v1.VolumeDevice", "v1.VolumeDevice"},
 	{"volumeMounts", 9, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 230, "[]v1.VolumeMount", "v1.VolumeMount"},
 	{"workingDir", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 368: core.v1.ContainerImage */
+	/* 404: core.v1.ContainerImage */
 	{"names", 1, ST_STRING, ST_NONE, SF_REP, SCHEMA_NONE, "[]string", "string"},
 	{"sizeBytes", 2, ST_INT64, ST_NONE, SF_OMIT, SCHEMA_NONE, "int64", NULL},
-	/* 370: core.v1.ContainerPort */
+	/* 406: core.v1.ContainerPort */
 	{"containerPort", 3, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
 	{"hostIP", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"hostPort", 2, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"name", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"protocol", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Protocol", NULL},
-	/* 375: core.v1.ContainerResizePolicy */
+	/* 411: core.v1.ContainerResizePolicy */
 	{"resourceName", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ResourceName", NULL},
 	{"restartPolicy", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ResourceResizeRestartPolicy", NULL},
-	/* 377: core.v1.ContainerState */
+	/* 413: core.v1.ContainerState */
 	{"running", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 97, "v1.ContainerStateRunning", NULL},
 	{"terminated", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 98, "v1.ContainerStateTerminated", NULL},
 	{"waiting", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 99, "v1.ContainerStateWaiting", NULL},
-	/* 380: core.v1.ContainerStateRunning */
+	/* 416: core.v1.ContainerStateRunning */
 	{"startedAt", 1, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
-	/* 381: core.v1.ContainerStateTerminated */
+	/* 417: core.v1.ContainerStateTerminated */
 	{"containerID", 7, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"exitCode", 1, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
 	{"finishedAt", 6, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
@@ -490,10 +526,10 @@ const struct schema_field schema_fields[] = {
 	{"reason", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"signal", 2, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"startedAt", 5, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
-	/* 388: core.v1.ContainerStateWaiting */
+	/* 424: core.v1.ContainerStateWaiting */
 	{"message", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"reason", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 390: core.v1.ContainerStatus */
+	/* 426: core.v1.ContainerStatus */
 	{"allocatedResources", 10, ST_MAP, ST_QTY, SF_OMIT, SCHEMA_NONE, "v1.ResourceList", "resource.Quantity"},
 	{"allocatedResourcesStatus", 14, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 202, "[]v1.ResourceStatus", "v1.ResourceStatus"},
 	{"containerID", 8, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
@@ -508,57 +544,59 @@ const struct schema_field schema_fields[] = {
 	{"state", 2, ST_MSG, ST_NONE, SF_OMIT, 96, "v1.ContainerState", NULL},
 	{"user", 13, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 101, "v1.ContainerUser", NULL},
 	{"volumeMounts", 12, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 231, "[]v1.VolumeMountStatus", "v1.VolumeMountStatus"},
-	/* 404: core.v1.ContainerUser */
+	/* 440: core.v1.ContainerUser */
 	{"linux", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 138, "v1.LinuxContainerUser", NULL},
-	/* 405: core.v1.DaemonEndpoint */
+	/* 441: core.v1.DaemonEndpoint */
 	{"Port", 1, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
-	/* 406: core.v1.DownwardAPIProjection */
+	/* 442: core.v1.DownwardAPIProjection */
 	{"items", 1, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 104, "[]v1.DownwardAPIVolumeFile", "v1.DownwardAPIVolumeFile"},
-	/* 407: core.v1.DownwardAPIVolumeFile */
+	/* 443: core.v1.DownwardAPIVolumeFile */
 	{"fieldRef", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 164, "v1.ObjectFieldSelector", NULL},
 	{"mode", 4, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"path", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"resourceFieldRef", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 199, "v1.ResourceFieldSelector", NULL},
-	/* 411: core.v1.DownwardAPIVolumeSource */
+	/* 447: core.v1.DownwardAPIVolumeSource */
 	{"defaultMode", 2, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"items", 1, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 104, "[]v1.DownwardAPIVolumeFile", "v1.DownwardAPIVolumeFile"},
-	/* 413: core.v1.EmptyDirVolumeSource */
+	/* 449: core.v1.EmptyDirVolumeSource */
 	{"medium", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.StorageMedium", NULL},
 	{"sizeLimit", 2, ST_QTY, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "resource.Quantity", NULL},
-	/* 415: core.v1.EndpointAddress */
+	/* 451: core.v1.EndpointAddress */
 	{"hostname", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"ip", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"nodeName", 4, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"targetRef", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 165, "v1.ObjectReference", NULL},
-	/* 419: core.v1.EndpointPort */
+	/* 455: core.v1.EndpointPort */
 	{"appProtocol", 4, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"name", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"port", 2, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
 	{"protocol", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Protocol", NULL},
-	/* 423: core.v1.EndpointSubset */
+	/* 459: core.v1.EndpointSubset */
 	{"addresses", 1, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 107, "[]v1.EndpointAddress", "v1.EndpointAddress"},
 	{"notReadyAddresses", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 107, "[]v1.EndpointAddress", "v1.EndpointAddress"},
 	{"ports", 3, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 108, "[]v1.EndpointPort", "v1.EndpointPort"},
-	/* 426: core.v1.Endpoints */
+	/* 462: core.v1.Endpoints */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"subsets", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 109, "[]v1.EndpointSubset", "v1.EndpointSubset"},
-	/* 428: core.v1.EnvFromSource */
+	/* 466: core.v1.EnvFromSource */
 	{"configMapRef", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 87, "v1.ConfigMapEnvSource", NULL},
 	{"prefix", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"secretRef", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 207, "v1.SecretEnvSource", NULL},
-	/* 431: core.v1.EnvVar */
+	/* 469: core.v1.EnvVar */
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"value", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"valueFrom", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 113, "v1.EnvVarSource", NULL},
-	/* 434: core.v1.EnvVarSource */
+	/* 472: core.v1.EnvVarSource */
 	{"configMapKeyRef", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 88, "v1.ConfigMapKeySelector", NULL},
 	{"fieldRef", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 164, "v1.ObjectFieldSelector", NULL},
 	{"resourceFieldRef", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 199, "v1.ResourceFieldSelector", NULL},
 	{"secretKeyRef", 4, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 208, "v1.SecretKeySelector", NULL},
-	/* 438: core.v1.EphemeralContainer */
+	/* 476: core.v1.EphemeralContainer */
 	{"", 1, ST_MSG, ST_NONE, SF_INLINE, 115, "v1.EphemeralContainerCommon", NULL},
 	{"targetContainerName", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 440: core.v1.EphemeralContainerCommon */
+	/* 478: core.v1.EphemeralContainerCommon */
 	{"args", 4, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"command", 3, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"env", 7, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 112, "[]v1.EnvVar", "v1.EnvVar"},
@@ -583,14 +621,16 @@ const struct schema_field schema_fields[] = {
 	{"volumeDevices", 21, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 229, "[]v1.VolumeDevice", "v1.VolumeDevice"},
 	{"volumeMounts", 9, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 230, "[]v1.VolumeMount", "v1.VolumeMount"},
 	{"workingDir", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 464: core.v1.EphemeralVolumeSource */
+	/* 502: core.v1.EphemeralVolumeSource */
 	{"volumeClaimTemplate", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 170, "v1.PersistentVolumeClaimTemplate", NULL},
-	/* 465: core.v1.Event */
+	/* 503: core.v1.Event */
 	{"action", 12, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"count", 8, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"eventTime", 10, ST_MTIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.MicroTime", NULL},
 	{"firstTimestamp", 6, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"involvedObject", 2, ST_MSG, ST_NONE, 0, 165, "v1.ObjectReference", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"lastTimestamp", 7, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"message", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, 0, 250, "v1.ObjectMeta", NULL},
@@ -601,63 +641,63 @@ const struct schema_field schema_fields[] = {
 	{"series", 11, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 118, "v1.EventSeries", NULL},
 	{"source", 5, ST_MSG, ST_NONE, SF_OMIT, 119, "v1.EventSource", NULL},
 	{"type", 9, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 480: core.v1.EventSeries */
+	/* 520: core.v1.EventSeries */
 	{"count", 1, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"lastObservedTime", 2, ST_MTIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.MicroTime", NULL},
-	/* 482: core.v1.EventSource */
+	/* 522: core.v1.EventSource */
 	{"component", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"host", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 484: core.v1.ExecAction */
+	/* 524: core.v1.ExecAction */
 	{"command", 1, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
-	/* 485: core.v1.FCVolumeSource */
+	/* 525: core.v1.FCVolumeSource */
 	{"fsType", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"lun", 2, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"readOnly", 4, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"targetWWNs", 1, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"wwids", 5, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
-	/* 490: core.v1.FlexVolumeSource */
+	/* 530: core.v1.FlexVolumeSource */
 	{"driver", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"fsType", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"options", 5, ST_MAP, ST_STRING, SF_OMIT, SCHEMA_NONE, "map[string]string", "string"},
 	{"readOnly", 4, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"secretRef", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 141, "v1.LocalObjectReference", NULL},
-	/* 495: core.v1.FlockerVolumeSource */
+	/* 535: core.v1.FlockerVolumeSource */
 	{"datasetName", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"datasetUUID", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 497: core.v1.GCEPersistentDiskVolumeSource */
+	/* 537: core.v1.GCEPersistentDiskVolumeSource */
 	{"fsType", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"partition", 3, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"pdName", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"readOnly", 4, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 501: core.v1.GRPCAction */
+	/* 541: core.v1.GRPCAction */
 	{"port", 1, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
 	{"service", 2, ST_STRING, ST_NONE, SF_PTR, SCHEMA_NONE, "string", NULL},
-	/* 503: core.v1.GitRepoVolumeSource */
+	/* 543: core.v1.GitRepoVolumeSource */
 	{"directory", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"repository", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"revision", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 506: core.v1.GlusterfsVolumeSource */
+	/* 546: core.v1.GlusterfsVolumeSource */
 	{"endpoints", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"path", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"readOnly", 3, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 509: core.v1.HTTPGetAction */
+	/* 549: core.v1.HTTPGetAction */
 	{"host", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"httpHeaders", 5, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 129, "[]v1.HTTPHeader", "v1.HTTPHeader"},
 	{"path", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"port", 2, ST_IOS, ST_NONE, 0, SCHEMA_NONE, "intstr.IntOrString", NULL},
 	{"scheme", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.URIScheme", NULL},
-	/* 514: core.v1.HTTPHeader */
+	/* 554: core.v1.HTTPHeader */
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"value", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 516: core.v1.HostAlias */
+	/* 556: core.v1.HostAlias */
 	{"hostnames", 2, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"ip", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 518: core.v1.HostIP */
+	/* 558: core.v1.HostIP */
 	{"ip", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 519: core.v1.HostPathVolumeSource */
+	/* 559: core.v1.HostPathVolumeSource */
 	{"path", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"type", 2, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.HostPathType", NULL},
-	/* 521: core.v1.ISCSIVolumeSource */
+	/* 561: core.v1.ISCSIVolumeSource */
 	{"chapAuthDiscovery", 8, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"chapAuthSession", 11, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"fsType", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
@@ -669,100 +709,104 @@ const struct schema_field schema_fields[] = {
 	{"readOnly", 6, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"secretRef", 10, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 141, "v1.LocalObjectReference", NULL},
 	{"targetPortal", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 532: core.v1.ImageVolumeSource */
+	/* 572: core.v1.ImageVolumeSource */
 	{"pullPolicy", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.PullPolicy", NULL},
 	{"reference", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 534: core.v1.KeyToPath */
+	/* 574: core.v1.KeyToPath */
 	{"key", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"mode", 3, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"path", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 537: core.v1.Lifecycle */
+	/* 577: core.v1.Lifecycle */
 	{"postStart", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 137, "v1.LifecycleHandler", NULL},
 	{"preStop", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 137, "v1.LifecycleHandler", NULL},
-	/* 539: core.v1.LifecycleHandler */
+	/* 579: core.v1.LifecycleHandler */
 	{"exec", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 120, "v1.ExecAction", NULL},
 	{"httpGet", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 128, "v1.HTTPGetAction", NULL},
 	{"sleep", 4, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 219, "v1.SleepAction", NULL},
 	{"tcpSocket", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 222, "v1.TCPSocketAction", NULL},
-	/* 543: core.v1.LinuxContainerUser */
+	/* 583: core.v1.LinuxContainerUser */
 	{"gid", 2, ST_INT64, ST_NONE, 0, SCHEMA_NONE, "int64", NULL},
 	{"supplementalGroups", 3, ST_INT64, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]int64", "int64"},
 	{"uid", 1, ST_INT64, ST_NONE, 0, SCHEMA_NONE, "int64", NULL},
-	/* 546: core.v1.LoadBalancerIngress */
+	/* 586: core.v1.LoadBalancerIngress */
 	{"hostname", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"ip", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"ipMode", 3, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.LoadBalancerIPMode", NULL},
 	{"ports", 4, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 190, "[]v1.PortStatus", "v1.PortStatus"},
-	/* 550: core.v1.LoadBalancerStatus */
+	/* 590: core.v1.LoadBalancerStatus */
 	{"ingress", 1, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 139, "[]v1.LoadBalancerIngress", "v1.LoadBalancerIngress"},
-	/* 551: core.v1.LocalObjectReference */
+	/* 591: core.v1.LocalObjectReference */
 	{"name", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 552: core.v1.ModifyVolumeStatus */
+	/* 592: core.v1.ModifyVolumeStatus */
 	{"status", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.PersistentVolumeClaimModifyVolumeStatus", NULL},
 	{"targetVolumeAttributesClassName", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 554: core.v1.NFSVolumeSource */
+	/* 594: core.v1.NFSVolumeSource */
 	{"path", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"readOnly", 3, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"server", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 557: core.v1.Namespace */
+	/* 597: core.v1.Namespace */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 146, "v1.NamespaceSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 147, "v1.NamespaceStatus", NULL},
-	/* 560: core.v1.NamespaceCondition */
+	/* 602: core.v1.NamespaceCondition */
 	{"lastTransitionTime", 4, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"message", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"reason", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"status", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ConditionStatus", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.NamespaceConditionType", NULL},
-	/* 565: core.v1.NamespaceSpec */
+	/* 607: core.v1.NamespaceSpec */
 	{"finalizers", 1, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]v1.FinalizerName", "v1.FinalizerName"},
-	/* 566: core.v1.NamespaceStatus */
+	/* 608: core.v1.NamespaceStatus */
 	{"conditions", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 145, "[]v1.NamespaceCondition", "v1.NamespaceCondition"},
 	{"phase", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.NamespacePhase", NULL},
-	/* 568: core.v1.Node */
+	/* 610: core.v1.Node */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 161, "v1.NodeSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 162, "v1.NodeStatus", NULL},
-	/* 571: core.v1.NodeAddress */
+	/* 615: core.v1.NodeAddress */
 	{"address", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.NodeAddressType", NULL},
-	/* 573: core.v1.NodeAffinity */
+	/* 617: core.v1.NodeAffinity */
 	{"preferredDuringSchedulingIgnoredDuringExecution", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 192, "[]v1.PreferredSchedulingTerm", "v1.PreferredSchedulingTerm"},
 	{"requiredDuringSchedulingIgnoredDuringExecution", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 158, "v1.NodeSelector", NULL},
-	/* 575: core.v1.NodeCondition */
+	/* 619: core.v1.NodeCondition */
 	{"lastHeartbeatTime", 3, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"lastTransitionTime", 4, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"message", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"reason", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"status", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ConditionStatus", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.NodeConditionType", NULL},
-	/* 581: core.v1.NodeConfigSource */
+	/* 625: core.v1.NodeConfigSource */
 	{"configMap", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 89, "v1.ConfigMapNodeConfigSource", NULL},
-	/* 582: core.v1.NodeConfigStatus */
+	/* 626: core.v1.NodeConfigStatus */
 	{"active", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 152, "v1.NodeConfigSource", NULL},
 	{"assigned", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 152, "v1.NodeConfigSource", NULL},
 	{"error", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"lastKnownGood", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 152, "v1.NodeConfigSource", NULL},
-	/* 586: core.v1.NodeDaemonEndpoints */
+	/* 630: core.v1.NodeDaemonEndpoints */
 	{"kubeletEndpoint", 1, ST_MSG, ST_NONE, SF_OMIT, 102, "v1.DaemonEndpoint", NULL},
-	/* 587: core.v1.NodeFeatures */
+	/* 631: core.v1.NodeFeatures */
 	{"supplementalGroupsPolicy", 1, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 588: core.v1.NodeRuntimeHandler */
+	/* 632: core.v1.NodeRuntimeHandler */
 	{"features", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 157, "v1.NodeRuntimeHandlerFeatures", NULL},
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 590: core.v1.NodeRuntimeHandlerFeatures */
+	/* 634: core.v1.NodeRuntimeHandlerFeatures */
 	{"recursiveReadOnlyMounts", 1, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"userNamespaces", 2, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 592: core.v1.NodeSelector */
+	/* 636: core.v1.NodeSelector */
 	{"nodeSelectorTerms", 1, ST_MSG, ST_NONE, SF_REP, 160, "[]v1.NodeSelectorTerm", "v1.NodeSelectorTerm"},
-	/* 593: core.v1.NodeSelectorRequirement */
+	/* 637: core.v1.NodeSelectorRequirement */
 	{"key", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"operator", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.NodeSelectorOperator", NULL},
 	{"values", 3, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
-	/* 596: core.v1.NodeSelectorTerm */
+	/* 640: core.v1.NodeSelectorTerm */
 	{"matchExpressions", 1, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 159, "[]v1.NodeSelectorRequirement", "v1.NodeSelectorRequirement"},
 	{"matchFields", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 159, "[]v1.NodeSelectorRequirement", "v1.NodeSelectorRequirement"},
-	/* 598: core.v1.NodeSpec */
+	/* 642: core.v1.NodeSpec */
 	{"configSource", 6, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 152, "v1.NodeConfigSource", NULL},
 	{"externalID", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"podCIDR", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
@@ -770,7 +814,7 @@ const struct schema_field schema_fields[] = {
 	{"providerID", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"taints", 5, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 223, "[]v1.Taint", "v1.Taint"},
 	{"unschedulable", 4, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 605: core.v1.NodeStatus */
+	/* 649: core.v1.NodeStatus */
 	{"addresses", 5, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 149, "[]v1.NodeAddress", "v1.NodeAddress"},
 	{"allocatable", 2, ST_MAP, ST_QTY, SF_OMIT, SCHEMA_NONE, "v1.ResourceList", "resource.Quantity"},
 	{"capacity", 1, ST_MAP, ST_QTY, SF_OMIT, SCHEMA_NONE, "v1.ResourceList", "resource.Quantity"},
@@ -784,7 +828,7 @@ const struct schema_field schema_fields[] = {
 	{"runtimeHandlers", 12, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 156, "[]v1.NodeRuntimeHandler", "v1.NodeRuntimeHandler"},
 	{"volumesAttached", 10, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 76, "[]v1.AttachedVolume", "v1.AttachedVolume"},
 	{"volumesInUse", 9, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]v1.UniqueVolumeName", "v1.UniqueVolumeName"},
-	/* 618: core.v1.NodeSystemInfo */
+	/* 662: core.v1.NodeSystemInfo */
 	{"architecture", 10, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"bootID", 3, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"containerRuntimeVersion", 6, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
@@ -795,10 +839,10 @@ const struct schema_field schema_fields[] = {
 	{"operatingSystem", 9, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"osImage", 5, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"systemUUID", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 628: core.v1.ObjectFieldSelector */
+	/* 672: core.v1.ObjectFieldSelector */
 	{"apiVersion", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"fieldPath", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 630: core.v1.ObjectReference */
+	/* 674: core.v1.ObjectReference */
 	{"apiVersion", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"fieldPath", 7, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"kind", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
@@ -806,18 +850,20 @@ const struct schema_field schema_fields[] = {
 	{"namespace", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"resourceVersion", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"uid", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "types.UID", NULL},
-	/* 637: core.v1.PersistentVolumeClaim */
+	/* 681: core.v1.PersistentVolumeClaim */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 168, "v1.PersistentVolumeClaimSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 169, "v1.PersistentVolumeClaimStatus", NULL},
-	/* 640: core.v1.PersistentVolumeClaimCondition */
+	/* 686: core.v1.PersistentVolumeClaimCondition */
 	{"lastProbeTime", 3, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"lastTransitionTime", 4, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"message", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"reason", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"status", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ConditionStatus", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.PersistentVolumeClaimConditionType", NULL},
-	/* 646: core.v1.PersistentVolumeClaimSpec */
+	/* 692: core.v1.PersistentVolumeClaimSpec */
 	{"accessModes", 1, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]v1.PersistentVolumeAccessMode", "v1.PersistentVolumeAccessMode"},
 	{"dataSource", 7, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 226, "v1.TypedLocalObjectReference", NULL},
 	{"dataSourceRef", 8, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 227, "v1.TypedObjectReference", NULL},
@@ -827,7 +873,7 @@ const struct schema_field schema_fields[] = {
 	{"volumeAttributesClassName", 9, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"volumeMode", 6, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.PersistentVolumeMode", NULL},
 	{"volumeName", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 655: core.v1.PersistentVolumeClaimStatus */
+	/* 701: core.v1.PersistentVolumeClaimStatus */
 	{"accessModes", 2, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]v1.PersistentVolumeAccessMode", "v1.PersistentVolumeAccessMode"},
 	{"allocatedResourceStatuses", 7, ST_MAP, ST_STRING, SF_OMIT, SCHEMA_NONE, "map[v1.ResourceName]v1.ClaimResourceStatus", "v1.ClaimResourceStatus"},
 	{"allocatedResources", 5, ST_MAP, ST_QTY, SF_OMIT, SCHEMA_NONE, "v1.ResourceList", "resource.Quantity"},
@@ -836,62 +882,64 @@ const struct schema_field schema_fields[] = {
 	{"currentVolumeAttributesClassName", 8, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"modifyVolumeStatus", 9, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 142, "v1.ModifyVolumeStatus", NULL},
 	{"phase", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.PersistentVolumeClaimPhase", NULL},
-	/* 663: core.v1.PersistentVolumeClaimTemplate */
+	/* 709: core.v1.PersistentVolumeClaimTemplate */
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, 0, 168, "v1.PersistentVolumeClaimSpec", NULL},
-	/* 665: core.v1.PersistentVolumeClaimVolumeSource */
+	/* 711: core.v1.PersistentVolumeClaimVolumeSource */
 	{"claimName", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"readOnly", 2, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 667: core.v1.PhotonPersistentDiskVolumeSource */
+	/* 713: core.v1.PhotonPersistentDiskVolumeSource */
 	{"fsType", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"pdID", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 669: core.v1.Pod */
+	/* 715: core.v1.Pod */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 187, "v1.PodSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 188, "v1.PodStatus", NULL},
-	/* 672: core.v1.PodAffinity */
+	/* 720: core.v1.PodAffinity */
 	{"preferredDuringSchedulingIgnoredDuringExecution", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 236, "[]v1.WeightedPodAffinityTerm", "v1.WeightedPodAffinityTerm"},
 	{"requiredDuringSchedulingIgnoredDuringExecution", 1, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 175, "[]v1.PodAffinityTerm", "v1.PodAffinityTerm"},
-	/* 674: core.v1.PodAffinityTerm */
+	/* 722: core.v1.PodAffinityTerm */
 	{"labelSelector", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 247, "v1.LabelSelector", NULL},
 	{"matchLabelKeys", 5, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"mismatchLabelKeys", 6, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"namespaceSelector", 4, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 247, "v1.LabelSelector", NULL},
 	{"namespaces", 2, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"topologyKey", 3, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 680: core.v1.PodAntiAffinity */
+	/* 728: core.v1.PodAntiAffinity */
 	{"preferredDuringSchedulingIgnoredDuringExecution", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 236, "[]v1.WeightedPodAffinityTerm", "v1.WeightedPodAffinityTerm"},
 	{"requiredDuringSchedulingIgnoredDuringExecution", 1, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 175, "[]v1.PodAffinityTerm", "v1.PodAffinityTerm"},
-	/* 682: core.v1.PodCondition */
+	/* 730: core.v1.PodCondition */
 	{"lastProbeTime", 3, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"lastTransitionTime", 4, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"message", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"reason", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"status", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ConditionStatus", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.PodConditionType", NULL},
-	/* 688: core.v1.PodDNSConfig */
+	/* 736: core.v1.PodDNSConfig */
 	{"nameservers", 1, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"options", 3, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 179, "[]v1.PodDNSConfigOption", "v1.PodDNSConfigOption"},
 	{"searches", 2, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
-	/* 691: core.v1.PodDNSConfigOption */
+	/* 739: core.v1.PodDNSConfigOption */
 	{"name", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"value", 2, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 693: core.v1.PodIP */
+	/* 741: core.v1.PodIP */
 	{"ip", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 694: core.v1.PodOS */
+	/* 742: core.v1.PodOS */
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.OSName", NULL},
-	/* 695: core.v1.PodReadinessGate */
+	/* 743: core.v1.PodReadinessGate */
 	{"conditionType", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.PodConditionType", NULL},
-	/* 696: core.v1.PodResourceClaim */
+	/* 744: core.v1.PodResourceClaim */
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"resourceClaimName", 3, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"resourceClaimTemplateName", 4, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 699: core.v1.PodResourceClaimStatus */
+	/* 747: core.v1.PodResourceClaimStatus */
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"resourceClaimName", 2, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 701: core.v1.PodSchedulingGate */
+	/* 749: core.v1.PodSchedulingGate */
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 702: core.v1.PodSecurityContext */
+	/* 750: core.v1.PodSecurityContext */
 	{"appArmorProfile", 11, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 75, "v1.AppArmorProfile", NULL},
 	{"fsGroup", 5, ST_INT64, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int64", NULL},
 	{"fsGroupChangePolicy", 9, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.PodFSGroupChangePolicy", NULL},
@@ -905,7 +953,7 @@ const struct schema_field schema_fields[] = {
 	{"supplementalGroupsPolicy", 12, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.SupplementalGroupsPolicy", NULL},
 	{"sysctls", 7, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 221, "[]v1.Sysctl", "v1.Sysctl"},
 	{"windowsOptions", 8, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 237, "v1.WindowsSecurityContextOptions", NULL},
-	/* 715: core.v1.PodSpec */
+	/* 763: core.v1.PodSpec */
 	{"activeDeadlineSeconds", 5, ST_INT64, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int64", NULL},
 	{"affinity", 18, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 74, "v1.Affinity", NULL},
 	{"automountServiceAccountToken", 21, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
@@ -946,7 +994,7 @@ const struct schema_field schema_fields[] = {
 	{"tolerations", 22, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 224, "[]v1.Toleration", "v1.Toleration"},
 	{"topologySpreadConstraints", 33, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 225, "[]v1.TopologySpreadConstraint", "v1.TopologySpreadConstraint"},
 	{"volumes", 1, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 228, "[]v1.Volume", "v1.Volume"},
-	/* 755: core.v1.PodStatus */
+	/* 803: core.v1.PodStatus */
 	{"conditions", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 177, "[]v1.PodCondition", "v1.PodCondition"},
 	{"containerStatuses", 8, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 100, "[]v1.ContainerStatus", "v1.ContainerStatus"},
 	{"ephemeralContainerStatuses", 13, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 100, "[]v1.ContainerStatus", "v1.ContainerStatus"},
@@ -963,21 +1011,21 @@ const struct schema_field schema_fields[] = {
 	{"resize", 14, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.PodResizeStatus", NULL},
 	{"resourceClaimStatuses", 15, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 184, "[]v1.PodResourceClaimStatus", "v1.PodResourceClaimStatus"},
 	{"startTime", 7, ST_TIME, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
-	/* 771: core.v1.PodTemplateSpec */
+	/* 819: core.v1.PodTemplateSpec */
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 187, "v1.PodSpec", NULL},
-	/* 773: core.v1.PortStatus */
+	/* 821: core.v1.PortStatus */
 	{"error", 3, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"port", 1, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
 	{"protocol", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.Protocol", NULL},
-	/* 776: core.v1.PortworxVolumeSource */
+	/* 824: core.v1.PortworxVolumeSource */
 	{"fsType", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"readOnly", 3, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"volumeID", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 779: core.v1.PreferredSchedulingTerm */
+	/* 827: core.v1.PreferredSchedulingTerm */
 	{"preference", 2, ST_MSG, ST_NONE, 0, 160, "v1.NodeSelectorTerm", NULL},
 	{"weight", 1, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
-	/* 781: core.v1.Probe */
+	/* 829: core.v1.Probe */
 	{"", 1, ST_MSG, ST_NONE, SF_INLINE, 194, "v1.ProbeHandler", NULL},
 	{"failureThreshold", 6, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"initialDelaySeconds", 2, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
@@ -985,22 +1033,22 @@ const struct schema_field schema_fields[] = {
 	{"successThreshold", 5, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"terminationGracePeriodSeconds", 7, ST_INT64, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int64", NULL},
 	{"timeoutSeconds", 3, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
-	/* 788: core.v1.ProbeHandler */
+	/* 836: core.v1.ProbeHandler */
 	{"exec", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 120, "v1.ExecAction", NULL},
 	{"grpc", 4, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 125, "v1.GRPCAction", NULL},
 	{"httpGet", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 128, "v1.HTTPGetAction", NULL},
 	{"tcpSocket", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 222, "v1.TCPSocketAction", NULL},
-	/* 792: core.v1.ProjectedVolumeSource */
+	/* 840: core.v1.ProjectedVolumeSource */
 	{"defaultMode", 2, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"sources", 1, ST_MSG, ST_NONE, SF_REP, 232, "[]v1.VolumeProjection", "v1.VolumeProjection"},
-	/* 794: core.v1.QuobyteVolumeSource */
+	/* 842: core.v1.QuobyteVolumeSource */
 	{"group", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"readOnly", 3, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"registry", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"tenant", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"user", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"volume", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 800: core.v1.RBDVolumeSource */
+	/* 848: core.v1.RBDVolumeSource */
 	{"fsType", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"image", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"keyring", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
@@ -1009,29 +1057,29 @@ const struct schema_field schema_fields[] = {
 	{"readOnly", 8, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"secretRef", 7, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 141, "v1.LocalObjectReference", NULL},
 	{"user", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 808: core.v1.ResourceClaim */
+	/* 856: core.v1.ResourceClaim */
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"request", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 810: core.v1.ResourceFieldSelector */
+	/* 858: core.v1.ResourceFieldSelector */
 	{"containerName", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"divisor", 3, ST_QTY, ST_NONE, SF_OMIT, SCHEMA_NONE, "resource.Quantity", NULL},
 	{"resource", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 813: core.v1.ResourceHealth */
+	/* 861: core.v1.ResourceHealth */
 	{"health", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.ResourceHealthStatus", NULL},
 	{"resourceID", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ResourceID", NULL},
-	/* 815: core.v1.ResourceRequirements */
+	/* 863: core.v1.ResourceRequirements */
 	{"claims", 3, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 198, "[]v1.ResourceClaim", "v1.ResourceClaim"},
 	{"limits", 1, ST_MAP, ST_QTY, SF_OMIT, SCHEMA_NONE, "v1.ResourceList", "resource.Quantity"},
 	{"requests", 2, ST_MAP, ST_QTY, SF_OMIT, SCHEMA_NONE, "v1.ResourceList", "resource.Quantity"},
-	/* 818: core.v1.ResourceStatus */
+	/* 866: core.v1.ResourceStatus */
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ResourceName", NULL},
 	{"resources", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 200, "[]v1.ResourceHealth", "v1.ResourceHealth"},
-	/* 820: core.v1.SELinuxOptions */
+	/* 868: core.v1.SELinuxOptions */
 	{"level", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"role", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"type", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"user", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 824: core.v1.ScaleIOVolumeSource */
+	/* 872: core.v1.ScaleIOVolumeSource */
 	{"fsType", 9, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"gateway", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"protectionDomain", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
@@ -1042,32 +1090,34 @@ const struct schema_field schema_fields[] = {
 	{"storagePool", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"system", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"volumeName", 8, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 834: core.v1.SeccompProfile */
+	/* 882: core.v1.SeccompProfile */
 	{"localhostProfile", 2, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.SeccompProfileType", NULL},
-	/* 836: core.v1.Secret */
+	/* 884: core.v1.Secret */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"data", 2, ST_MAP, ST_BYTES, SF_OMIT, SCHEMA_NONE, "map[string][]uint8", "[]uint8"},
 	{"immutable", 5, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"stringData", 4, ST_MAP, ST_STRING, SF_OMIT, SCHEMA_NONE, "map[string]string", "string"},
 	{"type", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.SecretType", NULL},
-	/* 841: core.v1.SecretEnvSource */
+	/* 891: core.v1.SecretEnvSource */
 	{"", 1, ST_MSG, ST_NONE, SF_INLINE, 141, "v1.LocalObjectReference", NULL},
 	{"optional", 2, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 843: core.v1.SecretKeySelector */
+	/* 893: core.v1.SecretKeySelector */
 	{"", 1, ST_MSG, ST_NONE, SF_INLINE, 141, "v1.LocalObjectReference", NULL},
 	{"key", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"optional", 3, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 846: core.v1.SecretProjection */
+	/* 896: core.v1.SecretProjection */
 	{"", 1, ST_MSG, ST_NONE, SF_INLINE, 141, "v1.LocalObjectReference", NULL},
 	{"items", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 135, "[]v1.KeyToPath", "v1.KeyToPath"},
 	{"optional", 4, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 849: core.v1.SecretVolumeSource */
+	/* 899: core.v1.SecretVolumeSource */
 	{"defaultMode", 3, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"items", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 135, "[]v1.KeyToPath", "v1.KeyToPath"},
 	{"optional", 4, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"secretName", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 853: core.v1.SecurityContext */
+	/* 903: core.v1.SecurityContext */
 	{"allowPrivilegeEscalation", 7, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"appArmorProfile", 12, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 75, "v1.AppArmorProfile", NULL},
 	{"capabilities", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 81, "v1.Capabilities", NULL},
@@ -1080,27 +1130,31 @@ const struct schema_field schema_fields[] = {
 	{"seLinuxOptions", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 203, "v1.SELinuxOptions", NULL},
 	{"seccompProfile", 11, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 205, "v1.SeccompProfile", NULL},
 	{"windowsOptions", 10, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 237, "v1.WindowsSecurityContextOptions", NULL},
-	/* 865: core.v1.Service */
+	/* 915: core.v1.Service */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"spec", 2, ST_MSG, ST_NONE, SF_OMIT, 216, "v1.ServiceSpec", NULL},
 	{"status", 3, ST_MSG, ST_NONE, SF_OMIT, 217, "v1.ServiceStatus", NULL},
-	/* 868: core.v1.ServiceAccount */
+	/* 920: core.v1.ServiceAccount */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"automountServiceAccountToken", 4, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"imagePullSecrets", 3, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 141, "[]v1.LocalObjectReference", "v1.LocalObjectReference"},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"secrets", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 165, "[]v1.ObjectReference", "v1.ObjectReference"},
-	/* 872: core.v1.ServiceAccountTokenProjection */
+	/* 926: core.v1.ServiceAccountTokenProjection */
 	{"audience", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"expirationSeconds", 2, ST_INT64, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int64", NULL},
 	{"path", 3, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 875: core.v1.ServicePort */
+	/* 929: core.v1.ServicePort */
 	{"appProtocol", 6, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"name", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"nodePort", 5, ST_INT32, ST_NONE, SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"port", 3, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
 	{"protocol", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Protocol", NULL},
 	{"targetPort", 4, ST_IOS, ST_NONE, SF_OMIT, SCHEMA_NONE, "intstr.IntOrString", NULL},
-	/* 881: core.v1.ServiceSpec */
+	/* 935: core.v1.ServiceSpec */
 	{"allocateLoadBalancerNodePorts", 20, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"clusterIP", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"clusterIPs", 18, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
@@ -1121,37 +1175,37 @@ const struct schema_field schema_fields[] = {
 	{"sessionAffinityConfig", 14, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 218, "v1.SessionAffinityConfig", NULL},
 	{"trafficDistribution", 23, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"type", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.ServiceType", NULL},
-	/* 901: core.v1.ServiceStatus */
+	/* 955: core.v1.ServiceStatus */
 	{"conditions", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 244, "[]v1.Condition", "v1.Condition"},
 	{"loadBalancer", 1, ST_MSG, ST_NONE, SF_OMIT, 140, "v1.LoadBalancerStatus", NULL},
-	/* 903: core.v1.SessionAffinityConfig */
+	/* 957: core.v1.SessionAffinityConfig */
 	{"clientIP", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 84, "v1.ClientIPConfig", NULL},
-	/* 904: core.v1.SleepAction */
+	/* 958: core.v1.SleepAction */
 	{"seconds", 1, ST_INT64, ST_NONE, 0, SCHEMA_NONE, "int64", NULL},
-	/* 905: core.v1.StorageOSVolumeSource */
+	/* 959: core.v1.StorageOSVolumeSource */
 	{"fsType", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"readOnly", 4, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"secretRef", 5, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 141, "v1.LocalObjectReference", NULL},
 	{"volumeName", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"volumeNamespace", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 910: core.v1.Sysctl */
+	/* 964: core.v1.Sysctl */
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"value", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 912: core.v1.TCPSocketAction */
+	/* 966: core.v1.TCPSocketAction */
 	{"host", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"port", 1, ST_IOS, ST_NONE, 0, SCHEMA_NONE, "intstr.IntOrString", NULL},
-	/* 914: core.v1.Taint */
+	/* 968: core.v1.Taint */
 	{"effect", 3, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.TaintEffect", NULL},
 	{"key", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"timeAdded", 4, ST_TIME, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"value", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 918: core.v1.Toleration */
+	/* 972: core.v1.Toleration */
 	{"effect", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.TaintEffect", NULL},
 	{"key", 1, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"operator", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.TolerationOperator", NULL},
 	{"tolerationSeconds", 5, ST_INT64, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int64", NULL},
 	{"value", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 923: core.v1.TopologySpreadConstraint */
+	/* 977: core.v1.TopologySpreadConstraint */
 	{"labelSelector", 4, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 247, "v1.LabelSelector", NULL},
 	{"matchLabelKeys", 8, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"maxSkew", 1, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
@@ -1160,22 +1214,22 @@ const struct schema_field schema_fields[] = {
 	{"nodeTaintsPolicy", 7, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.NodeInclusionPolicy", NULL},
 	{"topologyKey", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"whenUnsatisfiable", 3, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.UnsatisfiableConstraintAction", NULL},
-	/* 931: core.v1.TypedLocalObjectReference */
+	/* 985: core.v1.TypedLocalObjectReference */
 	{"apiGroup", 1, ST_STRING, ST_NONE, SF_PTR, SCHEMA_NONE, "string", NULL},
 	{"kind", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"name", 3, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 934: core.v1.TypedObjectReference */
+	/* 988: core.v1.TypedObjectReference */
 	{"apiGroup", 1, ST_STRING, ST_NONE, SF_PTR, SCHEMA_NONE, "string", NULL},
 	{"kind", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"name", 3, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"namespace", 4, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 938: core.v1.Volume */
+	/* 992: core.v1.Volume */
 	{"", 2, ST_MSG, ST_NONE, SF_INLINE, 234, "v1.VolumeSource", NULL},
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 940: core.v1.VolumeDevice */
+	/* 994: core.v1.VolumeDevice */
 	{"devicePath", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 942: core.v1.VolumeMount */
+	/* 996: core.v1.VolumeMount */
 	{"mountPath", 3, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"mountPropagation", 5, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.MountPropagationMode", NULL},
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
@@ -1183,21 +1237,21 @@ const struct schema_field schema_fields[] = {
 	{"recursiveReadOnly", 7, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.RecursiveReadOnlyMode", NULL},
 	{"subPath", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"subPathExpr", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 949: core.v1.VolumeMountStatus */
+	/* 1003: core.v1.VolumeMountStatus */
 	{"mountPath", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"readOnly", 3, ST_BOOL, ST_NONE, SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"recursiveReadOnly", 4, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.RecursiveReadOnlyMode", NULL},
-	/* 953: core.v1.VolumeProjection */
+	/* 1007: core.v1.VolumeProjection */
 	{"clusterTrustBundle", 5, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 85, "v1.ClusterTrustBundleProjection", NULL},
 	{"configMap", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 90, "v1.ConfigMapProjection", NULL},
 	{"downwardAPI", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 103, "v1.DownwardAPIProjection", NULL},
 	{"secret", 1, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 209, "v1.SecretProjection", NULL},
 	{"serviceAccountToken", 4, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 214, "v1.ServiceAccountTokenProjection", NULL},
-	/* 958: core.v1.VolumeResourceRequirements */
+	/* 1012: core.v1.VolumeResourceRequirements */
 	{"limits", 1, ST_MAP, ST_QTY, SF_OMIT, SCHEMA_NONE, "v1.ResourceList", "resource.Quantity"},
 	{"requests", 2, ST_MAP, ST_QTY, SF_OMIT, SCHEMA_NONE, "v1.ResourceList", "resource.Quantity"},
-	/* 960: core.v1.VolumeSource */
+	/* 1014: core.v1.VolumeSource */
 	{"awsElasticBlockStore", 4, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 73, "v1.AWSElasticBlockStoreVolumeSource", NULL},
 	{"azureDisk", 22, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 77, "v1.AzureDiskVolumeSource", NULL},
 	{"azureFile", 18, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 78, "v1.AzureFileVolumeSource", NULL},
@@ -1228,20 +1282,20 @@ const struct schema_field schema_fields[] = {
 	{"secret", 6, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 210, "v1.SecretVolumeSource", NULL},
 	{"storageos", 27, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 220, "v1.StorageOSVolumeSource", NULL},
 	{"vsphereVolume", 20, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 235, "v1.VsphereVirtualDiskVolumeSource", NULL},
-	/* 990: core.v1.VsphereVirtualDiskVolumeSource */
+	/* 1044: core.v1.VsphereVirtualDiskVolumeSource */
 	{"fsType", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"storagePolicyID", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"storagePolicyName", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"volumePath", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 994: core.v1.WeightedPodAffinityTerm */
+	/* 1048: core.v1.WeightedPodAffinityTerm */
 	{"podAffinityTerm", 2, ST_MSG, ST_NONE, 0, 175, "v1.PodAffinityTerm", NULL},
 	{"weight", 1, ST_INT32, ST_NONE, 0, SCHEMA_NONE, "int32", NULL},
-	/* 996: core.v1.WindowsSecurityContextOptions */
+	/* 1050: core.v1.WindowsSecurityContextOptions */
 	{"gmsaCredentialSpec", 2, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"gmsaCredentialSpecName", 1, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"hostProcess", 4, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"runAsUserName", 3, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 1000: discovery.v1.Endpoint */
+	/* 1054: discovery.v1.Endpoint */
 	{"addresses", 1, ST_STRING, ST_NONE, SF_REP, SCHEMA_NONE, "[]string", "string"},
 	{"conditions", 2, ST_MSG, ST_NONE, SF_OMIT, 239, "v1.EndpointConditions", NULL},
 	{"deprecatedTopology", 5, ST_MAP, ST_STRING, SF_OMIT, SCHEMA_NONE, "map[string]string", "string"},
@@ -1250,50 +1304,54 @@ const struct schema_field schema_fields[] = {
 	{"nodeName", 6, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"targetRef", 4, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 165, "v1.ObjectReference", NULL},
 	{"zone", 7, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
-	/* 1008: discovery.v1.EndpointConditions */
+	/* 1062: discovery.v1.EndpointConditions */
 	{"ready", 1, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"serving", 2, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"terminating", 3, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
-	/* 1011: discovery.v1.EndpointHints */
+	/* 1065: discovery.v1.EndpointHints */
 	{"forZones", 1, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 243, "[]v1.ForZone", "v1.ForZone"},
-	/* 1012: discovery.v1.EndpointPort */
+	/* 1066: discovery.v1.EndpointPort */
 	{"appProtocol", 4, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"name", 1, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"port", 3, ST_INT32, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int32", NULL},
 	{"protocol", 2, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.Protocol", NULL},
-	/* 1016: discovery.v1.EndpointSlice */
+	/* 1070: discovery.v1.EndpointSlice */
 	{"addressType", 4, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.AddressType", NULL},
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"endpoints", 2, ST_MSG, ST_NONE, SF_REP, 238, "[]v1.Endpoint", "v1.Endpoint"},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"ports", 3, ST_MSG, ST_NONE, SF_REP, 241, "[]v1.EndpointPort", "v1.EndpointPort"},
-	/* 1020: discovery.v1.ForZone */
+	/* 1076: discovery.v1.ForZone */
 	{"name", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 1021: meta.v1.Condition */
+	/* 1077: meta.v1.Condition */
 	{"lastTransitionTime", 4, ST_TIME, ST_NONE, 0, SCHEMA_NONE, "v1.Time", NULL},
 	{"message", 6, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"observedGeneration", 3, ST_INT64, ST_NONE, SF_OMIT, SCHEMA_NONE, "int64", NULL},
 	{"reason", 5, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"status", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.ConditionStatus", NULL},
 	{"type", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 1027: meta.v1.DeleteOptions */
+	/* 1083: meta.v1.DeleteOptions */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"dryRun", 5, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"gracePeriodSeconds", 1, ST_INT64, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int64", NULL},
 	{"ignoreStoreReadErrorWithClusterBreakingPotential", 6, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"orphanDependents", 3, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"preconditions", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 252, "v1.Preconditions", NULL},
 	{"propagationPolicy", 4, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.DeletionPropagation", NULL},
-	/* 1033: meta.v1.FieldSelectorRequirement */
+	/* 1091: meta.v1.FieldSelectorRequirement */
 	{"key", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"operator", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.FieldSelectorOperator", NULL},
 	{"values", 3, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
-	/* 1036: meta.v1.LabelSelector */
+	/* 1094: meta.v1.LabelSelector */
 	{"matchExpressions", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 248, "[]v1.LabelSelectorRequirement", "v1.LabelSelectorRequirement"},
 	{"matchLabels", 1, ST_MAP, ST_STRING, SF_OMIT, SCHEMA_NONE, "map[string]string", "string"},
-	/* 1038: meta.v1.LabelSelectorRequirement */
+	/* 1096: meta.v1.LabelSelectorRequirement */
 	{"key", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"operator", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "v1.LabelSelectorOperator", NULL},
 	{"values", 3, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
-	/* 1041: meta.v1.ManagedFieldsEntry */
+	/* 1099: meta.v1.ManagedFieldsEntry */
 	{"apiVersion", 3, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"fieldsType", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"fieldsV1", 7, ST_RAW, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.FieldsV1", NULL},
@@ -1301,7 +1359,7 @@ const struct schema_field schema_fields[] = {
 	{"operation", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.ManagedFieldsOperationType", NULL},
 	{"subresource", 8, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"time", 4, ST_TIME, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
-	/* 1048: meta.v1.ObjectMeta */
+	/* 1106: meta.v1.ObjectMeta */
 	{"annotations", 12, ST_MAP, ST_STRING, SF_OMIT, SCHEMA_NONE, "map[string]string", "string"},
 	{"creationTimestamp", 8, ST_TIME, ST_NONE, SF_OMIT, SCHEMA_NONE, "v1.Time", NULL},
 	{"deletionGracePeriodSeconds", 10, ST_INT64, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "int64", NULL},
@@ -1317,47 +1375,57 @@ const struct schema_field schema_fields[] = {
 	{"resourceVersion", 6, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"selfLink", 4, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"uid", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "types.UID", NULL},
-	/* 1063: meta.v1.OwnerReference */
+	/* 1121: meta.v1.OwnerReference */
 	{"apiVersion", 5, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"blockOwnerDeletion", 7, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"controller", 6, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL},
 	{"kind", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"name", 3, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"uid", 4, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "types.UID", NULL},
-	/* 1069: meta.v1.Preconditions */
+	/* 1127: meta.v1.Preconditions */
 	{"resourceVersion", 2, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"uid", 1, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "types.UID", NULL},
-	/* 1071: policy.v1.Eviction */
+	/* 1129: policy.v1.Eviction */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"deleteOptions", 2, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 245, "v1.DeleteOptions", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
-	/* 1073: rbac.v1.AggregationRule */
+	/* 1133: rbac.v1.AggregationRule */
 	{"clusterRoleSelectors", 1, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 247, "[]v1.LabelSelector", "v1.LabelSelector"},
-	/* 1074: rbac.v1.ClusterRole */
+	/* 1134: rbac.v1.ClusterRole */
 	{"aggregationRule", 3, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 254, "v1.AggregationRule", NULL},
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"rules", 2, ST_MSG, ST_NONE, SF_REP, 257, "[]v1.PolicyRule", "v1.PolicyRule"},
-	/* 1077: rbac.v1.ClusterRoleBinding */
+	/* 1139: rbac.v1.ClusterRoleBinding */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"roleRef", 3, ST_MSG, ST_NONE, 0, 260, "v1.RoleRef", NULL},
 	{"subjects", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 261, "[]v1.Subject", "v1.Subject"},
-	/* 1080: rbac.v1.PolicyRule */
+	/* 1144: rbac.v1.PolicyRule */
 	{"apiGroups", 2, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"nonResourceURLs", 5, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"resourceNames", 4, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"resources", 3, ST_STRING, ST_NONE, SF_REP|SF_OMIT, SCHEMA_NONE, "[]string", "string"},
 	{"verbs", 1, ST_STRING, ST_NONE, SF_REP, SCHEMA_NONE, "[]string", "string"},
-	/* 1085: rbac.v1.Role */
+	/* 1149: rbac.v1.Role */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"rules", 2, ST_MSG, ST_NONE, SF_REP, 257, "[]v1.PolicyRule", "v1.PolicyRule"},
-	/* 1087: rbac.v1.RoleBinding */
+	/* 1153: rbac.v1.RoleBinding */
+	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
+	{"kind", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 250, "v1.ObjectMeta", NULL},
 	{"roleRef", 3, ST_MSG, ST_NONE, 0, 260, "v1.RoleRef", NULL},
 	{"subjects", 2, ST_MSG, ST_NONE, SF_REP|SF_OMIT, 261, "[]v1.Subject", "v1.Subject"},
-	/* 1090: rbac.v1.RoleRef */
+	/* 1158: rbac.v1.RoleRef */
 	{"apiGroup", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"kind", 2, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"name", 3, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
-	/* 1093: rbac.v1.Subject */
+	/* 1161: rbac.v1.Subject */
 	{"apiGroup", 2, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL},
 	{"kind", 1, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
 	{"name", 3, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL},
@@ -1365,268 +1433,268 @@ const struct schema_field schema_fields[] = {
 };
 
 const struct schema_msg schema_msgs[] = {
-	{"apps.v1.ControllerRevision", 0, 3, 0}, /* 0 */
-	{"apps.v1.DaemonSet", 3, 3, 0}, /* 1 */
-	{"apps.v1.DaemonSetCondition", 6, 5, 0}, /* 2 */
-	{"apps.v1.DaemonSetSpec", 11, 5, 0}, /* 3 */
-	{"apps.v1.DaemonSetStatus", 16, 10, 0}, /* 4 */
-	{"apps.v1.DaemonSetUpdateStrategy", 26, 2, 0}, /* 5 */
-	{"apps.v1.Deployment", 28, 3, 0}, /* 6 */
-	{"apps.v1.DeploymentCondition", 31, 6, 0}, /* 7 */
-	{"apps.v1.DeploymentSpec", 37, 8, 0}, /* 8 */
-	{"apps.v1.DeploymentStatus", 45, 8, 0}, /* 9 */
-	{"apps.v1.DeploymentStrategy", 53, 2, 0}, /* 10 */
-	{"apps.v1.ReplicaSet", 55, 3, 0}, /* 11 */
-	{"apps.v1.ReplicaSetCondition", 58, 5, 0}, /* 12 */
-	{"apps.v1.ReplicaSetSpec", 63, 4, 0}, /* 13 */
-	{"apps.v1.ReplicaSetStatus", 67, 6, 0}, /* 14 */
-	{"apps.v1.RollingUpdateDaemonSet", 73, 2, 0}, /* 15 */
-	{"apps.v1.RollingUpdateDeployment", 75, 2, 0}, /* 16 */
-	{"apps.v1.RollingUpdateStatefulSetStrategy", 77, 2, 0}, /* 17 */
-	{"apps.v1.StatefulSet", 79, 3, 0}, /* 18 */
-	{"apps.v1.StatefulSetCondition", 82, 5, 0}, /* 19 */
-	{"apps.v1.StatefulSetOrdinals", 87, 1, 0}, /* 20 */
-	{"apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy", 88, 2, 0}, /* 21 */
-	{"apps.v1.StatefulSetSpec", 90, 11, 0}, /* 22 */
-	{"apps.v1.StatefulSetStatus", 101, 10, 0}, /* 23 */
-	{"apps.v1.StatefulSetUpdateStrategy", 111, 2, 0}, /* 24 */
-	{"authentication.v1.BoundObjectReference", 113, 4, 0}, /* 25 */
-	{"authentication.v1.ExtraValue", 117, 1, 0}, /* 26 */
-	{"authentication.v1.SelfSubjectReview", 118, 2, 0}, /* 27 */
-	{"authentication.v1.SelfSubjectReviewStatus", 120, 1, 0}, /* 28 */
-	{"authentication.v1.TokenRequest", 121, 3, 0}, /* 29 */
-	{"authentication.v1.TokenRequestSpec", 124, 3, 0}, /* 30 */
-	{"authentication.v1.TokenRequestStatus", 127, 2, 0}, /* 31 */
-	{"authentication.v1.TokenReview", 129, 3, 0}, /* 32 */
-	{"authentication.v1.TokenReviewSpec", 132, 2, 0}, /* 33 */
-	{"authentication.v1.TokenReviewStatus", 134, 4, 0}, /* 34 */
-	{"authentication.v1.UserInfo", 138, 4, 0}, /* 35 */
-	{"authorization.v1.ExtraValue", 142, 1, 0}, /* 36 */
-	{"authorization.v1.FieldSelectorAttributes", 143, 2, 0}, /* 37 */
-	{"authorization.v1.LabelSelectorAttributes", 145, 2, 0}, /* 38 */
-	{"authorization.v1.LocalSubjectAccessReview", 147, 3, 0}, /* 39 */
-	{"authorization.v1.NonResourceAttributes", 150, 2, 0}, /* 40 */
-	{"authorization.v1.NonResourceRule", 152, 2, 0}, /* 41 */
-	{"authorization.v1.ResourceAttributes", 154, 9, 0}, /* 42 */
-	{"authorization.v1.ResourceRule", 163, 4, 0}, /* 43 */
-	{"authorization.v1.SelfSubjectAccessReview", 167, 3, 0}, /* 44 */
-	{"authorization.v1.SelfSubjectAccessReviewSpec", 170, 2, 0}, /* 45 */
-	{"authorization.v1.SelfSubjectRulesReview", 172, 3, 0}, /* 46 */
-	{"authorization.v1.SelfSubjectRulesReviewSpec", 175, 1, 0}, /* 47 */
-	{"authorization.v1.SubjectAccessReview", 176, 3, 0}, /* 48 */
-	{"authorization.v1.SubjectAccessReviewSpec", 179, 6, 0}, /* 49 */
-	{"authorization.v1.SubjectAccessReviewStatus", 185, 4, 0}, /* 50 */
-	{"authorization.v1.SubjectRulesReviewStatus", 189, 4, 0}, /* 51 */
-	{"autoscaling.v1.Scale", 193, 3, 0}, /* 52 */
-	{"autoscaling.v1.ScaleSpec", 196, 1, 0}, /* 53 */
-	{"autoscaling.v1.ScaleStatus", 197, 2, 0}, /* 54 */
-	{"batch.v1.Job", 199, 3, 0}, /* 55 */
-	{"batch.v1.JobCondition", 202, 6, 0}, /* 56 */
-	{"batch.v1.JobSpec", 208, 16, 0}, /* 57 */
-	{"batch.v1.JobStatus", 224, 11, 0}, /* 58 */
-	{"batch.v1.PodFailurePolicy", 235, 1, 0}, /* 59 */
-	{"batch.v1.PodFailurePolicyOnExitCodesRequirement", 236, 3, 0}, /* 60 */
-	{"batch.v1.PodFailurePolicyOnPodConditionsPattern", 239, 2, 0}, /* 61 */
-	{"batch.v1.PodFailurePolicyRule", 241, 3, 0}, /* 62 */
-	{"batch.v1.SuccessPolicy", 244, 1, 0}, /* 63 */
-	{"batch.v1.SuccessPolicyRule", 245, 2, 0}, /* 64 */
-	{"batch.v1.UncountedTerminatedPods", 247, 2, 0}, /* 65 */
-	{"certificates.v1.CertificateSigningRequest", 249, 3, 0}, /* 66 */
-	{"certificates.v1.CertificateSigningRequestCondition", 252, 6, 0}, /* 67 */
-	{"certificates.v1.CertificateSigningRequestSpec", 258, 8, 0}, /* 68 */
-	{"certificates.v1.CertificateSigningRequestStatus", 266, 2, 0}, /* 69 */
-	{"certificates.v1.ExtraValue", 268, 1, 0}, /* 70 */
-	{"coordination.v1.Lease", 269, 2, 0}, /* 71 */
-	{"coordination.v1.LeaseSpec", 271, 7, 0}, /* 72 */
-	{"core.v1.AWSElasticBlockStoreVolumeSource", 278, 4, 0}, /* 73 */
-	{"core.v1.Affinity", 282, 3, 0}, /* 74 */
-	{"core.v1.AppArmorProfile", 285, 2, 0}, /* 75 */
-	{"core.v1.AttachedVolume", 287, 2, 0}, /* 76 */
-	{"core.v1.AzureDiskVolumeSource", 289, 6, 0}, /* 77 */
-	{"core.v1.AzureFileVolumeSource", 295, 3, 0}, /* 78 */
-	{"core.v1.Binding", 298, 2, 0}, /* 79 */
-	{"core.v1.CSIVolumeSource", 300, 5, 0}, /* 80 */
-	{"core.v1.Capabilities", 305, 2, 0}, /* 81 */
-	{"core.v1.CephFSVolumeSource", 307, 6, 0}, /* 82 */
-	{"core.v1.CinderVolumeSource", 313, 4, 0}, /* 83 */
-	{"core.v1.ClientIPConfig", 317, 1, 0}, /* 84 */
-	{"core.v1.ClusterTrustBundleProjection", 318, 5, 0}, /* 85 */
-	{"core.v1.ConfigMap", 323, 4, 0}, /* 86 */
-	{"core.v1.ConfigMapEnvSource", 327, 2, 1}, /* 87 */
-	{"core.v1.ConfigMapKeySelector", 329, 3, 1}, /* 88 */
-	{"core.v1.ConfigMapNodeConfigSource", 332, 5, 0}, /* 89 */
-	{"core.v1.ConfigMapProjection", 337, 3, 1}, /* 90 */
-	{"core.v1.ConfigMapVolumeSource", 340, 4, 1}, /* 91 */
-	{"core.v1.Container", 344, 24, 0}, /* 92 */
-	{"core.v1.ContainerImage", 368, 2, 0}, /* 93 */
-	{"core.v1.ContainerPort", 370, 5, 0}, /* 94 */
-	{"core.v1.ContainerResizePolicy", 375, 2, 0}, /* 95 */
-	{"core.v1.ContainerState", 377, 3, 0}, /* 96 */
-	{"core.v1.ContainerStateRunning", 380, 1, 0}, /* 97 */
-	{"core.v1.ContainerStateTerminated", 381, 7, 0}, /* 98 */
-	{"core.v1.ContainerStateWaiting", 388, 2, 0}, /* 99 */
-	{"core.v1.ContainerStatus", 390, 14, 0}, /* 100 */
-	{"core.v1.ContainerUser", 404, 1, 0}, /* 101 */
-	{"core.v1.DaemonEndpoint", 405, 1, 0}, /* 102 */
-	{"core.v1.DownwardAPIProjection", 406, 1, 0}, /* 103 */
-	{"core.v1.DownwardAPIVolumeFile", 407, 4, 0}, /* 104 */
-	{"core.v1.DownwardAPIVolumeSource", 411, 2, 0}, /* 105 */
-	{"core.v1.EmptyDirVolumeSource", 413, 2, 0}, /* 106 */
-	{"core.v1.EndpointAddress", 415, 4, 0}, /* 107 */
-	{"core.v1.EndpointPort", 419, 4, 0}, /* 108 */
-	{"core.v1.EndpointSubset", 423, 3, 0}, /* 109 */
-	{"core.v1.Endpoints", 426, 2, 0}, /* 110 */
-	{"core.v1.EnvFromSource", 428, 3, 0}, /* 111 */
-	{"core.v1.EnvVar", 431, 3, 0}, /* 112 */
-	{"core.v1.EnvVarSource", 434, 4, 0}, /* 113 */
-	{"core.v1.EphemeralContainer", 438, 2, 1}, /* 114 */
-	{"core.v1.EphemeralContainerCommon", 440, 24, 0}, /* 115 */
-	{"core.v1.EphemeralVolumeSource", 464, 1, 0}, /* 116 */
-	{"core.v1.Event", 465, 15, 0}, /* 117 */
-	{"core.v1.EventSeries", 480, 2, 0}, /* 118 */
-	{"core.v1.EventSource", 482, 2, 0}, /* 119 */
-	{"core.v1.ExecAction", 484, 1, 0}, /* 120 */
-	{"core.v1.FCVolumeSource", 485, 5, 0}, /* 121 */
-	{"core.v1.FlexVolumeSource", 490, 5, 0}, /* 122 */
-	{"core.v1.FlockerVolumeSource", 495, 2, 0}, /* 123 */
-	{"core.v1.GCEPersistentDiskVolumeSource", 497, 4, 0}, /* 124 */
-	{"core.v1.GRPCAction", 501, 2, 0}, /* 125 */
-	{"core.v1.GitRepoVolumeSource", 503, 3, 0}, /* 126 */
-	{"core.v1.GlusterfsVolumeSource", 506, 3, 0}, /* 127 */
-	{"core.v1.HTTPGetAction", 509, 5, 0}, /* 128 */
-	{"core.v1.HTTPHeader", 514, 2, 0}, /* 129 */
-	{"core.v1.HostAlias", 516, 2, 0}, /* 130 */
-	{"core.v1.HostIP", 518, 1, 0}, /* 131 */
-	{"core.v1.HostPathVolumeSource", 519, 2, 0}, /* 132 */
-	{"core.v1.ISCSIVolumeSource", 521, 11, 0}, /* 133 */
-	{"core.v1.ImageVolumeSource", 532, 2, 0}, /* 134 */
-	{"core.v1.KeyToPath", 534, 3, 0}, /* 135 */
-	{"core.v1.Lifecycle", 537, 2, 0}, /* 136 */
-	{"core.v1.LifecycleHandler", 539, 4, 0}, /* 137 */
-	{"core.v1.LinuxContainerUser", 543, 3, 0}, /* 138 */
-	{"core.v1.LoadBalancerIngress", 546, 4, 0}, /* 139 */
-	{"core.v1.LoadBalancerStatus", 550, 1, 0}, /* 140 */
-	{"core.v1.LocalObjectReference", 551, 1, 0}, /* 141 */
-	{"core.v1.ModifyVolumeStatus", 552, 2, 0}, /* 142 */
-	{"core.v1.NFSVolumeSource", 554, 3, 0}, /* 143 */
-	{"core.v1.Namespace", 557, 3, 0}, /* 144 */
-	{"core.v1.NamespaceCondition", 560, 5, 0}, /* 145 */
-	{"core.v1.NamespaceSpec", 565, 1, 0}, /* 146 */
-	{"core.v1.NamespaceStatus", 566, 2, 0}, /* 147 */
-	{"core.v1.Node", 568, 3, 0}, /* 148 */
-	{"core.v1.NodeAddress", 571, 2, 0}, /* 149 */
-	{"core.v1.NodeAffinity", 573, 2, 0}, /* 150 */
-	{"core.v1.NodeCondition", 575, 6, 0}, /* 151 */
-	{"core.v1.NodeConfigSource", 581, 1, 0}, /* 152 */
-	{"core.v1.NodeConfigStatus", 582, 4, 0}, /* 153 */
-	{"core.v1.NodeDaemonEndpoints", 586, 1, 0}, /* 154 */
-	{"core.v1.NodeFeatures", 587, 1, 0}, /* 155 */
-	{"core.v1.NodeRuntimeHandler", 588, 2, 0}, /* 156 */
-	{"core.v1.NodeRuntimeHandlerFeatures", 590, 2, 0}, /* 157 */
-	{"core.v1.NodeSelector", 592, 1, 0}, /* 158 */
-	{"core.v1.NodeSelectorRequirement", 593, 3, 0}, /* 159 */
-	{"core.v1.NodeSelectorTerm", 596, 2, 0}, /* 160 */
-	{"core.v1.NodeSpec", 598, 7, 0}, /* 161 */
-	{"core.v1.NodeStatus", 605, 13, 0}, /* 162 */
-	{"core.v1.NodeSystemInfo", 618, 10, 0}, /* 163 */
-	{"core.v1.ObjectFieldSelector", 628, 2, 0}, /* 164 */
-	{"core.v1.ObjectReference", 630, 7, 0}, /* 165 */
-	{"core.v1.PersistentVolumeClaim", 637, 3, 0}, /* 166 */
-	{"core.v1.PersistentVolumeClaimCondition", 640, 6, 0}, /* 167 */
-	{"core.v1.PersistentVolumeClaimSpec", 646, 9, 0}, /* 168 */
-	{"core.v1.PersistentVolumeClaimStatus", 655, 8, 0}, /* 169 */
-	{"core.v1.PersistentVolumeClaimTemplate", 663, 2, 0}, /* 170 */
-	{"core.v1.PersistentVolumeClaimVolumeSource", 665, 2, 0}, /* 171 */
-	{"core.v1.PhotonPersistentDiskVolumeSource", 667, 2, 0}, /* 172 */
-	{"core.v1.Pod", 669, 3, 0}, /* 173 */
-	{"core.v1.PodAffinity", 672, 2, 0}, /* 174 */
-	{"core.v1.PodAffinityTerm", 674, 6, 0}, /* 175 */
-	{"core.v1.PodAntiAffinity", 680, 2, 0}, /* 176 */
-	{"core.v1.PodCondition", 682, 6, 0}, /* 177 */
-	{"core.v1.PodDNSConfig", 688, 3, 0}, /* 178 */
-	{"core.v1.PodDNSConfigOption", 691, 2, 0}, /* 179 */
-	{"core.v1.PodIP", 693, 1, 0}, /* 180 */
-	{"core.v1.PodOS", 694, 1, 0}, /* 181 */
-	{"core.v1.PodReadinessGate", 695, 1, 0}, /* 182 */
-	{"core.v1.PodResourceClaim", 696, 3, 0}, /* 183 */
-	{"core.v1.PodResourceClaimStatus", 699, 2, 0}, /* 184 */
-	{"core.v1.PodSchedulingGate", 701, 1, 0}, /* 185 */
-	{"core.v1.PodSecurityContext", 702, 13, 0}, /* 186 */
-	{"core.v1.PodSpec", 715, 40, 0}, /* 187 */
-	{"core.v1.PodStatus", 755, 16, 0}, /* 188 */
-	{"core.v1.PodTemplateSpec", 771, 2, 0}, /* 189 */
-	{"core.v1.PortStatus", 773, 3, 0}, /* 190 */
-	{"core.v1.PortworxVolumeSource", 776, 3, 0}, /* 191 */
-	{"core.v1.PreferredSchedulingTerm", 779, 2, 0}, /* 192 */
-	{"core.v1.Probe", 781, 7, 1}, /* 193 */
-	{"core.v1.ProbeHandler", 788, 4, 0}, /* 194 */
-	{"core.v1.ProjectedVolumeSource", 792, 2, 0}, /* 195 */
-	{"core.v1.QuobyteVolumeSource", 794, 6, 0}, /* 196 */
-	{"core.v1.RBDVolumeSource", 800, 8, 0}, /* 197 */
-	{"core.v1.ResourceClaim", 808, 2, 0}, /* 198 */
-	{"core.v1.ResourceFieldSelector", 810, 3, 0}, /* 199 */
-	{"core.v1.ResourceHealth", 813, 2, 0}, /* 200 */
-	{"core.v1.ResourceRequirements", 815, 3, 0}, /* 201 */
-	{"core.v1.ResourceStatus", 818, 2, 0}, /* 202 */
-	{"core.v1.SELinuxOptions", 820, 4, 0}, /* 203 */
-	{"core.v1.ScaleIOVolumeSource", 824, 10, 0}, /* 204 */
-	{"core.v1.SeccompProfile", 834, 2, 0}, /* 205 */
-	{"core.v1.Secret", 836, 5, 0}, /* 206 */
-	{"core.v1.SecretEnvSource", 841, 2, 1}, /* 207 */
-	{"core.v1.SecretKeySelector", 843, 3, 1}, /* 208 */
-	{"core.v1.SecretProjection", 846, 3, 1}, /* 209 */
-	{"core.v1.SecretVolumeSource", 849, 4, 0}, /* 210 */
-	{"core.v1.SecurityContext", 853, 12, 0}, /* 211 */
-	{"core.v1.Service", 865, 3, 0}, /* 212 */
-	{"core.v1.ServiceAccount", 868, 4, 0}, /* 213 */
-	{"core.v1.ServiceAccountTokenProjection", 872, 3, 0}, /* 214 */
-	{"core.v1.ServicePort", 875, 6, 0}, /* 215 */
-	{"core.v1.ServiceSpec", 881, 20, 0}, /* 216 */
-	{"core.v1.ServiceStatus", 901, 2, 0}, /* 217 */
-	{"core.v1.SessionAffinityConfig", 903, 1, 0}, /* 218 */
-	{"core.v1.SleepAction", 904, 1, 0}, /* 219 */
-	{"core.v1.StorageOSVolumeSource", 905, 5, 0}, /* 220 */
-	{"core.v1.Sysctl", 910, 2, 0}, /* 221 */
-	{"core.v1.TCPSocketAction", 912, 2, 0}, /* 222 */
-	{"core.v1.Taint", 914, 4, 0}, /* 223 */
-	{"core.v1.Toleration", 918, 5, 0}, /* 224 */
-	{"core.v1.TopologySpreadConstraint", 923, 8, 0}, /* 225 */
-	{"core.v1.TypedLocalObjectReference", 931, 3, 0}, /* 226 */
-	{"core.v1.TypedObjectReference", 934, 4, 0}, /* 227 */
-	{"core.v1.Volume", 938, 2, 1}, /* 228 */
-	{"core.v1.VolumeDevice", 940, 2, 0}, /* 229 */
-	{"core.v1.VolumeMount", 942, 7, 0}, /* 230 */
-	{"core.v1.VolumeMountStatus", 949, 4, 0}, /* 231 */
-	{"core.v1.VolumeProjection", 953, 5, 0}, /* 232 */
-	{"core.v1.VolumeResourceRequirements", 958, 2, 0}, /* 233 */
-	{"core.v1.VolumeSource", 960, 30, 0}, /* 234 */
-	{"core.v1.VsphereVirtualDiskVolumeSource", 990, 4, 0}, /* 235 */
-	{"core.v1.WeightedPodAffinityTerm", 994, 2, 0}, /* 236 */
-	{"core.v1.WindowsSecurityContextOptions", 996, 4, 0}, /* 237 */
-	{"discovery.v1.Endpoint", 1000, 8, 0}, /* 238 */
-	{"discovery.v1.EndpointConditions", 1008, 3, 0}, /* 239 */
-	{"discovery.v1.EndpointHints", 1011, 1, 0}, /* 240 */
-	{"discovery.v1.EndpointPort", 1012, 4, 0}, /* 241 */
-	{"discovery.v1.EndpointSlice", 1016, 4, 0}, /* 242 */
-	{"discovery.v1.ForZone", 1020, 1, 0}, /* 243 */
-	{"meta.v1.Condition", 1021, 6, 0}, /* 244 */
-	{"meta.v1.DeleteOptions", 1027, 6, 0}, /* 245 */
-	{"meta.v1.FieldSelectorRequirement", 1033, 3, 0}, /* 246 */
-	{"meta.v1.LabelSelector", 1036, 2, 0}, /* 247 */
-	{"meta.v1.LabelSelectorRequirement", 1038, 3, 0}, /* 248 */
-	{"meta.v1.ManagedFieldsEntry", 1041, 7, 0}, /* 249 */
-	{"meta.v1.ObjectMeta", 1048, 15, 0}, /* 250 */
-	{"meta.v1.OwnerReference", 1063, 6, 0}, /* 251 */
-	{"meta.v1.Preconditions", 1069, 2, 0}, /* 252 */
-	{"policy.v1.Eviction", 1071, 2, 0}, /* 253 */
-	{"rbac.v1.AggregationRule", 1073, 1, 0}, /* 254 */
-	{"rbac.v1.ClusterRole", 1074, 3, 0}, /* 255 */
-	{"rbac.v1.ClusterRoleBinding", 1077, 3, 0}, /* 256 */
-	{"rbac.v1.PolicyRule", 1080, 5, 0}, /* 257 */
-	{"rbac.v1.Role", 1085, 2, 0}, /* 258 */
-	{"rbac.v1.RoleBinding", 1087, 3, 0}, /* 259 */
-	{"rbac.v1.RoleRef", 1090, 3, 0}, /* 260 */
-	{"rbac.v1.Subject", 1093, 4, 0}, /* 261 */
+	{"apps.v1.ControllerRevision", 0, 5, 0}, /* 0 */
+	{"apps.v1.DaemonSet", 5, 5, 0}, /* 1 */
+	{"apps.v1.DaemonSetCondition", 10, 5, 0}, /* 2 */
+	{"apps.v1.DaemonSetSpec", 15, 5, 0}, /* 3 */
+	{"apps.v1.DaemonSetStatus", 20, 10, 0}, /* 4 */
+	{"apps.v1.DaemonSetUpdateStrategy", 30, 2, 0}, /* 5 */
+	{"apps.v1.Deployment", 32, 5, 0}, /* 6 */
+	{"apps.v1.DeploymentCondition", 37, 6, 0}, /* 7 */
+	{"apps.v1.DeploymentSpec", 43, 8, 0}, /* 8 */
+	{"apps.v1.DeploymentStatus", 51, 8, 0}, /* 9 */
+	{"apps.v1.DeploymentStrategy", 59, 2, 0}, /* 10 */
+	{"apps.v1.ReplicaSet", 61, 5, 0}, /* 11 */
+	{"apps.v1.ReplicaSetCondition", 66, 5, 0}, /* 12 */
+	{"apps.v1.ReplicaSetSpec", 71, 4, 0}, /* 13 */
+	{"apps.v1.ReplicaSetStatus", 75, 6, 0}, /* 14 */
+	{"apps.v1.RollingUpdateDaemonSet", 81, 2, 0}, /* 15 */
+	{"apps.v1.RollingUpdateDeployment", 83, 2, 0}, /* 16 */
+	{"apps.v1.RollingUpdateStatefulSetStrategy", 85, 2, 0}, /* 17 */
+	{"apps.v1.StatefulSet", 87, 5, 0}, /* 18 */
+	{"apps.v1.StatefulSetCondition", 92, 5, 0}, /* 19 */
+	{"apps.v1.StatefulSetOrdinals", 97, 1, 0}, /* 20 */
+	{"apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy", 98, 2, 0}, /* 21 */
+	{"apps.v1.StatefulSetSpec", 100, 11, 0}, /* 22 */
+	{"apps.v1.StatefulSetStatus", 111, 10, 0}, /* 23 */
+	{"apps.v1.StatefulSetUpdateStrategy", 121, 2, 0}, /* 24 */
+	{"authentication.v1.BoundObjectReference", 123, 4, 0}, /* 25 */
+	{"authentication.v1.ExtraValue", 127, 1, 0}, /* 26 */
+	{"authentication.v1.SelfSubjectReview", 128, 4, 0}, /* 27 */
+	{"authentication.v1.SelfSubjectReviewStatus", 132, 1, 0}, /* 28 */
+	{"authentication.v1.TokenRequest", 133, 5, 0}, /* 29 */
+	{"authentication.v1.TokenRequestSpec", 138, 3, 0}, /* 30 */
+	{"authentication.v1.TokenRequestStatus", 141, 2, 0}, /* 31 */
+	{"authentication.v1.TokenReview", 143, 5, 0}, /* 32 */
+	{"authentication.v1.TokenReviewSpec", 148, 2, 0}, /* 33 */
+	{"authentication.v1.TokenReviewStatus", 150, 4, 0}, /* 34 */
+	{"authentication.v1.UserInfo", 154, 4, 0}, /* 35 */
+	{"authorization.v1.ExtraValue", 158, 1, 0}, /* 36 */
+	{"authorization.v1.FieldSelectorAttributes", 159, 2, 0}, /* 37 */
+	{"authorization.v1.LabelSelectorAttributes", 161, 2, 0}, /* 38 */
+	{"authorization.v1.LocalSubjectAccessReview", 163, 5, 0}, /* 39 */
+	{"authorization.v1.NonResourceAttributes", 168, 2, 0}, /* 40 */
+	{"authorization.v1.NonResourceRule", 170, 2, 0}, /* 41 */
+	{"authorization.v1.ResourceAttributes", 172, 9, 0}, /* 42 */
+	{"authorization.v1.ResourceRule", 181, 4, 0}, /* 43 */
+	{"authorization.v1.SelfSubjectAccessReview", 185, 5, 0}, /* 44 */
+	{"authorization.v1.SelfSubjectAccessReviewSpec", 190, 2, 0}, /* 45 */
+	{"authorization.v1.SelfSubjectRulesReview", 192, 5, 0}, /* 46 */
+	{"authorization.v1.SelfSubjectRulesReviewSpec", 197, 1, 0}, /* 47 */
+	{"authorization.v1.SubjectAccessReview", 198, 5, 0}, /* 48 */
+	{"authorization.v1.SubjectAccessReviewSpec", 203, 6, 0}, /* 49 */
+	{"authorization.v1.SubjectAccessReviewStatus", 209, 4, 0}, /* 50 */
+	{"authorization.v1.SubjectRulesReviewStatus", 213, 4, 0}, /* 51 */
+	{"autoscaling.v1.Scale", 217, 5, 0}, /* 52 */
+	{"autoscaling.v1.ScaleSpec", 222, 1, 0}, /* 53 */
+	{"autoscaling.v1.ScaleStatus", 223, 2, 0}, /* 54 */
+	{"batch.v1.Job", 225, 5, 0}, /* 55 */
+	{"batch.v1.JobCondition", 230, 6, 0}, /* 56 */
+	{"batch.v1.JobSpec", 236, 16, 0}, /* 57 */
+	{"batch.v1.JobStatus", 252, 11, 0}, /* 58 */
+	{"batch.v1.PodFailurePolicy", 263, 1, 0}, /* 59 */
+	{"batch.v1.PodFailurePolicyOnExitCodesRequirement", 264, 3, 0}, /* 60 */
+	{"batch.v1.PodFailurePolicyOnPodConditionsPattern", 267, 2, 0}, /* 61 */
+	{"batch.v1.PodFailurePolicyRule", 269, 3, 0}, /* 62 */
+	{"batch.v1.SuccessPolicy", 272, 1, 0}, /* 63 */
+	{"batch.v1.SuccessPolicyRule", 273, 2, 0}, /* 64 */
+	{"batch.v1.UncountedTerminatedPods", 275, 2, 0}, /* 65 */
+	{"certificates.v1.CertificateSigningRequest", 277, 5, 0}, /* 66 */
+	{"certificates.v1.CertificateSigningRequestCondition", 282, 6, 0}, /* 67 */
+	{"certificates.v1.CertificateSigningRequestSpec", 288, 8, 0}, /* 68 */
+	{"certificates.v1.CertificateSigningRequestStatus", 296, 2, 0}, /* 69 */
+	{"certificates.v1.ExtraValue", 298, 1, 0}, /* 70 */
+	{"coordination.v1.Lease", 299, 4, 0}, /* 71 */
+	{"coordination.v1.LeaseSpec", 303, 7, 0}, /* 72 */
+	{"core.v1.AWSElasticBlockStoreVolumeSource", 310, 4, 0}, /* 73 */
+	{"core.v1.Affinity", 314, 3, 0}, /* 74 */
+	{"core.v1.AppArmorProfile", 317, 2, 0}, /* 75 */
+	{"core.v1.AttachedVolume", 319, 2, 0}, /* 76 */
+	{"core.v1.AzureDiskVolumeSource", 321, 6, 0}, /* 77 */
+	{"core.v1.AzureFileVolumeSource", 327, 3, 0}, /* 78 */
+	{"core.v1.Binding", 330, 4, 0}, /* 79 */
+	{"core.v1.CSIVolumeSource", 334, 5, 0}, /* 80 */
+	{"core.v1.Capabilities", 339, 2, 0}, /* 81 */
+	{"core.v1.CephFSVolumeSource", 341, 6, 0}, /* 82 */
+	{"core.v1.CinderVolumeSource", 347, 4, 0}, /* 83 */
+	{"core.v1.ClientIPConfig", 351, 1, 0}, /* 84 */
+	{"core.v1.ClusterTrustBundleProjection", 352, 5, 0}, /* 85 */
+	{"core.v1.ConfigMap", 357, 6, 0}, /* 86 */
+	{"core.v1.ConfigMapEnvSource", 363, 2, 1}, /* 87 */
+	{"core.v1.ConfigMapKeySelector", 365, 3, 1}, /* 88 */
+	{"core.v1.ConfigMapNodeConfigSource", 368, 5, 0}, /* 89 */
+	{"core.v1.ConfigMapProjection", 373, 3, 1}, /* 90 */
+	{"core.v1.ConfigMapVolumeSource", 376, 4, 1}, /* 91 */
+	{"core.v1.Container", 380, 24, 0}, /* 92 */
+	{"core.v1.ContainerImage", 404, 2, 0}, /* 93 */
+	{"core.v1.ContainerPort", 406, 5, 0}, /* 94 */
+	{"core.v1.ContainerResizePolicy", 411, 2, 0}, /* 95 */
+	{"core.v1.ContainerState", 413, 3, 0}, /* 96 */
+	{"core.v1.ContainerStateRunning", 416, 1, 0}, /* 97 */
+	{"core.v1.ContainerStateTerminated", 417, 7, 0}, /* 98 */
+	{"core.v1.ContainerStateWaiting", 424, 2, 0}, /* 99 */
+	{"core.v1.ContainerStatus", 426, 14, 0}, /* 100 */
+	{"core.v1.ContainerUser", 440, 1, 0}, /* 101 */
+	{"core.v1.DaemonEndpoint", 441, 1, 0}, /* 102 */
+	{"core.v1.DownwardAPIProjection", 442, 1, 0}, /* 103 */
+	{"core.v1.DownwardAPIVolumeFile", 443, 4, 0}, /* 104 */
+	{"core.v1.DownwardAPIVolumeSource", 447, 2, 0}, /* 105 */
+	{"core.v1.EmptyDirVolumeSource", 449, 2, 0}, /* 106 */
+	{"core.v1.EndpointAddress", 451, 4, 0}, /* 107 */
+	{"core.v1.EndpointPort", 455, 4, 0}, /* 108 */
+	{"core.v1.EndpointSubset", 459, 3, 0}, /* 109 */
+	{"core.v1.Endpoints", 462, 4, 0}, /* 110 */
+	{"core.v1.EnvFromSource", 466, 3, 0}, /* 111 */
+	{"core.v1.EnvVar", 469, 3, 0}, /* 112 */
+	{"core.v1.EnvVarSource", 472, 4, 0}, /* 113 */
+	{"core.v1.EphemeralContainer", 476, 2, 1}, /* 114 */
+	{"core.v1.EphemeralContainerCommon", 478, 24, 0}, /* 115 */
+	{"core.v1.EphemeralVolumeSource", 502, 1, 0}, /* 116 */
+	{"core.v1.Event", 503, 17, 0}, /* 117 */
+	{"core.v1.EventSeries", 520, 2, 0}, /* 118 */
+	{"core.v1.EventSource", 522, 2, 0}, /* 119 */
+	{"core.v1.ExecAction", 524, 1, 0}, /* 120 */
+	{"core.v1.FCVolumeSource", 525, 5, 0}, /* 121 */
+	{"core.v1.FlexVolumeSource", 530, 5, 0}, /* 122 */
+	{"core.v1.FlockerVolumeSource", 535, 2, 0}, /* 123 */
+	{"core.v1.GCEPersistentDiskVolumeSource", 537, 4, 0}, /* 124 */
+	{"core.v1.GRPCAction", 541, 2, 0}, /* 125 */
+	{"core.v1.GitRepoVolumeSource", 543, 3, 0}, /* 126 */
+	{"core.v1.GlusterfsVolumeSource", 546, 3, 0}, /* 127 */
+	{"core.v1.HTTPGetAction", 549, 5, 0}, /* 128 */
+	{"core.v1.HTTPHeader", 554, 2, 0}, /* 129 */
+	{"core.v1.HostAlias", 556, 2, 0}, /* 130 */
+	{"core.v1.HostIP", 558, 1, 0}, /* 131 */
+	{"core.v1.HostPathVolumeSource", 559, 2, 0}, /* 132 */
+	{"core.v1.ISCSIVolumeSource", 561, 11, 0}, /* 133 */
+	{"core.v1.ImageVolumeSource", 572, 2, 0}, /* 134 */
+	{"core.v1.KeyToPath", 574, 3, 0}, /* 135 */
+	{"core.v1.Lifecycle", 577, 2, 0}, /* 136 */
+	{"core.v1.LifecycleHandler", 579, 4, 0}, /* 137 */
+	{"core.v1.LinuxContainerUser", 583, 3, 0}, /* 138 */
+	{"core.v1.LoadBalancerIngress", 586, 4, 0}, /* 139 */
+	{"core.v1.LoadBalancerStatus", 590, 1, 0}, /* 140 */
+	{"core.v1.LocalObjectReference", 591, 1, 0}, /* 141 */
+	{"core.v1.ModifyVolumeStatus", 592, 2, 0}, /* 142 */
+	{"core.v1.NFSVolumeSource", 594, 3, 0}, /* 143 */
+	{"core.v1.Namespace", 597, 5, 0}, /* 144 */
+	{"core.v1.NamespaceCondition", 602, 5, 0}, /* 145 */
+	{"core.v1.NamespaceSpec", 607, 1, 0}, /* 146 */
+	{"core.v1.NamespaceStatus", 608, 2, 0}, /* 147 */
+	{"core.v1.Node", 610, 5, 0}, /* 148 */
+	{"core.v1.NodeAddress", 615, 2, 0}, /* 149 */
+	{"core.v1.NodeAffinity", 617, 2, 0}, /* 150 */
+	{"core.v1.NodeCondition", 619, 6, 0}, /* 151 */
+	{"core.v1.NodeConfigSource", 625, 1, 0}, /* 152 */
+	{"core.v1.NodeConfigStatus", 626, 4, 0}, /* 153 */
+	{"core.v1.NodeDaemonEndpoints", 630, 1, 0}, /* 154 */
+	{"core.v1.NodeFeatures", 631, 1, 0}, /* 155 */
+	{"core.v1.NodeRuntimeHandler", 632, 2, 0}, /* 156 */
+	{"core.v1.NodeRuntimeHandlerFeatures", 634, 2, 0}, /* 157 */
+	{"core.v1.NodeSelector", 636, 1, 0}, /* 158 */
+	{"core.v1.NodeSelectorRequirement", 637, 3, 0}, /* 159 */
+	{"core.v1.NodeSelectorTerm", 640, 2, 0}, /* 160 */
+	{"core.v1.NodeSpec", 642, 7, 0}, /* 161 */
+	{"core.v1.NodeStatus", 649, 13, 0}, /* 162 */
+	{"core.v1.NodeSystemInfo", 662, 10, 0}, /* 163 */
+	{"core.v1.ObjectFieldSelector", 672, 2, 0}, /* 164 */
+	{"core.v1.ObjectReference", 674, 7, 0}, /* 165 */
+	{"core.v1.PersistentVolumeClaim", 681, 5, 0}, /* 166 */
+	{"core.v1.PersistentVolumeClaimCondition", 686, 6, 0}, /* 167 */
+	{"core.v1.PersistentVolumeClaimSpec", 692, 9, 0}, /* 168 */
+	{"core.v1.PersistentVolumeClaimStatus", 701, 8, 0}, /* 169 */
+	{"core.v1.PersistentVolumeClaimTemplate", 709, 2, 0}, /* 170 */
+	{"core.v1.PersistentVolumeClaimVolumeSource", 711, 2, 0}, /* 171 */
+	{"core.v1.PhotonPersistentDiskVolumeSource", 713, 2, 0}, /* 172 */
+	{"core.v1.Pod", 715, 5, 0}, /* 173 */
+	{"core.v1.PodAffinity", 720, 2, 0}, /* 174 */
+	{"core.v1.PodAffinityTerm", 722, 6, 0}, /* 175 */
+	{"core.v1.PodAntiAffinity", 728, 2, 0}, /* 176 */
+	{"core.v1.PodCondition", 730, 6, 0}, /* 177 */
+	{"core.v1.PodDNSConfig", 736, 3, 0}, /* 178 */
+	{"core.v1.PodDNSConfigOption", 739, 2, 0}, /* 179 */
+	{"core.v1.PodIP", 741, 1, 0}, /* 180 */
+	{"core.v1.PodOS", 742, 1, 0}, /* 181 */
+	{"core.v1.PodReadinessGate", 743, 1, 0}, /* 182 */
+	{"core.v1.PodResourceClaim", 744, 3, 0}, /* 183 */
+	{"core.v1.PodResourceClaimStatus", 747, 2, 0}, /* 184 */
+	{"core.v1.PodSchedulingGate", 749, 1, 0}, /* 185 */
+	{"core.v1.PodSecurityContext", 750, 13, 0}, /* 186 */
+	{"core.v1.PodSpec", 763, 40, 0}, /* 187 */
+	{"core.v1.PodStatus", 803, 16, 0}, /* 188 */
+	{"core.v1.PodTemplateSpec", 819, 2, 0}, /* 189 */
+	{"core.v1.PortStatus", 821, 3, 0}, /* 190 */
+	{"core.v1.PortworxVolumeSource", 824, 3, 0}, /* 191 */
+	{"core.v1.PreferredSchedulingTerm", 827, 2, 0}, /* 192 */
+	{"core.v1.Probe", 829, 7, 1}, /* 193 */
+	{"core.v1.ProbeHandler", 836, 4, 0}, /* 194 */
+	{"core.v1.ProjectedVolumeSource", 840, 2, 0}, /* 195 */
+	{"core.v1.QuobyteVolumeSource", 842, 6, 0}, /* 196 */
+	{"core.v1.RBDVolumeSource", 848, 8, 0}, /* 197 */
+	{"core.v1.ResourceClaim", 856, 2, 0}, /* 198 */
+	{"core.v1.ResourceFieldSelector", 858, 3, 0}, /* 199 */
+	{"core.v1.ResourceHealth", 861, 2, 0}, /* 200 */
+	{"core.v1.ResourceRequirements", 863, 3, 0}, /* 201 */
+	{"core.v1.ResourceStatus", 866, 2, 0}, /* 202 */
+	{"core.v1.SELinuxOptions", 868, 4, 0}, /* 203 */
+	{"core.v1.ScaleIOVolumeSource", 872, 10, 0}, /* 204 */
+	{"core.v1.SeccompProfile", 882, 2, 0}, /* 205 */
+	{"core.v1.Secret", 884, 7, 0}, /* 206 */
+	{"core.v1.SecretEnvSource", 891, 2, 1}, /* 207 */
+	{"core.v1.SecretKeySelector", 893, 3, 1}, /* 208 */
+	{"core.v1.SecretProjection", 896, 3, 1}, /* 209 */
+	{"core.v1.SecretVolumeSource", 899, 4, 0}, /* 210 */
+	{"core.v1.SecurityContext", 903, 12, 0}, /* 211 */
+	{"core.v1.Service", 915, 5, 0}, /* 212 */
+	{"core.v1.ServiceAccount", 920, 6, 0}, /* 213 */
+	{"core.v1.ServiceAccountTokenProjection", 926, 3, 0}, /* 214 */
+	{"core.v1.ServicePort", 929, 6, 0}, /* 215 */
+	{"core.v1.ServiceSpec", 935, 20, 0}, /* 216 */
+	{"core.v1.ServiceStatus", 955, 2, 0}, /* 217 */
+	{"core.v1.SessionAffinityConfig", 957, 1, 0}, /* 218 */
+	{"core.v1.SleepAction", 958, 1, 0}, /* 219 */
+	{"core.v1.StorageOSVolumeSource", 959, 5, 0}, /* 220 */
+	{"core.v1.Sysctl", 964, 2, 0}, /* 221 */
+	{"core.v1.TCPSocketAction", 966, 2, 0}, /* 222 */
+	{"core.v1.Taint", 968, 4, 0}, /* 223 */
+	{"core.v1.Toleration", 972, 5, 0}, /* 224 */
+	{"core.v1.TopologySpreadConstraint", 977, 8, 0}, /* 225 */
+	{"core.v1.TypedLocalObjectReference", 985, 3, 0}, /* 226 */
+	{"core.v1.TypedObjectReference", 988, 4, 0}, /* 227 */
+	{"core.v1.Volume", 992, 2, 1}, /* 228 */
+	{"core.v1.VolumeDevice", 994, 2, 0}, /* 229 */
+	{"core.v1.VolumeMount", 996, 7, 0}, /* 230 */
+	{"core.v1.VolumeMountStatus", 1003, 4, 0}, /* 231 */
+	{"core.v1.VolumeProjection", 1007, 5, 0}, /* 232 */
+	{"core.v1.VolumeResourceRequirements", 1012, 2, 0}, /* 233 */
+	{"core.v1.VolumeSource", 1014, 30, 0}, /* 234 */
+	{"core.v1.VsphereVirtualDiskVolumeSource", 1044, 4, 0}, /* 235 */
+	{"core.v1.WeightedPodAffinityTerm", 1048, 2, 0}, /* 236 */
+	{"core.v1.WindowsSecurityContextOptions", 1050, 4, 0}, /* 237 */
+	{"discovery.v1.Endpoint", 1054, 8, 0}, /* 238 */
+	{"discovery.v1.EndpointConditions", 1062, 3, 0}, /* 239 */
+	{"discovery.v1.EndpointHints", 1065, 1, 0}, /* 240 */
+	{"discovery.v1.EndpointPort", 1066, 4, 0}, /* 241 */
+	{"discovery.v1.EndpointSlice", 1070, 6, 0}, /* 242 */
+	{"discovery.v1.ForZone", 1076, 1, 0}, /* 243 */
+	{"meta.v1.Condition", 1077, 6, 0}, /* 244 */
+	{"meta.v1.DeleteOptions", 1083, 8, 0}, /* 245 */
+	{"meta.v1.FieldSelectorRequirement", 1091, 3, 0}, /* 246 */
+	{"meta.v1.LabelSelector", 1094, 2, 0}, /* 247 */
+	{"meta.v1.LabelSelectorRequirement", 1096, 3, 0}, /* 248 */
+	{"meta.v1.ManagedFieldsEntry", 1099, 7, 0}, /* 249 */
+	{"meta.v1.ObjectMeta", 1106, 15, 0}, /* 250 */
+	{"meta.v1.OwnerReference", 1121, 6, 0}, /* 251 */
+	{"meta.v1.Preconditions", 1127, 2, 0}, /* 252 */
+	{"policy.v1.Eviction", 1129, 4, 0}, /* 253 */
+	{"rbac.v1.AggregationRule", 1133, 1, 0}, /* 254 */
+	{"rbac.v1.ClusterRole", 1134, 5, 0}, /* 255 */
+	{"rbac.v1.ClusterRoleBinding", 1139, 5, 0}, /* 256 */
+	{"rbac.v1.PolicyRule", 1144, 5, 0}, /* 257 */
+	{"rbac.v1.Role", 1149, 4, 0}, /* 258 */
+	{"rbac.v1.RoleBinding", 1153, 5, 0}, /* 259 */
+	{"rbac.v1.RoleRef", 1158, 3, 0}, /* 260 */
+	{"rbac.v1.Subject", 1161, 4, 0}, /* 261 */
 };
 const size_t schema_msgs_count = 262;
 

@@ -5,7 +5,7 @@
 static json_t *details(const char *group, const char *kind, const char *name, const char *uid)
 {
 	json_t *d = json_object();
-	if (name)
+	if (name && *name) /* StatusDetails' fields are omitempty */
 		json_object_set_new(d, "name", json_string(name));
 	if (group && *group)
 		json_object_set_new(d, "group", json_string(group));

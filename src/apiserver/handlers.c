@@ -830,7 +830,7 @@ static void handle_apply(struct req *r, json_t *old, const char *buf, size_t len
 		return;
 	}
 	/* The applied configuration decodes as the kind, as a patch's result does. */
-	if (typed_patched(r, body, "application/apply-patch+yaml", buf, len) < 0) {
+	if (typed_patched(r, body, NULL, "application/apply-patch+yaml", buf, len) < 0) {
 		json_decref(body);
 		return;
 	}
@@ -884,13 +884,14 @@ static void handle_patch(struct req *r)
 	/* A patch on scale sees the Scale, on anything else the object itself. */
 	base = is_scale(r) ? scale_of(old) : json_incref(old);
 	rc = patch_apply(base, ct ? ct : "", buf, len, r->res->kind, &patched);
-	json_decref(base);
 	if (rc < 0) {
+		json_decref(base);
 		free(buf);
 		req_fail(r, rc, err_msg());
 		return;
 	}
-	rc = typed_patched(r, patched, ct, buf, len);
+	rc = typed_patched(r, patched, base, ct, buf, len);
+	json_decref(base);
 	free(buf);
 	if (rc < 0) {
 		json_decref(patched);

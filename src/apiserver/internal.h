@@ -167,10 +167,11 @@ int node_restriction(struct req *r, json_t *obj, const json_t *old);
 
 /* typed.c: a body decoded as upstream decodes it into its Go type (see
  * there). 0, or the 400/422 has been answered. typed_body for create and
- * update bodies, typed_patched for a patch's result. */
+ * update bodies, typed_patched for a patch's result (base: what it patched,
+ * whose own unknown fields are not the patch's). */
 int typed_body(struct req *r, json_t *obj);
-int typed_patched(struct req *r, json_t *patched, const char *content_type, const char *patch,
-		  size_t patch_len);
+int typed_patched(struct req *r, json_t *patched, const json_t *base, const char *content_type,
+		  const char *patch, size_t patch_len);
 
 /* handlers.c */
 void handle_resource(struct req *r);

@@ -180,12 +180,16 @@ void rv_waits_cancel(struct apiserver *s)
 
 /* ---- GET ------------------------------------------------------------------- */
 
-static void get_now(struct req *r)
+/* The committed object, authorized (again, after a wait: it may not be
+ * the one seen before) unless the caller just did. */
+static void get_reply(struct req *r, bool authorize)
 {
 	char *key = object_key(r->res, r->ns, r->name);
 	json_t *obj = cache_get_committed(r->s->cache, key);
 
 	free(key);
+	if (authorize && authz_request(r, obj) < 0)
+		return;
 	if (!obj) {
 		req_not_found(r);
 		return;
@@ -195,6 +199,11 @@ static void get_now(struct req *r)
 		return;
 	}
 	reply_object(r, 200, json_incref(obj));
+}
+
+static void get_after_wait(struct req *r)
+{
+	get_reply(r, true);
 }
 
 void handle_get(struct req *r)
@@ -208,10 +217,10 @@ void handle_get(struct req *r)
 	if (authz_request(r, obj) < 0 || rv_parse(r, req_query(r, "resourceVersion"), &rv) < 0)
 		return;
 	if (rv > cache_committed_rev(r->s->cache)) {
-		wait_for_rv(r, rv, get_now);
+		wait_for_rv(r, rv, get_after_wait);
 		return;
 	}
-	get_now(r);
+	get_reply(r, false);
 }
 
 /* ---- continue tokens --------------------------------------------------------- */
@@ -461,6 +470,8 @@ static void list_page(struct req *r, int64_t at, const char *start, bool inclusi
 		for (; i < n; i++)
 			remaining += selectors_match(&sel, objs[i]);
 	}
+	/* Upstream counts what remains only for lists without selectors. */
+	bool count = more && !sel.labels && !sel.fields;
 	snprintf(rv, sizeof(rv), "%" PRId64, at);
 	if (r->want_table) {
 		out = printers_table(r->res->kind, items, rv, tok, r->include, true, clock_now());
@@ -469,11 +480,11 @@ static void list_page(struct req *r, int64_t at, const char *start, bool inclusi
 		out = json_pack("{s:s,s:s,s:{s:s},s:O}", "kind", kind, "apiVersion",
 		                resource_api_version(r->res, api, sizeof(api)), "metadata",
 		                "resourceVersion", rv, "items", items);
-		if (more) {
+		if (more)
 			jx_set_str(out, "metadata.continue", tok);
+		if (count)
 			jx_set(out, "metadata.remainingItemCount",
 			       json_integer((json_int_t)remaining));
-		}
 	}
 	req_reply(r, 200, out);
 out:
@@ -526,7 +537,7 @@ void handle_list(struct req *r)
 		free(c.start);
 		return;
 	}
-	if (rv && ((rvm && !strcmp(rvm, "Exact")) || (!rvm && list_limit(r)))) {
+	if (rv && ((rvm && !strcmp(rvm, "Exact")) || ((!rvm || !*rvm) && list_limit(r)))) {
 		/* Exact, or the legacy exact read of a paged list at N. */
 		list_page(r, rv, NULL, false, list_limit(r));
 		return;

@@ -106,6 +106,8 @@ static void warn_unknown(struct req *r, const json_t *unknown)
 
 	json_array_foreach(unknown, i, p)
 	{
+		if (i == 100) /* the decoder keeps the first hundred */
+			break;
 		char *text = str_printf("unknown field \"%s\"", json_string_value(p));
 		req_warn(r, text);
 		free(text);
@@ -211,8 +213,41 @@ static void reply_patch_invalid(struct req *r, const char *value, const char *de
 	req_fail_status(r, st);
 }
 
-int typed_patched(struct req *r, json_t *patched, const char *content_type, const char *patch,
-                  size_t patch_len)
+/* Drop from unknown the paths base has itself: upstream's current object is
+ * typed, so a patch's unknown fields can only be the patch's own; a stored
+ * object written before cube decoded bodies may carry some. */
+static void forget_inherited(json_t **unknown, const json_t *base, const struct schema_msg *m)
+{
+	json_t *copy, *had = NULL, *kept;
+	size_t i, j;
+	json_t *p, *q;
+
+	if (!*unknown || !base)
+		return;
+	copy = json_deep_copy(base);
+	if (schema_conform(copy, m, SCHEMA_REPORT, 0, &had) < 0 || !had) {
+		json_decref(copy);
+		json_decref(had);
+		return;
+	}
+	kept = json_array();
+	json_array_foreach(*unknown, i, p)
+	{
+		bool inherited = false;
+		json_array_foreach(had, j, q) inherited = inherited || json_equal(p, q);
+		if (!inherited)
+			json_array_append(kept, p);
+	}
+	json_decref(*unknown);
+	*unknown = json_array_size(kept) ? kept : NULL;
+	if (!*unknown)
+		json_decref(kept);
+	json_decref(had);
+	json_decref(copy);
+}
+
+int typed_patched(struct req *r, json_t *patched, const json_t *base, const char *content_type,
+                  const char *patch, size_t patch_len)
 {
 	bool smp =
 	    content_type && !strncmp(content_type, "application/strategic-merge-patch+json", 38);
@@ -239,6 +274,8 @@ int typed_patched(struct req *r, json_t *patched, const char *content_type, cons
 	}
 	rc = schema_conform(patched, m, fv == FV_IGNORE ? SCHEMA_DROP : SCHEMA_REPORT,
 	                    smp ? SCHEMA_CONVERTER : 0, &unknown);
+	if (rc == 0)
+		forget_inherited(&unknown, base, m);
 	if (rc < 0) {
 		detail = str_printf("%s", err_msg());
 	} else if (unknown && fv == FV_STRICT) {

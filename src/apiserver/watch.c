@@ -267,7 +267,10 @@ void watch_serve(struct req *r)
 
 	prefix = prefix_key(r->res, r->ns);
 	w->starting = true;
-	if (rv == 0 || (initial && !strcmp(initial, "true"))) {
+	if (initial && !strcmp(initial, "false")) {
+		/* No initial events asked for: from now on. */
+		from = rv ? rv : cache_committed_rev(r->s->cache);
+	} else if (rv == 0 || (initial && !strcmp(initial, "true"))) {
 		/* The synthetic ADDED events kubectl's get -w expects first: the
 		 * committed state, then what commits after it. */
 		json_t **objs;

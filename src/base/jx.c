@@ -146,7 +146,8 @@ void jx_prune_nulls(json_t *v)
 	}
 }
 
-char *jx_real_go(double d, char *buf, size_t n)
+/* Go's %v (positional false: strconv 'g' shortest) or 'f' with precision -1. */
+static char *real_shortest(double d, bool positional, char *buf, size_t n)
 {
 	char e[40], digits[24];
 	int prec, exp, nd = 0;
@@ -177,7 +178,7 @@ char *jx_real_go(double d, char *buf, size_t n)
 	struct sbuf o = SBUF_INIT;
 	if (neg)
 		sbuf_addc(&o, '-');
-	if (exp < -4 || exp >= 6) {
+	if (!positional && (exp < -4 || exp >= 6)) {
 		sbuf_addc(&o, digits[0]);
 		if (nd > 1)
 			sbuf_addf(&o, ".%s", digits + 1);
@@ -197,6 +198,16 @@ char *jx_real_go(double d, char *buf, size_t n)
 	snprintf(buf, n, "%s", o.s);
 	sbuf_free(&o);
 	return buf;
+}
+
+char *jx_real_go(double d, char *buf, size_t n)
+{
+	return real_shortest(d, false, buf, n);
+}
+
+char *jx_real_plain(double d, char *buf, size_t n)
+{
+	return real_shortest(d, true, buf, n);
 }
 
 static int cmp_str(const void *a, const void *b)

@@ -49,6 +49,9 @@ char *jx_dump(const json_t *v);
  * in %e form ("1e+06", "1.5e-07") when the decimal exponent is below -4 or
  * at least 6 (strconv's 'g' with the shortest precision). Returns buf. */
 char *jx_real_go(double d, char *buf, size_t n);
+/* The same digits written out without an exponent ("1000000", "0.00001"):
+ * Go's strconv 'f' with precision -1, the closest to a JSON literal as sent. */
+char *jx_real_plain(double d, char *buf, size_t n);
 /* Go's %v (and %+v) of a decoded JSON value held as map[string]interface{}:
  * "map[a:1 b:[x y]]" (keys sorted), strings bare, <nil> for null. malloc'd. */
 char *jx_go_string(const json_t *v);

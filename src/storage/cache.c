@@ -35,12 +35,15 @@ struct pending {
 	struct cache_event ev;
 	cache_done_fn done;
 	void *arg;
+	bool silent;                /* settles nothing anyone saw: no event */
+	struct pending *next_same;  /* the key's next write in flight */
 };
 
 /* A key with writes on their way to disk: what readers see meanwhile. */
 struct shadow {
 	json_t *committed; /* the durable state; NULL: absent */
 	size_t pending;    /* the key's writes not yet durable */
+	struct pending *head, *tail; /* them, in submission (= completion) order */
 };
 
 struct cache {
@@ -371,12 +374,43 @@ static void dispatch(struct cache *c, const struct cache_event *ev)
 }
 
 /* The key's in-flight bookkeeping once one of its writes is settled. */
+static void set_rv(json_t *obj, int64_t rev);
+
+/*
+ * A failed write's successor on the same key was built on what never
+ * reached the disk: its event is rewritten against the committed state —
+ * prev, and its type (a MODIFIED of something absent is an ADDED; a DELETED
+ * of it is nothing anyone saw).
+ */
+static void rebase_successor(struct pending *n, const json_t *committed)
+{
+	json_decref(n->ev.prev);
+	n->ev.prev = json_incref((json_t *)committed);
+	if (n->ev.type == CACHE_DELETED) {
+		if (!committed) {
+			n->silent = true;
+			return;
+		}
+		json_decref(n->ev.obj);
+		n->ev.obj = json_deep_copy(committed);
+		set_rv(n->ev.obj, n->ev.rev);
+	} else {
+		n->ev.type = committed ? CACHE_MODIFIED : CACHE_ADDED;
+	}
+}
+
 static void shadow_settle(struct cache *c, const char *key, bool durable, json_t *state)
 {
 	struct shadow *sh = hmap_get(&c->shadows, key);
 
-	/* Every write in flight was counted on its key when submitted. */
-	CUBE_ASSERT(sh && sh->pending > 0);
+	/* Every write in flight was queued on its key when submitted, and they
+	 * complete in submission order. */
+	CUBE_ASSERT(sh && sh->pending > 0 && sh->head);
+	sh->head = sh->head->next_same;
+	if (!sh->head)
+		sh->tail = NULL;
+	if (!durable && sh->head)
+		rebase_successor(sh->head, sh->committed);
 	if (durable) {
 		json_decref(sh->committed);
 		sh->committed = json_incref(state);
@@ -421,8 +455,10 @@ static void on_durable(void *arg, int err)
 	/* Completions run in submission order (store.h): revisions only grow. */
 	CUBE_ASSERT(p->ev.rev > c->committed);
 	c->committed = p->ev.rev;
-	ring_push(c, &p->ev);
-	dispatch(c, &p->ev);
+	if (!p->silent) {
+		ring_push(c, &p->ev);
+		dispatch(c, &p->ev);
+	}
 	if (p->done)
 		p->done(p->arg, 0, p->ev.obj);
 	event_clear(&p->ev);
@@ -457,18 +493,21 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
 			return err_set(ERR_TOOLARGE, "etcdserver: request is too large");
 		}
 	}
-	{
-		struct shadow *sh = hmap_get(&c->shadows, key);
-		if (!sh) {
-			if (!(sh = calloc(1, sizeof(*sh))))
-				abort();
-			sh->committed = json_incref(prev);
-			hmap_put(&c->shadows, key, sh);
-		}
-		sh->pending++;
+	struct shadow *sh = hmap_get(&c->shadows, key);
+	if (!sh) {
+		if (!(sh = calloc(1, sizeof(*sh))))
+			abort();
+		sh->committed = json_incref(prev);
+		hmap_put(&c->shadows, key, sh);
 	}
+	sh->pending++;
 	if (!(p = calloc(1, sizeof(*p))))
 		abort();
+	if (sh->tail)
+		sh->tail->next_same = p;
+	else
+		sh->head = p;
+	sh->tail = p;
 	p->c = c;
 	p->done = done;
 	p->arg = arg;

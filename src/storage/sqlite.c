@@ -84,19 +84,38 @@ static int apply_op(struct store *s, const struct store_op *op)
 	return rc == SQLITE_DONE ? 0 : sql_err(s->db, "write");
 }
 
-/* One transaction for every batch queued since the last commit. */
+/*
+ * One transaction for every batch queued since the last commit; each batch
+ * inside its own savepoint, so that one refused write (a constraint, a full
+ * page) fails alone and not the writes that happened to share its commit.
+ * A batch's err and msg say how it ended; the result is the commit's own.
+ */
 static int commit_all(struct store *s, struct batch *list)
 {
 	int64_t rev = 0;
 	int r = exec(s->db, "BEGIN IMMEDIATE");
 
-	for (struct batch *b = list; r == 0 && b; b = b->next)
-		for (size_t i = 0; r == 0 && i < b->n; i++) {
-			r = apply_op(s, &b->ops[i]);
-			if (b->ops[i].rev > rev)
-				rev = b->ops[i].rev;
+	for (struct batch *b = list; b; b = b->next) {
+		int64_t brev = 0;
+		b->err = r;
+		if (r)
+			continue;
+		if ((b->err = exec(s->db, "SAVEPOINT batch")) == 0)
+			for (size_t i = 0; b->err == 0 && i < b->n; i++) {
+				b->err = apply_op(s, &b->ops[i]);
+				if (b->ops[i].rev > brev)
+					brev = b->ops[i].rev;
+			}
+		if (b->err) {
+			snprintf(b->msg, sizeof(b->msg), "%s", err_msg());
+			LOG_ERROR("storage write failed: %s", b->msg);
+			exec(s->db, "ROLLBACK TO batch");
+		} else if (brev > rev) {
+			rev = brev;
 		}
-	if (r == 0) {
+		exec(s->db, "RELEASE batch");
+	}
+	if (r == 0 && rev) {
 		sqlite3_bind_int64(s->setrev, 1, rev);
 		if (sqlite3_step(s->setrev) != SQLITE_DONE)
 			r = sql_err(s->db, "revision");
@@ -118,6 +137,7 @@ static void *writer_main(void *arg)
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		struct batch *list, *b, *next;
+		char commit_msg[256];
 		uint64_t nops = 0;
 		int r;
 
@@ -132,12 +152,16 @@ static void *writer_main(void *arg)
 		pthread_mutex_unlock(&s->lock);
 
 		r = commit_all(s, list);
+		if (r)
+			snprintf(commit_msg, sizeof(commit_msg), "%s", err_msg());
 		for (b = list; b; b = next) {
 			next = b->next;
-			b->err = r;
-			if (r)
-				snprintf(b->msg, sizeof(b->msg), "%s", err_msg());
-			nops += b->n;
+			if (r) { /* the commit failed: every batch in it did */
+				b->err = r;
+				snprintf(b->msg, sizeof(b->msg), "%s", commit_msg);
+			}
+			if (!b->err)
+				nops += b->n;
 			loop_defer(s->loop, complete, b);
 		}
 		atomic_fetch_add(&s->writes, nops);

@@ -6,8 +6,10 @@
  * them here to be made durable. store_write returns at once; `done` runs on
  * the owner's loop once the write is on disk (or failed). Writes queued
  * while the disk is busy are committed together in one transaction (group
- * commit), so durability costs one commit per batch, not per write.
- * Completions run in submission order.
+ * commit), so durability costs one commit per batch, not per write; each
+ * store_write sits in its own savepoint, so a write the database refuses
+ * (a constraint, a full disk page) fails alone, not the writes that shared
+ * its transaction. Completions run in submission order.
  *
  * The SQLite backend: WAL, one writer connection on a worker thread,
  * BEGIN IMMEDIATE, the revision counter stored in the same transaction.

@@ -394,11 +394,37 @@ static void test_failed_commit_is_answered_not_fatal(void **state)
 	assert_string_equal(rv_of(cache_get(f.c, "/registry/pods/default/boom")), "1");
 	assert_null(jx_str(cache_get(f.c, "/registry/pods/default/boom"), "spec.nodeName"));
 	assert_int_equal(cache_committed_rev(f.c), 1);
+	/* A failed write's successors in flight are told against the disk: a
+	 * delete after a refused update is the delete of revision 1; a delete
+	 * after a refused create is nothing anyone saw. */
+	assert_int_equal(sqlite3_open(f.path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+				      "CREATE TRIGGER refuse_new BEFORE INSERT ON kv WHEN "
+				      "NEW.key LIKE '%/never' BEGIN SELECT RAISE(ABORT, "
+				      "'refused by the test'); END;",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	struct seen seen = {0};
+	seen.self = cache_watch(f.c, "/registry/pods/", cache_rev(f.c), record, &seen);
+	cache_update(f.c, "/registry/pods/default/boom", pod("boom", "n2"), on_result, NULL);
+	cache_delete(f.c, "/registry/pods/default/boom", on_result, NULL);
+	cache_create(f.c, "/registry/pods/default/never", pod("never", NULL), on_result, NULL);
+	cache_delete(f.c, "/registry/pods/default/never", on_result, NULL);
+	settle(f.loop, f.c);
+	assert_int_equal(failed, 3);
+	assert_int_equal(seen.n, 1);
+	assert_int_equal(seen.types[0], 'D');
+	assert_int_equal(seen.revs[0], 4);
+	assert_null(cache_get(f.c, "/registry/pods/default/boom"));
+	assert_null(cache_get(f.c, "/registry/pods/default/never"));
+	assert_null(cache_get_committed(f.c, "/registry/pods/default/never"));
+	cache_unwatch(seen.self);
 	/* and the next write goes through */
 	cache_create(f.c, "/registry/pods/default/ok", pod("ok", NULL), on_result, NULL);
 	settle(f.loop, f.c);
-	assert_int_equal(failed, 1);
-	assert_int_equal(cache_committed_rev(f.c), 3);
+	assert_int_equal(failed, 3);
+	assert_int_equal(cache_committed_rev(f.c), 7);
 	fixture_close(&f);
 }
 

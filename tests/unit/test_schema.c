@@ -334,6 +334,16 @@ static void test_unknown_fields_dropped_and_reported(void **state)
 	json_decref(unknown);
 	json_decref(obj);
 
+	/* a nested object that embeds TypeMeta keeps apiVersion and kind */
+	assert_int_equal(conform_text("{\"apiVersion\":\"policy/v1\",\"kind\":\"Eviction\","
+				      "\"deleteOptions\":{\"apiVersion\":\"v1\",\"kind\":"
+				      "\"DeleteOptions\",\"dryRun\":[\"All\"]}}",
+				      0, &obj, &unknown),
+			 0);
+	assert_null(unknown);
+	assert_string_equal(jx_str(obj, "deleteOptions.kind"), "DeleteOptions");
+	json_decref(obj);
+
 	/* inlined messages' fields are known: a Volume's hostPath, a probe's exec */
 	assert_int_equal(
 	    conform_text("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"spec\":{\"volumes\":"
@@ -357,6 +367,7 @@ static void test_values_canonicalised(void **state)
 	                 "\"labels\":null,\"creationTimestamp\":\"2026-01-01T02:00:00.5+02:00\","
 	                 "\"finalizers\":[null,\"f\"]},\"status\":{\"capacity\":{\"cpu\":\"1000m\","
 	                 "\"memory\":\"1024Mi\",\"pods\":110,\"ephemeral-storage\":0.5,"
+			 "\"hugepages-2Mi\":1000000.0,"
 	                 "\"x\":null}}}",
 	                 0, &obj, &unknown),
 	    0);
@@ -365,7 +376,8 @@ static void test_values_canonicalised(void **state)
 	    o, "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":"
 	       "\"n\",\"creationTimestamp\":\"2026-01-01T00:00:00Z\",\"finalizers\":"
 	       "[\"\",\"f\"]},\"status\":{\"capacity\":{\"cpu\":\"1\",\"memory\":"
-	       "\"1Gi\",\"pods\":\"110\",\"ephemeral-storage\":\"500m\",\"x\":\"0\"}}}");
+	       "\"1Gi\",\"pods\":\"110\",\"ephemeral-storage\":\"500m\",\"hugepages-2Mi\":"
+			       "\"1M\",\"x\":\"0\"}}}");
 	free(o);
 	json_decref(obj);
 }

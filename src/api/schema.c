@@ -363,6 +363,9 @@ static json_t *conform_time(struct conform *c, json_t *v, bool micro, const char
 		fail(c, true, "%s", err_msg());
 		return NULL;
 	}
+	/* The zero time is what Go writes as null: the field is unset. */
+	if (!strncmp(out, "0001-01-01T00:00:00", 19) && strspn(out + 19, ".0") == strlen(out) - 20)
+		return json_null();
 	return json_string(out);
 }
 
@@ -548,7 +551,9 @@ static void conform_msg(struct conform *c, json_t *obj, const struct schema_msg 
 			json_decref(nv);
 			return;
 		}
-		if (nv)
+		if (nv && json_is_null(nv))
+			json_object_del(obj, key); /* decoded to the zero value */
+		else if (nv)
 			json_object_set_new(obj, key, nv);
 	}
 }

@@ -16,6 +16,7 @@
 
 #include <event2/buffer.h>
 #include <stdarg.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -420,27 +421,43 @@ void handle_eviction(struct req *r)
 	json_decref(o.doc);
 }
 
-/* A deletecollection is answered once every one of its writes is durable. */
+/*
+ * A deletecollection is answered once every one of its writes is durable,
+ * with what upstream's Store.DeleteCollection answers: the list of what it
+ * deleted (an object whose deletion is graceful or held by finalizers as it
+ * now is, marked), in key order.
+ */
 struct collection {
 	struct req *r;
 	size_t outstanding; /* writes not yet durable, plus one while submitting */
-	char *error;        /* the first failure's text */
+	json_t *items;
+	char *error; /* the first failure's text */
+	int64_t rev; /* the list's revision */
 };
 
 static void collection_step(void *arg, int err, json_t *obj)
 {
 	struct collection *c = arg;
 	struct req *r = c->r;
+	char api[96], kind[96], rv[24];
 
-	(void)obj;
 	if (err && !c->error)
 		c->error = str_printf("%s", err_msg());
+	else if (!err && obj)
+		json_array_append(c->items, obj);
 	if (--c->outstanding)
 		return;
-	if (c->error)
+	if (c->error) {
 		reply_storage_error(r, c->error);
-	else
-		req_reply(r, 200, status_success(200, r->res->group, r->res->plural, NULL, NULL));
+	} else {
+		snprintf(kind, sizeof(kind), "%sList", r->res->kind);
+		snprintf(rv, sizeof(rv), "%" PRId64, c->rev);
+		req_reply(r, 200,
+			  json_pack("{s:s,s:s,s:{s:s},s:O}", "kind", kind, "apiVersion",
+				    resource_api_version(r->res, api, sizeof(api)), "metadata",
+				    "resourceVersion", rv, "items", c->items));
+	}
+	json_decref(c->items);
 	free(c->error);
 	free(c);
 }
@@ -459,11 +476,18 @@ void handle_deletecollection(struct req *r)
 		abort();
 	c->r = r;
 	c->outstanding = 1;
+	c->items = json_array();
+	c->rev = cache_committed_rev(r->s->cache);
 	prefix = prefix_key(r->res, r->ns);
-	n = req_dry_run(r) ? 0 : cache_list(r->s->cache, prefix, NULL, 0, &objs, NULL);
+	n = cache_list_committed(r->s->cache, prefix, NULL, 0, &objs, NULL);
 	for (size_t i = 0; i < n; i++) {
 		if (!selectors_match(&sel, objs[i]))
 			continue;
+		if (req_dry_run(r)) {
+			/* What would go; nothing goes. */
+			json_array_append(c->items, objs[i]);
+			continue;
+		}
 		char *key = object_key(r->res, jx_str(objs[i], "metadata.namespace"),
 				       jx_str(objs[i], "metadata.name"));
 		c->outstanding++;

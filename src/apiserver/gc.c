@@ -19,13 +19,16 @@
  *    and when some are, the references to the absent and the waiting owners
  *    are removed.
  * A finalizer removed last from an object whose grace period is over deletes
- * it (a bound pod still waits for its kubelet).
+ * it (a bound pod still waits for its kubelet). A write the store refuses
+ * is looked at again a second later (the refused write sends no event
+ * that would bring it back).
  *
  * Ownership: struct gc belongs to the API server (s->gc). Threads: the
  * server's loop.
  */
 #include "apiserver/objects.h"
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/hmap.h"
 #include "base/jx.h"
@@ -43,7 +46,13 @@ struct gc {
 	struct event *run;    /* the queue's worker, made active when it fills */
 	struct hmap queue;    /* keys to look at (values unused) */
 	struct hmap children; /* owner uid → struct hmap* of dependent keys */
+	struct hmap retry;    /* keys whose write the store refused (values unused) */
+	struct timer *retry_timer;
 };
+
+/* A refused write is looked at again after this, not at once: a disk that
+ * refuses one write usually refuses the next. */
+#define GC_RETRY_NS NS_PER_SEC
 
 static bool being_deleted(const json_t *obj)
 {
@@ -182,6 +191,76 @@ static void on_event(void *arg, const struct cache_event *ev)
 	}
 }
 
+/* ---- writes ------------------------------------------------------------------ */
+
+/* What a write's completion needs: the server (the collector may be gone
+ * by then: it stops before the store's last writes complete) and the key. */
+struct gc_write {
+	struct apiserver *s;
+	char *key;
+};
+
+static struct gc_write *gc_write(struct gc *g, const char *key)
+{
+	struct gc_write *w = calloc(1, sizeof(*w));
+	if (!w || !(w->key = strdup(key)))
+		abort();
+	w->s = g->s;
+	return w;
+}
+
+static void gc_write_free(struct gc_write *w)
+{
+	free(w->key);
+	free(w);
+}
+
+static void on_written(void *arg, int err, json_t *obj)
+{
+	struct gc_write *w = arg;
+	struct gc *g = w->s->gc;
+
+	(void)obj;
+	if (err && g) {
+		LOG_ERROR("garbage collector: write of %s failed, retrying in 1s: %s", w->key,
+		          err_msg());
+		hmap_put(&g->retry, w->key, (void *)1);
+		timer_after(g->retry_timer, GC_RETRY_NS);
+	}
+	gc_write_free(w);
+}
+
+static void on_retry(void *arg)
+{
+	struct gc *g = arg;
+	struct hmap keys = g->retry;
+	const char *k;
+	void *v;
+
+	memset(&g->retry, 0, sizeof(g->retry));
+	for (size_t i = 0; hmap_next(&keys, &i, &k, &v);)
+		enqueue(g, k);
+	hmap_free(&keys);
+}
+
+static int gc_delete(struct gc *g, const char *key)
+{
+	struct gc_write *w = gc_write(g, key);
+	int rc = cache_delete(g->s->cache, key, on_written, w);
+	if (rc < 0)
+		gc_write_free(w);
+	return rc;
+}
+
+static int gc_update(struct gc *g, const char *key, json_t *obj)
+{
+	struct gc_write *w = gc_write(g, key);
+	int rc = cache_update(g->s->cache, key, obj, on_written, w);
+	if (rc < 0)
+		gc_write_free(w);
+	return rc;
+}
+
 /* ---- the work --------------------------------------------------------------- */
 
 /* Take name off obj's finalizers (obj is the cache's state at key); the
@@ -202,11 +281,11 @@ static void remove_finalizer(struct gc *g, const char *key, const json_t *obj, c
 	if (json_array_size(fins) == 0 &&
 	    jx_int(obj, "metadata.deletionGracePeriodSeconds", 0) == 0) {
 		json_decref(copy);
-		rc = cache_delete(g->s->cache, key, NULL, NULL);
+		rc = gc_delete(g, key);
 	} else {
 		if (json_array_size(fins) == 0)
 			json_object_del(json_object_get(copy, "metadata"), "finalizers");
-		rc = cache_update(g->s->cache, key, copy, NULL, NULL);
+		rc = gc_update(g, key, copy);
 	}
 	if (rc < 0)
 		LOG_ERROR("garbage collector: remove finalizer %s from %s: %s", name, key,
@@ -223,7 +302,7 @@ static void remove_refs(struct gc *g, const char *key, const json_t *obj, const 
 			json_array_remove(refs, i);
 	if (json_array_size(refs) == 0)
 		json_object_del(json_object_get(copy, "metadata"), "ownerReferences");
-	if (cache_update(g->s->cache, key, copy, NULL, NULL) < 0)
+	if (gc_update(g, key, copy) < 0)
 		LOG_ERROR("garbage collector: remove owner references from %s: %s", key, err_msg());
 }
 
@@ -316,7 +395,9 @@ static void collect(struct gc *g, const char *key, const json_t *obj)
 			policy = "Orphan";
 		else if (has_finalizer(obj, FINALIZER_FOREGROUND))
 			policy = "Foreground";
-		delete_internal(g->s, key, -1, policy);
+		struct gc_write *w = gc_write(g, key);
+		if (!delete_internal_then(g->s, key, -1, policy, on_written, w))
+			gc_write_free(w);
 	}
 	strv_free(&gone);
 }
@@ -369,6 +450,7 @@ int gc_start(struct apiserver *s)
 	g->s = s;
 	if (!(g->run = event_new(loop_base(s->loop), -1, 0, run_queue, g)))
 		abort();
+	g->retry_timer = loop_timer(s->loop, on_retry, g);
 	/* What the store holds: the index, and whatever a restart left half
 	 * done (a finalizer to act on, an owner gone while we were down). */
 	n = cache_list(s->cache, "/registry/", NULL, 0, &objs, NULL);
@@ -403,6 +485,8 @@ void gc_stop(struct apiserver *s)
 		return;
 	cache_unwatch(g->watch);
 	event_free(g->run);
+	timer_free(g->retry_timer);
+	hmap_free(&g->retry);
 	hmap_free(&g->queue);
 	hmap_free_values(&g->children, free_deps);
 	free(g);

@@ -394,8 +394,7 @@ int time_parse_go(const char *s, bool micro, char out[TIME_BUF])
 		return go_range(&p, "month");
 	if ((rc = go_lit(&p, '-')) || (rc = go_num(&p, true, "02", &day)))
 		return rc;
-	if (day > 31)
-		return go_range(&p, "day");
+	/* Any two digits: the day is checked against the month once all is parsed. */
 	if ((rc = go_lit(&p, 'T')) || (rc = go_num(&p, false, "15", &hh)))
 		return rc;
 	if (hh > 23)
@@ -459,12 +458,14 @@ int time_parse_go(const char *s, bool micro, char out[TIME_BUF])
 	       ss - off;
 	time_civil(floor_div(secs, 86400), &y, &m, &d);
 	secs -= floor_div(secs, 86400) * 86400;
+	/* Go writes a year before 1 as "-0001". */
 	if (micro)
-		snprintf(out, TIME_BUF, "%04lld-%02u-%02uT%02d:%02d:%02d.%06dZ", (long long)y, m, d,
-			 (int)(secs / 3600), (int)(secs / 60 % 60), (int)(secs % 60),
-			 (int)(nsec / 1000));
+		snprintf(out, TIME_BUF, "%s%04lld-%02u-%02uT%02d:%02d:%02d.%06dZ", y < 0 ? "-" : "",
+			 (long long)(y < 0 ? -y : y), m, d, (int)(secs / 3600), (int)(secs / 60 % 60),
+			 (int)(secs % 60), (int)(nsec / 1000));
 	else
-		snprintf(out, TIME_BUF, "%04lld-%02u-%02uT%02d:%02d:%02dZ", (long long)y, m, d,
-			 (int)(secs / 3600), (int)(secs / 60 % 60), (int)(secs % 60));
+		snprintf(out, TIME_BUF, "%s%04lld-%02u-%02uT%02d:%02d:%02dZ", y < 0 ? "-" : "",
+			 (long long)(y < 0 ? -y : y), m, d, (int)(secs / 3600), (int)(secs / 60 % 60),
+			 (int)(secs % 60));
 	return 0;
 }

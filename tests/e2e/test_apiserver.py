@@ -2740,12 +2740,14 @@ def test_bookmarks_never_run_ahead(server):
     assert rv(marks[1]["object"]) >= rv(made.json())
 
 
-def test_failed_commit_answers_500_and_serves_on(make_apiserver, tmp_path, kubectl_for):
+def test_failed_commit_answers_500_and_serves_on(make_apiserver, tmp_path, kubectl_for,
+                                                wait_until):
     """Issue 10, item 9: a write the store cannot commit is answered with a
     500 (upstream's 'Internal error occurred: ...') instead of ending the
     process; nothing of it is shown, reads go on, and once the store accepts
-    writes again they work. The store refuses through a trigger another
-    SQLite connection adds, as a constraint or a full disk would refuse."""
+    writes again they work, and the garbage collector retries what it was
+    refused. The store refuses through a trigger another SQLite connection
+    adds, as a constraint or a full disk would refuse."""
     import sqlite3
     s = make_apiserver(tmp_path / "refuse")
     try:
@@ -2766,5 +2768,25 @@ def test_failed_commit_answers_500_and_serves_on(make_apiserver, tmp_path, kubec
         db.close()
         kubectl("label", "configmap", "held", "a=b")
         assert get_json(kubectl, "configmap", "held")["metadata"]["labels"] == {"a": "b"}
+
+        # the garbage collector retries what the store refused it
+        owner = s.request("POST", CMS, _cm("owner")).json()
+        dep = _cm("dep")
+        dep["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap",
+                                               "name": "owner",
+                                               "uid": owner["metadata"]["uid"]}]
+        assert s.request("POST", CMS, dep).status == 201
+        db = sqlite3.connect(str(s.data_dir / "state.db"))
+        db.execute("CREATE TRIGGER keep BEFORE DELETE ON kv WHEN OLD.key LIKE '%/dep' "
+                   "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;")
+        db.commit()
+        assert s.request("DELETE", f"{CMS}/owner").status == 200
+        wait_until(lambda: "garbage collector: write of" in s.log(), 10, "a refused GC write")
+        assert s.request("GET", f"{CMS}/dep").status == 200
+        db.execute("DROP TRIGGER keep")
+        db.commit()
+        db.close()
+        wait_until(lambda: s.request("GET", f"{CMS}/dep").status == 404, 10,
+                   "the collector's retry")
     finally:
         assert s.stop() == 0

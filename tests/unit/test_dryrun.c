@@ -144,6 +144,9 @@ static void test_dry_run_deletes_delete_nothing(void **state)
 
 	r = testenv_call(e, "DELETE", CMS "?dryRun=All", NULL);
 	assert_int_equal(r.status, 200);
+	/* upstream's DeleteCollection answers with what it deleted (would delete) */
+	assert_string_equal(jx_str(r.body, "kind"), "ConfigMapList");
+	assert_true(json_array_size(jx_get(r.body, "items")) >= 2);
 	json_decref(r.body);
 	assert_still_there(e, "q");
 	assert_still_there(e, "b");
@@ -166,6 +169,18 @@ static void test_dry_run_deletes_delete_nothing(void **state)
 	json_decref(pod);
 	json_decref(eviction);
 	json_decref(opts);
+
+	/* and for real: answered with the list of what went, once it went */
+	r = testenv_call(e, "DELETE", CMS, NULL);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(jx_str(r.body, "kind"), "ConfigMapList");
+	assert_int_equal(json_array_size(jx_get(r.body, "items")), 2);
+	assert_string_equal(jx_str(json_array_get(jx_get(r.body, "items"), 0), "metadata.name"),
+	                    "b");
+	json_decref(r.body);
+	r = testenv_call(e, "GET", CMS, NULL);
+	assert_int_equal(json_array_size(jx_get(r.body, "items")), 0);
+	json_decref(r.body);
 }
 
 int main(void)

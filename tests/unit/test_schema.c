@@ -336,10 +336,10 @@ static void test_unknown_fields_dropped_and_reported(void **state)
 
 	/* a nested object that embeds TypeMeta keeps apiVersion and kind */
 	assert_int_equal(conform_text("{\"apiVersion\":\"policy/v1\",\"kind\":\"Eviction\","
-				      "\"deleteOptions\":{\"apiVersion\":\"v1\",\"kind\":"
-				      "\"DeleteOptions\",\"dryRun\":[\"All\"]}}",
-				      0, &obj, &unknown),
-			 0);
+	                              "\"deleteOptions\":{\"apiVersion\":\"v1\",\"kind\":"
+	                              "\"DeleteOptions\",\"dryRun\":[\"All\"]}}",
+	                              0, &obj, &unknown),
+	                 0);
 	assert_null(unknown);
 	assert_string_equal(jx_str(obj, "deleteOptions.kind"), "DeleteOptions");
 	json_decref(obj);
@@ -367,7 +367,7 @@ static void test_values_canonicalised(void **state)
 	                 "\"labels\":null,\"creationTimestamp\":\"2026-01-01T02:00:00.5+02:00\","
 	                 "\"finalizers\":[null,\"f\"]},\"status\":{\"capacity\":{\"cpu\":\"1000m\","
 	                 "\"memory\":\"1024Mi\",\"pods\":110,\"ephemeral-storage\":0.5,"
-			 "\"hugepages-2Mi\":1000000.0,"
+	                 "\"hugepages-2Mi\":1000000.0,"
 	                 "\"x\":null}}}",
 	                 0, &obj, &unknown),
 	    0);
@@ -377,9 +377,32 @@ static void test_values_canonicalised(void **state)
 	       "\"n\",\"creationTimestamp\":\"2026-01-01T00:00:00Z\",\"finalizers\":"
 	       "[\"\",\"f\"]},\"status\":{\"capacity\":{\"cpu\":\"1\",\"memory\":"
 	       "\"1Gi\",\"pods\":\"110\",\"ephemeral-storage\":\"500m\",\"hugepages-2Mi\":"
-			       "\"1M\",\"x\":\"0\"}}}");
+	       "\"1M\",\"x\":\"0\"}}}");
 	free(o);
 	json_decref(obj);
+}
+
+/* The zero time decodes to Go's zero Time, which it writes as null: unset. */
+static void test_zero_times_are_unset(void **state)
+{
+	json_t *obj, *unknown;
+	(void)state;
+
+	assert_int_equal(conform_text("{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":"
+	                              "\"Lease\",\"metadata\":{\"creationTimestamp\":"
+	                              "\"0001-01-01T00:00:00Z\"},\"spec\":{\"renewTime\":"
+	                              "\"0001-01-01T00:00:00.000000Z\",\"acquireTime\":"
+	                              "\"2026-01-01T01:00:00.000001+01:00\"}}",
+	                              0, &obj, &unknown),
+	                 0);
+	assert_null(jx_get(obj, "metadata.creationTimestamp"));
+	assert_null(jx_get(obj, "spec.renewTime"));
+	assert_string_equal(jx_str(obj, "spec.acquireTime"), "2026-01-01T00:00:00.000001Z");
+	json_decref(obj);
+	/* a day the month lacks, after everything else parsed */
+	expect_error("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"creationTimestamp\":"
+	             "\"2026-02-30T00:00:00Z\"}}",
+	             0, "parsing time \"2026-02-30T00:00:00Z\": day out of range");
 }
 
 static void test_go_printing(void **state)
@@ -413,6 +436,7 @@ int main(void)
 	    cmocka_unit_test(test_type_errors_as_the_converter),
 	    cmocka_unit_test(test_unknown_fields_dropped_and_reported),
 	    cmocka_unit_test(test_values_canonicalised),
+	    cmocka_unit_test(test_zero_times_are_unset),
 	    cmocka_unit_test(test_go_printing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -70,20 +70,63 @@ const struct schema_field *schema_field_by_name(const struct schema_msg *m, cons
 /* ---- conforming JSON to the schema ------------------------------------- */
 
 /*
- * Two paths are kept while walking: the decoder's (JSON names only, no
- * indexes or map keys: "spec.containers.image", what a type error names)
- * and the strict one (indexes and keys: "spec.containers[0].foo", what an
- * unknown field is reported as).
+ * The walk keeps where it is as a stack of segments, and makes two paths of
+ * it only to report: the decoder's (JSON field names only, no indexes or
+ * map keys: "spec.containers.image", what a type error names) and the
+ * strict one (indexes and keys: "spec.containers[0].foo", what an unknown
+ * field is reported as). Most bodies report nothing, and pay for nothing.
  */
+enum seg_kind { SEG_FIELD, SEG_KEY, SEG_INDEX };
+
+struct seg {
+	enum seg_kind kind;
+	const char *name; /* SEG_FIELD, SEG_KEY: borrowed from the object */
+	size_t index;
+};
+
 struct conform {
 	enum schema_unknown mode;
 	bool converter; /* SCHEMA_CONVERTER: the unstructured converter's texts */
 	json_t *unknown;
-	struct sbuf field, strict;
+	struct seg *path; /* where the walk is; strings made only to report */
+	size_t depth, cap;
 	int rc;         /* the first error */
 	bool stop;      /* an error that ends decoding at once */
 	char msg[1024]; /* its text (err_msg() is overwritten while walking on) */
 };
+
+static void push(struct conform *c, enum seg_kind kind, const char *name, size_t index)
+{
+	if (c->depth == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 16;
+		if (!(c->path = realloc(c->path, c->cap * sizeof(*c->path))))
+			abort();
+	}
+	c->path[c->depth++] = (struct seg){kind, name, index};
+}
+
+static void pop(struct conform *c)
+{
+	c->depth--;
+}
+
+/* The decoder's path (fields only, dotted) or the strict one. */
+static void path_string(const struct conform *c, bool strict, struct sbuf *b)
+{
+	for (size_t i = 0; i < c->depth; i++) {
+		const struct seg *g = &c->path[i];
+		if (g->kind == SEG_INDEX) {
+			if (strict)
+				sbuf_addf(b, "[%zu]", g->index);
+		} else if (strict || g->kind == SEG_FIELD) {
+			if (b->len)
+				sbuf_addc(b, '.');
+			sbuf_add(b, g->name);
+		}
+	}
+	if (!b->s)
+		sbuf_add(b, "");
+}
 
 /* What Go's decoder calls a JSON value in "cannot unmarshal <value>". */
 static void value_name(const json_t *v, bool numeric_target, char *buf, size_t n)
@@ -166,11 +209,16 @@ static void fail(struct conform *c, bool stop, const char *fmt, ...)
 static void type_error(struct conform *c, const json_t *v, const char *gostruct, unsigned type,
                        const char *gotype, bool stop)
 {
+	struct sbuf field = SBUF_INIT;
 	char what[64];
 
+	if (c->rc && !stop)
+		return; /* the first one stands: no need to say where this one is */
 	value_name(v, numeric(type), what, sizeof(what));
+	path_string(c, false, &field);
 	fail(c, stop, "json: cannot unmarshal %s into Go struct field %s.%s of type %s", what,
-	     gostruct, c->field.s ? c->field.s : "", gotype);
+	     gostruct, field.s, gotype);
+	sbuf_free(&field);
 }
 
 /* The converter's text for a value of the wrong kind (strategic merge). */
@@ -391,7 +439,7 @@ static json_t *conform_ios(struct conform *c, json_t *v, const char *gostruct)
 static json_t *conform_array(struct conform *c, json_t *v, unsigned type, uint16_t msg,
                              const char *gostruct, const char *gotype, const char *elemtype)
 {
-	size_t i, mark = c->strict.len;
+	size_t i;
 	json_t *e;
 
 	if (!json_is_array(v)) {
@@ -401,13 +449,17 @@ static json_t *conform_array(struct conform *c, json_t *v, unsigned type, uint16
 	json_array_foreach(v, i, e)
 	{
 		json_t *ne;
-		sbuf_addf(&c->strict, "[%zu]", i);
+		push(c, SEG_INDEX, NULL, i);
 		ne = json_is_null(e) ? zero_of(type)
 		                     : conform_value(c, e, type, msg, gostruct, elemtype);
-		sbuf_truncate(&c->strict, mark);
-		if (c->stop)
+		pop(c);
+		if (c->stop) {
+			json_decref(ne);
 			return NULL;
-		if (ne)
+		}
+		if (ne == e)
+			json_decref(ne); /* unchanged: no write */
+		else if (ne)
 			json_array_set_new(v, i, ne);
 	}
 	return json_incref(v);
@@ -416,7 +468,6 @@ static json_t *conform_array(struct conform *c, json_t *v, unsigned type, uint16
 static json_t *conform_map(struct conform *c, json_t *v, const struct schema_field *f,
                            const char *gostruct)
 {
-	size_t mark = c->strict.len;
 	const char *k;
 	json_t *e;
 	void *it;
@@ -429,13 +480,17 @@ static json_t *conform_map(struct conform *c, json_t *v, const struct schema_fie
 		json_t *ne;
 		k = json_object_iter_key(it);
 		e = json_object_iter_value(it);
-		sbuf_addf(&c->strict, ".%s", k);
+		push(c, SEG_KEY, k, 0);
 		ne = json_is_null(e) ? zero_of(f->val)
 		                     : conform_value(c, e, f->val, f->msg, gostruct, f->elem);
-		sbuf_truncate(&c->strict, mark);
-		if (c->stop)
+		pop(c);
+		if (c->stop) {
+			json_decref(ne);
 			return NULL;
-		if (ne)
+		}
+		if (ne == e)
+			json_decref(ne);
+		else if (ne)
 			json_object_iter_set_new(v, it, ne);
 	}
 	return json_incref(v);
@@ -511,13 +566,15 @@ static json_t *conform_field(struct conform *c, json_t *v, const struct schema_f
 
 static void unknown_field(struct conform *c, const char *key)
 {
-	size_t mark = c->strict.len;
+	struct sbuf p = SBUF_INIT;
 
 	if (c->mode != SCHEMA_REPORT || !c->unknown)
 		return;
-	sbuf_addf(&c->strict, "%s%s", mark ? "." : "", key);
-	json_array_append_new(c->unknown, json_string(c->strict.s));
-	sbuf_truncate(&c->strict, mark);
+	push(c, SEG_FIELD, key, 0);
+	path_string(c, true, &p);
+	pop(c);
+	json_array_append_new(c->unknown, json_string(p.s));
+	sbuf_free(&p);
 }
 
 static void conform_msg(struct conform *c, json_t *obj, const struct schema_msg *m)
@@ -530,7 +587,6 @@ static void conform_msg(struct conform *c, json_t *obj, const struct schema_msg 
 	json_object_foreach_safe(obj, tmp, key, v)
 	{
 		const struct schema_field *f = schema_field_by_name(m, key);
-		size_t fmark = c->field.len, smark = c->strict.len;
 		json_t *nv;
 
 		if (!f) {
@@ -542,16 +598,16 @@ static void conform_msg(struct conform *c, json_t *obj, const struct schema_msg 
 			json_object_del(obj, key); /* null is the zero value */
 			continue;
 		}
-		sbuf_addf(&c->field, "%s%s", fmark ? "." : "", key);
-		sbuf_addf(&c->strict, "%s%s", smark ? "." : "", key);
+		push(c, SEG_FIELD, key, 0);
 		nv = conform_field(c, v, f, gostruct);
-		sbuf_truncate(&c->field, fmark);
-		sbuf_truncate(&c->strict, smark);
+		pop(c);
 		if (c->stop) {
 			json_decref(nv);
 			return;
 		}
-		if (nv && json_is_null(nv))
+		if (nv == v)
+			json_decref(nv); /* unchanged: no write */
+		else if (nv && json_is_null(nv))
 			json_object_del(obj, key); /* decoded to the zero value */
 		else if (nv)
 			json_object_set_new(obj, key, nv);
@@ -568,8 +624,7 @@ int schema_conform(json_t *obj, const struct schema_msg *m, enum schema_unknown 
 	if (mode == SCHEMA_REPORT && unknown)
 		c.unknown = json_array();
 	conform_msg(&c, obj, m);
-	sbuf_free(&c.field);
-	sbuf_free(&c.strict);
+	free(c.path);
 	if (c.rc || !json_array_size(c.unknown)) {
 		json_decref(c.unknown);
 		c.unknown = NULL;

@@ -31,9 +31,11 @@ static struct hmap_slot *find(const struct hmap *m, const char *key, size_t h)
 static void grow(struct hmap *m)
 {
 	struct hmap old = *m;
-	m->cap = m->cap ? m->cap * 2 : 16;
-	/* Shrinking is pointless churn; rehashing drops tombstones. */
-	while (m->len * 2 >= m->cap)
+	/* Sized for what it holds (at most half full), not doubled blindly:
+	 * the rehash is often there to drop tombstones, and a map that churns
+	 * through few keys must not grow without bound. */
+	m->cap = 16;
+	while ((m->len + 1) * 2 >= m->cap)
 		m->cap *= 2;
 	m->slots = calloc(m->cap, sizeof(*m->slots));
 	if (!m->slots)
@@ -93,6 +95,18 @@ void *hmap_del(struct hmap *m, const char *key)
 	s->key = HMAP_TOMB;
 	s->value = NULL;
 	m->len--;
+	/* A tombstone that ends a probe run is not needed: clear it, and the
+	 * ones before it. A map that only churns (writes in flight, queues)
+	 * keeps short runs instead of filling with tombstones until it
+	 * rehashes, which made every lookup walk them. */
+	size_t mask = m->cap - 1, i = (size_t)(s - m->slots);
+	if (!m->slots[(i + 1) & mask].key) {
+		while (m->slots[i].key == HMAP_TOMB) {
+			m->slots[i].key = NULL;
+			m->used--;
+			i = (i - 1) & mask;
+		}
+	}
 	return v;
 }
 

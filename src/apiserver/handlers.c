@@ -79,6 +79,10 @@ json_t *body_object(struct req *r)
 
 	if (!buf)
 		return NULL;
+	if ((is(r->verb, "create") || is(r->verb, "update")) && check_field_validation(r) < 0) {
+		free(buf);
+		return NULL;
+	}
 	if (!ct)
 		ct = "application/json";
 	if (!strncmp(ct, "application/vnd.kubernetes.protobuf", 35)) {
@@ -867,7 +871,7 @@ static void handle_patch(struct req *r)
 	int rc;
 
 	free(key);
-	if (authz_request(r, old) < 0)
+	if (authz_request(r, old) < 0 || check_field_validation(r) < 0)
 		return;
 	if (!(buf = body_bytes(r, &len)))
 		return;

@@ -170,6 +170,9 @@ int node_restriction(struct req *r, json_t *obj, const json_t *old);
  * update bodies, typed_patched for a patch's result (base: what it patched,
  * whose own unknown fields are not the patch's). */
 int typed_body(struct req *r, json_t *obj);
+/* The fieldValidation parameter alone, checked before any body is read,
+ * as upstream validates Create/Update/PatchOptions first. */
+int check_field_validation(struct req *r);
 int typed_patched(struct req *r, json_t *patched, const json_t *base, const char *content_type,
 		  const char *patch, size_t patch_len);
 

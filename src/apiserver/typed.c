@@ -84,6 +84,12 @@ bad:
 	return ERR_UNPROCESSABLE;
 }
 
+int check_field_validation(struct req *r)
+{
+	enum field_validation fv;
+	return field_validation(r, &fv);
+}
+
 /* The kind a body on this URL decodes into, and its apiVersion. */
 static const struct schema_msg *target(const struct req *r, char *api_version, size_t n,
                                        const char **kind)

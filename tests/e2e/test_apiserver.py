@@ -2592,6 +2592,14 @@ def test_typed_fields_as_upstream(server, kubectl, k8s):
     assert_status(r, 422, "Invalid",
                   'CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported '
                   'value: "strict": supported values: "", "Ignore", "Strict", "Warn"')
+    # the options are validated before the body is read, as upstream's
+    r = server.request("POST", f"{CORE}/namespaces/default/configmaps?fieldValidation=x",
+                       "{not json")
+    assert_status(r, 422, "Invalid", 'CreateOptions.meta.k8s.io "" is invalid')
+    r = server.request("PATCH", f"{CORE}/nodes/typed-node?fieldValidation=x", "{not json",
+                       content_type="application/merge-patch+json")
+    assert_status(r, 422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid')
+    assert "name" not in r.json()["details"], r.json()
 
     # what was stored reads back through typed clients
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "typed-pod"},

@@ -94,106 +94,6 @@ __attribute__((format(printf, 1, 2))) static int rejected(const char *fmt, ...)
 
 /* ---- Go-style rendering, for messages that print values with %v ---- */
 
-struct sb {
-	char *s;
-	size_t n, cap;
-};
-
-static void sb_add(struct sb *b, const char *s, size_t n)
-{
-	if (b->n + n + 1 > b->cap) {
-		size_t c = b->cap ? b->cap : 64;
-		while (c < b->n + n + 1)
-			c *= 2;
-		b->s = realloc(b->s, c);
-		if (!b->s)
-			abort();
-		b->cap = c;
-	}
-	memcpy(b->s + b->n, s, n);
-	b->n += n;
-	b->s[b->n] = '\0';
-}
-
-static void sb_str(struct sb *b, const char *s)
-{
-	sb_add(b, s, strlen(s));
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* fmt's %v of the value as encoding/json would decode it (maps sorted). */
-static void go_fmt(struct sb *b, const json_t *v)
-{
-	char num[64];
-	const char *k;
-	json_t *x;
-	size_t i = 0;
-
-	switch (v ? json_typeof(v) : JSON_NULL) {
-	case JSON_OBJECT: {
-		const char **keys = malloc((json_object_size(v) + 1) * sizeof(*keys));
-		if (!keys)
-			abort();
-		json_object_foreach((json_t *)v, k, x) keys[i++] = k;
-		qsort(keys, i, sizeof(*keys), cmp_str);
-		sb_str(b, "map[");
-		for (size_t j = 0; j < i; j++) {
-			if (j)
-				sb_str(b, " ");
-			sb_str(b, keys[j]);
-			sb_str(b, ":");
-			go_fmt(b, json_object_get(v, keys[j]));
-		}
-		sb_str(b, "]");
-		free(keys);
-		break;
-	}
-	case JSON_ARRAY:
-		sb_str(b, "[");
-		json_array_foreach((json_t *)v, i, x)
-		{
-			if (i)
-				sb_str(b, " ");
-			go_fmt(b, x);
-		}
-		sb_str(b, "]");
-		break;
-	case JSON_STRING:
-		sb_add(b, json_string_value(v), json_string_length(v));
-		break;
-	case JSON_INTEGER:
-		snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-		sb_str(b, num);
-		break;
-	case JSON_REAL:
-		snprintf(num, sizeof(num), "%g", json_real_value(v));
-		sb_str(b, num);
-		break;
-	case JSON_TRUE:
-		sb_str(b, "true");
-		break;
-	case JSON_FALSE:
-		sb_str(b, "false");
-		break;
-	case JSON_NULL:
-		sb_str(b, "<nil>");
-		break;
-	}
-}
-
-/* Rendered with go_fmt into a buffer the caller frees. */
-static char *go_str(const json_t *v)
-{
-	struct sb b = {0};
-	sb_str(&b, "");
-	go_fmt(&b, v);
-	return b.s;
-}
-
 /* reflect.TypeOf(v) of a decoded value, for ErrBadArgType messages. */
 static const char *go_type(const json_t *v)
 {
@@ -905,7 +805,7 @@ static const char *after_prefix(const char *s, const char *prefix)
 
 static int bad_patch_type(const json_t *directive, const json_t *map)
 {
-	char *d = go_str(directive), *m = go_str(map);
+	char *d = jx_go_string(directive), *m = jx_go_string(map);
 	int rc = bad("unknown patch type: %s in map: %s", d, m);
 	free(d);
 	free(m);
@@ -914,7 +814,7 @@ static int bad_patch_type(const json_t *directive, const json_t *map)
 
 static int no_merge_key(const json_t *map, const char *key)
 {
-	char *m = go_str(map);
+	char *m = jx_go_string(map);
 	int rc = bad("map: %s does not contain declared merge key: %s", m, key);
 	free(m);
 	return rc;
@@ -961,7 +861,7 @@ static int elem_types(const json_t *a, const json_t *b, int *type)
 					return rejected("lists of lists are not supported");
 				*type = t;
 			} else if (t != *type) {
-				char *sa = go_str(a), *sb = go_str(b);
+				char *sa = jx_go_string(a), *sb = jx_go_string(b);
 				int rc =
 				    bad("list element types are not identical: [%s %s]", sa, sb);
 				free(sa);
@@ -1393,7 +1293,7 @@ static int check_order(const json_t *pl, const json_t *order, const char *key)
 		si++;
 	}
 	if (pi < keep.n && si >= no) {
-		char *sp = go_str(pl), *so = go_str(order);
+		char *sp = jx_go_string(pl), *so = jx_go_string(order);
 		rc = bad("The order in patch list:\n%s\n doesn't match %s list:\n%s\n", sp,
 		         SET_ORDER, so);
 		free(sp);

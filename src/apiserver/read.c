@@ -377,7 +377,7 @@ static void reply_continue_expired(struct req *r, const char *start, const char 
 	    NULL, NULL, NULL);
 	char *tok = encode_continue(-1, start, prefix);
 
-	/* The start is kept as the token gave it: a key, or a key and NUL. */
+	/* The same start, as a next-page token writes it (the key and a NUL). */
 	json_object_set_new(json_object_get(st, "metadata"), "continue", json_string(tok));
 	free(tok);
 	req_fail_status(r, st);

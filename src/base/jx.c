@@ -217,7 +217,7 @@ static int cmp_str(const void *a, const void *b)
 
 static void go_string(struct sbuf *b, const json_t *v)
 {
-	switch (json_typeof(v)) {
+	switch (v ? json_typeof(v) : JSON_NULL) {
 	case JSON_OBJECT: {
 		const char **keys = malloc((json_object_size(v) + 1) * sizeof(*keys));
 		const char *k;

@@ -53,7 +53,8 @@ char *jx_real_go(double d, char *buf, size_t n);
  * Go's strconv 'f' with precision -1, the closest to a JSON literal as sent. */
 char *jx_real_plain(double d, char *buf, size_t n);
 /* Go's %v (and %+v) of a decoded JSON value held as map[string]interface{}:
- * "map[a:1 b:[x y]]" (keys sorted), strings bare, <nil> for null. malloc'd. */
+ * "map[a:1 b:[x y]]" (keys sorted), strings bare, <nil> for null (or NULL),
+ * floats as jx_real_go. malloc'd. */
 char *jx_go_string(const json_t *v);
 
 #endif

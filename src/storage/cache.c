@@ -273,6 +273,12 @@ int cache_list_at(const struct cache *c, int64_t rev, const char *prefix, const 
 		                            ", current: %" PRId64,
 		               rev, c->committed);
 	committed_view(c, &v);
+	if (rev == c->committed) {
+		/* The usual read: nothing to undo, no index to build. */
+		*n = view_take(&v, prefix, start, inclusive, limit, out, more);
+		view_free(&v);
+		return 0;
+	}
 	for (size_t i = 0; i < v.n; i++)
 		hmap_put(&at, v.keys[i], (void *)(uintptr_t)(i + 1));
 	/* Undo the events after rev, newest first: each key ends as it was then. */

@@ -6,6 +6,10 @@
  * Node authorizer, and NodeRestriction / DefaultTolerationSeconds /
  * NamespaceLifecycle admission.
  *
+ * Requests also come in process (apiserver_exchange): the same routing,
+ * authentication, admission and storage as HTTPS, with no socket — what the
+ * unit tests of src/apiserver drive.
+ *
  * Ownership: the server is the caller's; apiserver_free stops it gracefully
  * (ends watches, waits for queued writes). Threads: the loop's thread.
  */
@@ -22,7 +26,7 @@
 
 struct apiserver_opts {
 	const char *bind_address;  /* --bind-address, default 0.0.0.0 */
-	int secure_port;           /* --secure-port, default 6443; 0 picks one */
+	int secure_port; /* --secure-port, default 6443; 0 picks one; -1: no listener */
 	const char *tls_cert_file; /* --tls-cert-file */
 	const char *tls_private_key_file;
 	const char *client_ca_file; /* --client-ca-file */
@@ -56,9 +60,47 @@ void apiserver_opts_default(struct apiserver_opts *o);
 struct apiserver;
 
 struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *o);
-int apiserver_port(const struct apiserver *s);
+int apiserver_port(const struct apiserver *s); /* -1 without a listener */
 /* Writes on their way to disk (their requests not yet answered). */
 size_t apiserver_writes_inflight(const struct apiserver *s);
 void apiserver_free(struct apiserver *s);
+
+/* ---- in-process requests -------------------------------------------------- */
+
+struct apiserver_request {
+	const char *method;         /* "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE" */
+	const char *target;         /* path and query, as on a request line */
+	const char *const *headers; /* name, value, name, value, ..., NULL; or NULL */
+	const char *body;           /* NULL: none */
+	size_t body_len;            /* 0: strlen(body) */
+	/* Who asks, as a verified client certificate would say it: CN and
+	 * the O's (NULL-terminated). user NULL: no certificate — a bearer
+	 * token in headers, or anonymous. */
+	const char *user;
+	const char *const *groups;
+};
+
+/* One request and its answer, in memory. */
+struct apiserver_exchange;
+
+/* Starts rq (copied). The answer comes as the loop runs (a write waits
+ * for its commit); a request the server refuses at once is answered before
+ * this returns. The exchange is the caller's. */
+struct apiserver_exchange *apiserver_exchange(struct apiserver *s,
+					      const struct apiserver_request *rq);
+/* The status code once a reply (or a stream) has begun; else 0. */
+int apiserver_exchange_status(const struct apiserver_exchange *x);
+/* The reply complete (a stream ended by the server). */
+bool apiserver_exchange_done(const struct apiserver_exchange *x);
+/* The i-th reply header of that name (case-insensitive), or NULL. */
+const char *apiserver_exchange_header(const struct apiserver_exchange *x, const char *name,
+				      size_t i);
+/* The body received so far (a stream's grows), NUL-terminated. */
+const char *apiserver_exchange_body(const struct apiserver_exchange *x, size_t *len);
+/* A reader that stops reading (stall true): a stream's data waits unsent,
+ * as in a full socket, until stall false delivers it. */
+void apiserver_exchange_stall(struct apiserver_exchange *x, bool stall);
+/* Frees x; a request or stream still open sees its client go away. */
+void apiserver_exchange_free(struct apiserver_exchange *x);
 
 #endif

@@ -190,10 +190,8 @@ static int token_user(struct apiserver *s, const char *token, struct user_info *
 
 int authn_request(struct req *r)
 {
-	const char *auth =
-	    evhttp_find_header(evhttp_request_get_input_headers(r->ev), "Authorization");
-	SSL *ssl = httpd_ssl(r->ev);
-	const struct tls_identity *id = ssl ? tls_peer_identity(ssl, clock_now()) : NULL;
+	const char *auth = req_header(r, "Authorization");
+	const struct tls_identity *id = r->tp->identity(r);
 
 	if (id && id->present) {
 		metrics_observe(metrics_with(r->s->m_cert_exp),

@@ -87,11 +87,10 @@ static int read_opts(struct req *r, const json_t *body_opts, struct delete_opts 
 
 static json_t *read_body_opts(struct req *r, bool *failed)
 {
-	struct evbuffer *in = evhttp_request_get_input_buffer(r->ev);
 	json_t *body;
 
 	*failed = false;
-	if (evbuffer_get_length(in) == 0)
+	if (evbuffer_get_length(r->in_body) == 0)
 		return NULL;
 	if (!(body = body_object(r)))
 		*failed = true;

@@ -20,8 +20,7 @@
 static void reply_ct(struct req *r, const char *ct, json_t *body)
 {
 	/* Aggregated discovery is recognised by its Content-Type alone. */
-	if (r->ev)
-		evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type", ct);
+	req_set_header(r, "Content-Type", ct);
 	req_reply(r, 200, body);
 }
 
@@ -210,9 +209,7 @@ static json_t *openapi_group(const char *group)
 bool discovery_serve(struct req *r)
 {
 	const char *p = r->path;
-	const char *accept = r->ev ? evhttp_find_header(evhttp_request_get_input_headers(r->ev),
-							"Accept")
-				   : NULL;
+	const char *accept = req_header(r, "Accept");
 	bool v2 = accept && strstr(accept, "v=v2;") && strstr(accept, "as=APIGroupDiscoveryList");
 	bool v2b1 = accept && strstr(accept, "v=v2beta1") &&
 		    strstr(accept, "as=APIGroupDiscoveryList");

@@ -49,7 +49,7 @@ char *new_uid(void)
 
 char *body_bytes(struct req *r, size_t *len)
 {
-	struct evbuffer *in = evhttp_request_get_input_buffer(r->ev);
+	struct evbuffer *in = r->in_body;
 	size_t n = evbuffer_get_length(in);
 	char *buf, msg[128];
 
@@ -70,8 +70,7 @@ char *body_bytes(struct req *r, size_t *len)
 
 json_t *body_object(struct req *r)
 {
-	const char *ct = evhttp_find_header(evhttp_request_get_input_headers(r->ev),
-					    "Content-Type");
+	const char *ct = req_header(r, "Content-Type");
 	size_t len;
 	char *buf = body_bytes(r, &len), msg[1024];
 	json_t *obj = NULL;
@@ -864,8 +863,7 @@ static void handle_patch(struct req *r)
 {
 	char *key = object_key(r->res, r->ns, r->name);
 	json_t *old = cache_get(r->s->cache, key), *patched = NULL, *base;
-	const char *ct = evhttp_find_header(evhttp_request_get_input_headers(r->ev),
-					    "Content-Type");
+	const char *ct = req_header(r, "Content-Type");
 	size_t len;
 	char *buf;
 	int rc;

@@ -50,7 +50,7 @@ static int allowed(struct req *r, const char *group, const char *resource, const
 
 int impersonate(struct req *r)
 {
-	struct evkeyvalq *h = evhttp_request_get_input_headers(r->ev);
+	struct evkeyvalq *h = r->in_headers;
 	struct evkeyval *kv;
 	const char *user = NULL, *uid = NULL;
 	struct strv groups = STRV_INIT, extra_keys = STRV_INIT, extra_vals = STRV_INIT;

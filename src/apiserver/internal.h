@@ -49,10 +49,42 @@ void user_info_free(struct user_info *u);
 /* authentication.k8s.io/v1 UserInfo {username, uid, groups, extra}. */
 json_t *user_info_json(const struct user_info *u);
 
+struct req;
+struct tls_identity;
+struct evbuffer;
+
+/*
+ * What carries a request: an HTTPS connection (server.c) or a caller's
+ * memory (inproc.c, apiserver_exchange_*). Handlers never see which: they
+ * read r->in_headers and r->in_body, write r->out_headers, and answer
+ * through req_reply / req_stream_*. No operation is called once r->gone.
+ */
+struct req_transport {
+	void (*attach)(struct req *r); /* r is made: the transport may tell it things */
+	/* The client certificate as authentication judges it, or NULL. */
+	const struct tls_identity *(*identity)(struct req *r);
+	const char *(*peer)(struct req *r, char *buf, size_t n); /* "ip:port" */
+	const char *(*target)(struct req *r); /* the request line's URI */
+	void (*reply)(struct req *r, int code, struct evbuffer *body); /* a whole reply */
+	void (*stream_start)(struct req *r); /* 200 and the headers; no idle timeout */
+	void (*stream_chunk)(struct req *r, struct evbuffer *data);
+	size_t (*stream_unsent)(struct req *r); /* bytes not yet taken by the client */
+	/* The stream ends: what is buffered may still go within drain_s. */
+	void (*stream_end)(struct req *r, int drain_s);
+	void (*release)(struct req *r); /* the request is over; forget it */
+};
+
 /* One request: the parsed route, who asks, and how to answer. */
 struct req {
 	struct apiserver *s;
-	struct evhttp_request *ev; /* NULL once the client went away */
+	const struct req_transport *tp;
+	void *conn; /* the transport's own: an evhttp_request, an exchange */
+	bool gone;  /* the client went away: nothing is sent any more */
+	struct evkeyvalq *in_headers, *out_headers; /* valid while !gone */
+	struct evbuffer *in_body;                   /* valid while !gone */
+	/* A stream's owner hears here when its client goes (then r->gone). */
+	void (*on_gone)(void *arg);
+	void *on_gone_arg;
 	enum evhttp_cmd_type method;
 	char *path;
 	struct evkeyvalq query;
@@ -79,6 +111,22 @@ static inline bool is(const char *a, const char *b)
 }
 
 /* server.c */
+/* A new request (the transport fills in headers, body and conn), routed
+ * and served: the one entry point of every transport. */
+void req_serve(struct apiserver *s, const struct req_transport *tp, void *conn,
+	       enum evhttp_cmd_type method, const char *target, struct evkeyvalq *in_headers,
+	       struct evkeyvalq *out_headers, struct evbuffer *in_body);
+/* The transport's word that the client went away. */
+void req_client_gone(struct req *r);
+/* An input header (NULL when absent or the client is gone). */
+const char *req_header(struct req *r, const char *name);
+/* An output header (nothing once the client is gone). */
+void req_set_header(struct req *r, const char *name, const char *value);
+/* A streaming 200 (watch): start, chunks, end (req_reply then counts it). */
+void req_stream_start(struct req *r, const char *content_type);
+void req_stream_send(struct req *r, const char *data, size_t n);
+size_t req_stream_unsent(struct req *r);
+void req_stream_end(struct req *r, int drain_s);
 void req_reply(struct req *r, int code, json_t *body);           /* steals body, ends r */
 void req_fail(struct req *r, int err, const char *message);      /* Status from err */
 void req_fail_status(struct req *r, json_t *status);             /* steals status */

@@ -91,12 +91,9 @@ void reply_too_large(struct req *r, int64_t rv, int64_t current, int retry_s)
 	status_add_cause(st, "ResourceVersionTooLarge", "Too large resource version", NULL);
 	if (retry_s) {
 		jx_set(st, "details.retryAfterSeconds", json_integer(retry_s));
-		if (r->ev) {
-			char v[16];
-			snprintf(v, sizeof(v), "%d", retry_s);
-			evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Retry-After",
-			                  v);
-		}
+		char v[16];
+		snprintf(v, sizeof(v), "%d", retry_s);
+		req_set_header(r, "Retry-After", v);
 	}
 	req_fail_status(r, st);
 }

@@ -61,31 +61,78 @@ static void observe(struct req *r)
 		char peer[64];
 		LOG_V(3, "\"HTTP\" verb=\"%s\" URI=\"%s\" latency=\"%.3fms\" userAgent=\"%s\" "
 			 "audit-ID=\"\" srcIP=\"%s\" resp=%d",
-		      upper, r->ev ? evhttp_request_get_uri(r->ev) : r->path,
-		      (double)(clock_mono() - r->start_ns) / 1e6,
-		      r->ev ? (evhttp_find_header(evhttp_request_get_input_headers(r->ev),
-						  "User-Agent")
-				       ?: "")
-			    : "",
-		      r->ev ? httpd_peer(r->ev, peer, sizeof(peer)) : "", r->code);
+		      upper, r->gone ? r->path : r->tp->target(r),
+		      (double)(clock_mono() - r->start_ns) / 1e6, req_header(r, "User-Agent") ?: "",
+		      r->gone ? "" : r->tp->peer(r, peer, sizeof(peer)), r->code);
 	}
 }
 
-/* Every request ends here: the connection forgets r, the metrics count it. */
+/* Every request ends here: the transport forgets r, the metrics count it. */
 static void req_done(struct req *r)
 {
-	if (r->ev)
-		evhttp_connection_set_closecb(evhttp_request_get_connection(r->ev), NULL, NULL);
+	if (!r->gone)
+		r->tp->release(r);
 	observe(r);
 	req_free(r);
+}
+
+const char *req_header(struct req *r, const char *name)
+{
+	return r->gone ? NULL : evhttp_find_header(r->in_headers, name);
+}
+
+void req_set_header(struct req *r, const char *name, const char *value)
+{
+	if (!r->gone)
+		evhttp_add_header(r->out_headers, name, value);
+}
+
+void req_client_gone(struct req *r)
+{
+	r->gone = true;
+	if (r->on_gone)
+		r->on_gone(r->on_gone_arg);
+}
+
+void req_stream_start(struct req *r, const char *content_type)
+{
+	r->streaming = true;
+	req_set_header(r, "Content-Type", content_type);
+	if (!r->gone)
+		r->tp->stream_start(r);
+}
+
+void req_stream_send(struct req *r, const char *data, size_t n)
+{
+	struct evbuffer *buf;
+
+	if (r->gone)
+		return;
+	buf = evbuffer_new();
+	evbuffer_add(buf, data, n);
+	r->tp->stream_chunk(r, buf);
+	evbuffer_free(buf);
+}
+
+size_t req_stream_unsent(struct req *r)
+{
+	return r->gone ? 0 : r->tp->stream_unsent(r);
+}
+
+void req_stream_end(struct req *r, int drain_s)
+{
+	if (!r->gone)
+		r->tp->stream_end(r, drain_s);
+	r->gone = true;
 }
 
 static void reply_text(struct req *r, int code, const char *ct, const char *text)
 {
 	struct evbuffer *out = evbuffer_new();
 	evbuffer_add(out, text, strlen(text));
-	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type", ct);
-	evhttp_send_reply(r->ev, code, NULL, out);
+	req_set_header(r, "Content-Type", ct);
+	if (!r->gone)
+		r->tp->reply(r, code, out);
 	evbuffer_free(out);
 	r->code = code;
 	req_done(r);
@@ -94,19 +141,19 @@ static void reply_text(struct req *r, int code, const char *ct, const char *text
 void req_reply(struct req *r, int code, json_t *body)
 {
 	r->code = code;
-	if (r->ev) {
+	/* A stream's reply went at its start: this only counts it. */
+	if (!r->gone && !r->streaming) {
 		struct evbuffer *out = evbuffer_new();
 		char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-		struct evkeyvalq *h = evhttp_request_get_output_headers(r->ev);
 
-		if (!evhttp_find_header(h, "Content-Type"))
-			evhttp_add_header(h, "Content-Type", "application/json");
-		evhttp_add_header(h, "Cache-Control", "no-cache, private");
+		if (!evhttp_find_header(r->out_headers, "Content-Type"))
+			req_set_header(r, "Content-Type", "application/json");
+		req_set_header(r, "Cache-Control", "no-cache, private");
 		if (text) {
 			evbuffer_add(out, text, strlen(text));
 			evbuffer_add(out, "\n", 1);
 		}
-		evhttp_send_reply(r->ev, code, NULL, out);
+		r->tp->reply(r, code, out);
 		evbuffer_free(out);
 		free(text);
 	}
@@ -131,7 +178,7 @@ void req_warn(struct req *r, const char *text)
 	struct evkeyvalq *h;
 	struct evkeyval *kv;
 
-	if (!r->ev)
+	if (r->gone)
 		return;
 	sbuf_add(&b, "299 - \"");
 	for (const char *p = text; *p; p++) {
@@ -140,7 +187,7 @@ void req_warn(struct req *r, const char *text)
 		sbuf_addc(&b, *p);
 	}
 	sbuf_addc(&b, '"');
-	h = evhttp_request_get_output_headers(r->ev);
+	h = r->out_headers;
 	TAILQ_FOREACH(kv, h, next)
 	{
 		if (!strcasecmp(kv->key, "Warning") && !strcmp(kv->value, b.s)) {
@@ -343,12 +390,6 @@ out:
 	return rc;
 }
 
-static void on_client_gone(struct evhttp_connection *conn, void *arg)
-{
-	struct req *r = arg;
-	r->ev = NULL;
-}
-
 static bool public_path(const char *p)
 {
 	return !strcmp(p, "/version") || !strcmp(p, "/healthz") || !strcmp(p, "/livez") ||
@@ -416,28 +457,39 @@ static void serve_metrics(struct req *r)
 	free(text);
 }
 
-static void on_request(struct evhttp_request *ev, void *arg)
+void req_serve(struct apiserver *s, const struct req_transport *tp, void *conn,
+	       enum evhttp_cmd_type method, const char *target, struct evkeyvalq *in_headers,
+	       struct evkeyvalq *out_headers, struct evbuffer *in_body)
 {
-	struct apiserver *s = arg;
 	struct req *r = calloc(1, sizeof(*r));
-	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
-	const char *path = evhttp_uri_get_path(uri), *q = evhttp_uri_get_query(uri);
-	char *accept;
+	struct evhttp_uri *uri;
+	const char *path, *q, *accept;
 
 	if (!r)
 		abort();
 	r->s = s;
-	r->ev = ev;
+	r->tp = tp;
+	r->conn = conn;
+	r->in_headers = in_headers;
+	r->out_headers = out_headers;
+	r->in_body = in_body;
 	r->start_ns = clock_mono();
-	r->method = evhttp_request_get_command(ev);
-	r->path = evhttp_uridecode(path ? path : "/", 0, NULL);
+	r->method = method;
 	TAILQ_INIT(&r->query);
-	if (q && evhttp_parse_query_str(q, &r->query) < 0) {
+	tp->attach(r);
+	/* As evhttp parses a request line's target (an absolute path and
+	 * the query; no authority). */
+	uri = evhttp_uri_parse_with_flags(target, EVHTTP_URI_NONCONFORMANT);
+	path = uri ? evhttp_uri_get_path(uri) : NULL;
+	q = uri ? evhttp_uri_get_query(uri) : NULL;
+	r->path = evhttp_uridecode(path && *path ? path : "/", 0, NULL);
+	if (!uri || (q && evhttp_parse_query_str(q, &r->query) < 0)) {
+		evhttp_uri_free(uri);
 		req_fail(r, ERR_INVALID, "malformed query string");
 		return;
 	}
-	evhttp_connection_set_closecb(evhttp_request_get_connection(ev), on_client_gone, r);
-	accept = (char *)evhttp_find_header(evhttp_request_get_input_headers(ev), "Accept");
+	evhttp_uri_free(uri);
+	accept = req_header(r, "Accept");
 	r->want_table = accept && strstr(accept, "as=Table");
 
 	if (public_path(r->path)) {
@@ -466,6 +518,101 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	if (!(r->verb = strdup(method_verb(r))))
 		abort();
 	handle_resource(r);
+}
+
+/* ---- the HTTPS transport: evhttp's request is r->conn ---------------------- */
+
+static struct evhttp_request *http_ev(struct req *r)
+{
+	return r->conn;
+}
+
+static const struct tls_identity *http_identity(struct req *r)
+{
+	SSL *ssl = httpd_ssl(http_ev(r));
+	return ssl ? tls_peer_identity(ssl, clock_now()) : NULL;
+}
+
+static const char *http_peer(struct req *r, char *buf, size_t n)
+{
+	return httpd_peer(http_ev(r), buf, n);
+}
+
+static const char *http_target(struct req *r)
+{
+	return evhttp_request_get_uri(http_ev(r));
+}
+
+static void http_reply(struct req *r, int code, struct evbuffer *body)
+{
+	evhttp_send_reply(http_ev(r), code, NULL, body);
+}
+
+static void http_stream_start(struct req *r)
+{
+	evhttp_send_reply_start(http_ev(r), 200, "OK");
+	httpd_stream_no_timeout(http_ev(r));
+}
+
+static void http_stream_chunk(struct req *r, struct evbuffer *data)
+{
+	evhttp_send_reply_chunk(http_ev(r), data);
+}
+
+static size_t http_stream_unsent(struct req *r)
+{
+	return httpd_unsent(http_ev(r));
+}
+
+static void http_release(struct req *r)
+{
+	evhttp_connection_set_closecb(evhttp_request_get_connection(http_ev(r)), NULL, NULL);
+}
+
+static void http_stream_end(struct req *r, int drain_s)
+{
+	/* What is buffered may still go out; a reader that never comes back
+	 * is dropped by the connection's timeout, not kept for a day. */
+	if (drain_s > 0)
+		evhttp_connection_set_timeout(evhttp_request_get_connection(http_ev(r)),
+		                              drain_s);
+	http_release(r);
+	evhttp_send_reply_end(http_ev(r));
+}
+
+static void http_closed(struct evhttp_connection *conn, void *arg)
+{
+	struct req *r = arg;
+	(void)conn;
+	/* A started stream is ended so that libevent can free the request. */
+	if (r->streaming)
+		evhttp_send_reply_end(http_ev(r));
+	req_client_gone(r);
+}
+
+static void http_attach(struct req *r)
+{
+	evhttp_connection_set_closecb(evhttp_request_get_connection(http_ev(r)), http_closed, r);
+}
+
+static const struct req_transport http_transport = {
+	.attach = http_attach,
+	.identity = http_identity,
+	.peer = http_peer,
+	.target = http_target,
+	.reply = http_reply,
+	.stream_start = http_stream_start,
+	.stream_chunk = http_stream_chunk,
+	.stream_unsent = http_stream_unsent,
+	.stream_end = http_stream_end,
+	.release = http_release,
+};
+
+static void on_request(struct evhttp_request *ev, void *arg)
+{
+	req_serve(arg, &http_transport, ev, evhttp_request_get_command(ev),
+		  evhttp_request_get_uri(ev), evhttp_request_get_input_headers(ev),
+		  evhttp_request_get_output_headers(ev), evhttp_request_get_input_buffer(ev));
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
@@ -528,12 +675,14 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 	s->o = *o;
 	s->loop = loop;
 	register_metrics(s);
-	if (!o->tls_cert_file || !o->tls_private_key_file) {
+	/* Without a listener (in-process requests only) there is no TLS. */
+	if (o->secure_port >= 0 && (!o->tls_cert_file || !o->tls_private_key_file)) {
 		err_set(ERR_INVALID, "--tls-cert-file and --tls-private-key-file are required");
 		goto fail;
 	}
-	if (!(s->tls = tls_server_ctx(o->tls_cert_file, o->tls_private_key_file,
-				      o->client_ca_file)))
+	if (o->secure_port >= 0 && !(s->tls = tls_server_ctx(o->tls_cert_file,
+							      o->tls_private_key_file,
+							      o->client_ca_file)))
 		goto fail;
 	if (satoken_init(s) < 0)
 		goto fail;
@@ -552,6 +701,8 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 	if (gc_start(s) < 0)
 		goto fail;
 	s->rv_watch = cache_watch(s->cache, "/", cache_rev(s->cache), on_commit, s);
+	if (o->secure_port < 0)
+		return s;
 	if (!(s->httpd = httpd_new(loop, s->tls, &ho, on_request, s)))
 		goto fail;
 	LOG_INFO("Serving securely on %s:%d", o->bind_address, httpd_port(s->httpd));
@@ -563,7 +714,7 @@ fail:
 
 int apiserver_port(const struct apiserver *s)
 {
-	return httpd_port(s->httpd);
+	return s->httpd ? httpd_port(s->httpd) : -1;
 }
 
 size_t apiserver_writes_inflight(const struct apiserver *s)

@@ -85,14 +85,10 @@ static void send_event(struct watch_stream *w, const char *type, json_t *obj)
 {
 	json_t *ev = json_pack("{s:s,s:o}", "type", type, "object", obj);
 	char *text = json_dumps(ev, JSON_COMPACT);
-	struct evbuffer *buf = evbuffer_new();
+	size_t n = strlen(text);
 
-	if (w->r->ev) {
-		evbuffer_add(buf, text, strlen(text));
-		evbuffer_add(buf, "\n", 1);
-		evhttp_send_reply_chunk(w->r->ev, buf);
-	}
-	evbuffer_free(buf);
+	text[n] = '\n'; /* the terminator goes: the event is its line */
+	req_stream_send(w->r, text, n + 1);
 	free(text);
 	json_decref(ev);
 }
@@ -100,10 +96,10 @@ static void send_event(struct watch_stream *w, const char *type, json_t *obj)
 /* What the connection has not managed to send yet. */
 static size_t unsent(const struct watch_stream *w)
 {
-	return w->r->ev ? httpd_unsent(w->r->ev) : 0;
+	return req_stream_unsent(w->r);
 }
 
-static void end_stream(struct watch_stream *w);
+static void end_stream(struct watch_stream *w, int drain_s);
 
 /* A reader too slow for its events: end the stream (see the top). */
 static bool too_slow(struct watch_stream *w)
@@ -120,11 +116,7 @@ static bool too_slow(struct watch_stream *w)
 	      w->r->res->plural, prefix, req_query(w->r, "labelSelector") ?: "",
 	      req_query(w->r, "fieldSelector") ?: "", n, limit);
 	free(prefix);
-	/* What is buffered may still go out; a reader that never comes back
-	 * is dropped by the connection's timeout, not kept for a day. */
-	evhttp_connection_set_timeout(evhttp_request_get_connection(w->r->ev),
-	                              WATCH_DRAIN_TIMEOUT_S);
-	end_stream(w);
+	end_stream(w, WATCH_DRAIN_TIMEOUT_S);
 	return true;
 }
 
@@ -169,31 +161,24 @@ static void on_event(void *arg, const struct cache_event *ev)
 	send_event(w, type, as_wire(w, ev->obj));
 }
 
-/* The client went away: end the reply so libevent can free it. */
-static void on_close(struct evhttp_connection *conn, void *arg)
+/* The client went away (the transport has ended its side). */
+static void on_gone(void *arg)
 {
 	struct watch_stream *w = arg;
-	if (w->r->ev)
-		evhttp_send_reply_end(w->r->ev);
-	w->r->ev = NULL;
 	w->closed = true;
 	stream_free(w);
 }
 
-static void end_stream(struct watch_stream *w)
+static void end_stream(struct watch_stream *w, int drain_s)
 {
-	if (w->r->ev) {
-		evhttp_connection_set_closecb(evhttp_request_get_connection(w->r->ev), NULL, NULL);
-		evhttp_send_reply_end(w->r->ev);
-	}
-	w->r->ev = NULL;
+	req_stream_end(w->r, drain_s);
 	w->closed = true;
 	stream_free(w);
 }
 
 static void on_timeout(void *arg)
 {
-	end_stream(arg);
+	end_stream(arg, 0);
 }
 
 /*
@@ -253,17 +238,14 @@ void watch_serve(struct req *r)
 	w->s = r->s;
 	w->r = r;
 	w->bookmarks = query_bool(r, "allowWatchBookmarks");
-	r->streaming = true;
 	w->next = r->s->watches;
 	if (w->next)
 		w->next->prev = w;
 	r->s->watches = w;
 
-	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type",
-	                  "application/json");
-	evhttp_send_reply_start(r->ev, 200, "OK");
-	httpd_stream_no_timeout(r->ev);
-	evhttp_connection_set_closecb(evhttp_request_get_connection(r->ev), on_close, w);
+	r->on_gone = on_gone;
+	r->on_gone_arg = w;
+	req_stream_start(r, "application/json");
 
 	prefix = prefix_key(r->res, r->ns);
 	w->starting = true;
@@ -300,7 +282,7 @@ void watch_serve(struct req *r)
 		char msg[256];
 		snprintf(msg, sizeof(msg), "%s", err_msg());
 		send_event(w, "ERROR", status_failure(ERR_GONE, msg, NULL, NULL, NULL));
-		end_stream(w);
+		end_stream(w, 0);
 		return;
 	}
 	if (to && strtoll(to, NULL, 10) > 0) {
@@ -317,5 +299,5 @@ void watch_serve(struct req *r)
 void watch_close_all(struct apiserver *s)
 {
 	while (s->watches)
-		end_stream(s->watches);
+		end_stream(s->watches, 0);
 }

@@ -96,7 +96,15 @@ int cmd_apiserver(int argc, char **argv)
 	apiserver_opts_default(&o);
 	while ((c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
 		switch (c) {
-		case 'p': o.secure_port = atoi(optarg); break;
+		case 'p':
+			o.secure_port = atoi(optarg);
+			/* 0 picks a free port (cube's); the rest as upstream. */
+			if (o.secure_port < 0 || o.secure_port > 65535)
+				return cli_usage_error("apiserver",
+						       "--secure-port %s must be between 1 and "
+						       "65535, inclusive",
+						       optarg);
+			break;
 		case 'b': o.bind_address = optarg; break;
 		case 'c': o.tls_cert_file = optarg; break;
 		case 'k': o.tls_private_key_file = optarg; break;

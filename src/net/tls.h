@@ -8,8 +8,8 @@
  * a 401 with a logged reason rather than a TLS alert (k8s-facts §8). ALPN
  * offers http/1.1 only: advertising h2 without speaking it breaks kubectl.
  *
- * Ownership: contexts are the caller's (SSL_CTX_free). tls_peer_identity
- * fills a caller-owned struct freed with tls_identity_free.
+ * Ownership: contexts are the caller's (SSL_CTX_free). tls_peer_identity's
+ * result belongs to the SSL and lives as long as it.
  * Threads: contexts may be shared; one SSL per connection.
  */
 #ifndef CUBE_NET_TLS_H

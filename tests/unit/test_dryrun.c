@@ -26,7 +26,7 @@
 static int setup(void **state)
 {
 	struct testenv *e = calloc(1, sizeof(*e));
-	testenv_start(e, "dryrun");
+	testenv_start_inproc(e, "dryrun");
 	*state = e;
 	return 0;
 }

@@ -30,7 +30,7 @@
 static int setup(void **state)
 {
 	struct testenv *e = calloc(1, sizeof(*e));
-	testenv_start(e, "gc");
+	testenv_start_inproc(e, "gc");
 	*state = e;
 	return 0;
 }

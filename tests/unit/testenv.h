@@ -50,12 +50,40 @@ struct testenv_result {
 	json_t *body; /* the caller's: json_decref */
 };
 
-/* A request as the admin, answered before returning. */
+/* A request as the admin, answered before returning (in process after
+ * testenv_start_inproc). */
 struct testenv_result testenv_call(struct testenv *e, const char *method, const char *path,
 				   json_t *body);
 /* The same with a Content-Type (NULL: JSON), for PATCH bodies. */
 struct testenv_result testenv_call_ct(struct testenv *e, const char *method, const char *path,
 				      const char *content_type, json_t *body);
+
+/* ---- in-process requests: no socket ------------------------------------------ */
+
+/*
+ * The API server alone, without a listener (and no admin REST client):
+ * every request through testenv_do / testenv_as, answered in memory by the
+ * same code HTTPS requests go through.
+ */
+void testenv_start_inproc(struct testenv *e, const char *tag);
+
+struct testenv_reply {
+	int status;
+	char *text;   /* the body as sent */
+	json_t *body; /* text parsed as JSON, or NULL */
+	struct apiserver_exchange *x; /* headers: apiserver_exchange_header */
+};
+
+/* Starts rq and runs the loop until it is answered (the test fails after
+ * 10 s of real time). */
+struct testenv_reply testenv_do(struct testenv *e, const struct apiserver_request *rq);
+/* As the cluster admin (kubernetes-admin, system:masters); body JSON text
+ * or NULL; content_type NULL: application/json when there is a body. */
+struct testenv_reply testenv_as_admin(struct testenv *e, const char *method, const char *target,
+				      const char *content_type, const char *body);
+/* Run the loop until x is done (or 10 s of real time have passed). */
+bool testenv_wait(struct testenv *e, struct apiserver_exchange *x);
+void testenv_reply_free(struct testenv_reply *r);
 
 /* ---- a controller manager on the test server ------------------------------- */
 

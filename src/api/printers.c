@@ -467,12 +467,7 @@ static void container_cells(json_t *cells, const json_t *pod_spec)
 
 static json_t *cond_find(const json_t *conds, const char *type)
 {
-	json_t *c;
-	size_t i;
-	json_array_foreach(conds, i, c)
-		if (strcmp(str_or(c, "type", ""), type) == 0)
-			return c;
-	return NULL;
+	return jx_condition_in(conds, type);
 }
 
 static bool cond_true(const json_t *conds, const char *type)

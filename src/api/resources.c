@@ -389,7 +389,9 @@ static void namespace_prepare(json_t *obj)
 static void namespace_defaults(json_t *obj)
 {
 	json_t *status = obj_at(obj, "status");
-	/* spec.finalizers: namespace_prepare, on create only. */
+	/* spec.finalizers: namespace_prepare, on create only; spec itself is
+	 * always there, as Go's NamespaceSpec (not omitempty) is. */
+	obj_at(obj, "spec");
 	default_str(status, "phase", "Active");
 	/* Every namespace carries its name as a label (1.22+). */
 	if (jx_str(obj, "metadata.name"))

@@ -107,12 +107,15 @@ static void reply_review(struct req *r, json_t *review, bool allowed, const char
 	req_reply(r, 201, review);
 }
 
-static void access_review(struct req *r, json_t *body)
+/* Whose access a review asks about, and where. */
+enum review { REVIEW_SUBJECT, REVIEW_LOCAL, REVIEW_SELF };
+
+static void access_review(struct req *r, json_t *body, enum review kind)
 {
 	json_t *spec = json_object_get(body, "spec"), *g;
 	struct user_info who = {0};
 	struct authz_attrs a = {0};
-	bool self = is(r->res->plural, "selfsubjectaccessreviews");
+	bool self = kind == REVIEW_SELF;
 	char *reason = NULL;
 	size_t i;
 
@@ -132,7 +135,7 @@ static void access_review(struct req *r, json_t *body)
 			goto out;
 		}
 	}
-	if (is(r->res->plural, "localsubjectaccessreviews")) {
+	if (kind == REVIEW_LOCAL) {
 		json_t *ra = json_object_get(spec, "resourceAttributes");
 		const char *ns = jx_str(ra, "namespace");
 		if (!ra || (ns && *ns && !is(ns, r->ns))) {
@@ -221,27 +224,44 @@ static void rules_review(struct req *r, json_t *body)
 			    "creationTimestamp", "spec", "status", status));
 }
 
-bool access_handles(struct req *r)
+/* The review's body once the asker may send it: self reviews are anyone
+ * authenticated's (upstream's system:basic-user binding), the others
+ * whoever may create them. NULL: answered. */
+static json_t *review_body(struct req *r, bool self)
 {
-	const char *p = r->res->plural;
-	json_t *body;
+	if ((!self || !strv_has(&r->user.groups, "system:authenticated")) &&
+	    authz_request(r, NULL) < 0)
+		return NULL;
+	return body_object(r);
+}
 
-	if (!is(p, "subjectaccessreviews") && !is(p, "localsubjectaccessreviews") &&
-	    !is(p, "selfsubjectaccessreviews") && !is(p, "selfsubjectrulesreviews"))
-		return false;
-	/* Self reviews: anyone authenticated (upstream's system:basic-user
-	 * binding); the others: whoever may create them. */
-	if (!strv_has(&r->user.groups, "system:authenticated") ||
-	    (!is(p, "selfsubjectaccessreviews") && !is(p, "selfsubjectrulesreviews"))) {
-		if (authz_request(r, NULL) < 0)
-			return true;
-	}
-	if (!(body = body_object(r)))
-		return true;
-	if (is(p, "selfsubjectrulesreviews"))
-		rules_review(r, body);
-	else
-		access_review(r, body);
+static void serve_access(struct req *r, enum review kind)
+{
+	json_t *body = review_body(r, kind == REVIEW_SELF);
+	if (body)
+		access_review(r, body, kind);
 	json_decref(body);
-	return true;
+}
+
+void access_serve_subject(struct req *r)
+{
+	serve_access(r, REVIEW_SUBJECT);
+}
+
+void access_serve_local(struct req *r)
+{
+	serve_access(r, REVIEW_LOCAL);
+}
+
+void access_serve_self(struct req *r)
+{
+	serve_access(r, REVIEW_SELF);
+}
+
+void access_serve_rules(struct req *r)
+{
+	json_t *body = review_body(r, true);
+	if (body)
+		rules_review(r, body);
+	json_decref(body);
 }

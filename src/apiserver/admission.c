@@ -36,8 +36,7 @@ static int namespace_lifecycle(struct req *r, const json_t *obj)
 	json_t *ns;
 
 	/* The namespaces the cluster is made of cannot go. */
-	if (is(r->res->plural, "namespaces") && is(r->verb, "delete") &&
-	    (is(r->name, "default") || is(r->name, "kube-system") || is(r->name, "kube-public")))
+	if (is(r->verb, "delete") && !r->sub && kind_undeletable(r->kind, r->name))
 		return forbid(r, "this namespace may not be deleted%s%s", "", "");
 	/* Subresource creates too (eviction, binding): kubectl drain reads the
 	 * NamespaceTerminating cause. */
@@ -83,7 +82,7 @@ static int namespace_lifecycle(struct req *r, const json_t *obj)
 }
 
 /* 300 s tolerations for not-ready and unreachable, unless the pod has its own. */
-static void default_tolerations(struct req *r, json_t *obj)
+void admit_pod(struct req *r, json_t *obj)
 {
 	static const char *const keys[] = {"node.kubernetes.io/not-ready",
 					   "node.kubernetes.io/unreachable"};
@@ -124,7 +123,7 @@ static void default_tolerations(struct req *r, json_t *obj)
 /* TaintNodesByCondition: a new Node is not ready until its controller says
  * otherwise — node.kubernetes.io/not-ready:NoSchedule, which the node
  * lifecycle controller lifts once the node reports Ready. */
-static void taint_new_node(struct req *r, json_t *obj)
+void admit_node(struct req *r, json_t *obj)
 {
 	json_t *spec = json_object_get(obj, "spec"), *taints, *t;
 	size_t i;
@@ -149,7 +148,7 @@ static void taint_new_node(struct req *r, json_t *obj)
 }
 
 /* The requestor fields are the server's to fill, from who asked. */
-static void csr_requestor(struct req *r, json_t *obj)
+void admit_csr(struct req *r, json_t *obj)
 {
 	json_t *spec = json_object_get(obj, "spec"), *groups = json_array();
 	if (!spec || !is(r->verb, "create"))
@@ -173,11 +172,7 @@ int admit(struct req *r, json_t *obj, const json_t *old)
 	int rc;
 	if ((rc = namespace_lifecycle(r, obj)) < 0 || (rc = node_restriction(r, obj, old)) < 0)
 		return rc;
-	if (obj && is(r->res->plural, "pods") && !r->sub)
-		default_tolerations(r, obj);
-	if (obj && is(r->res->plural, "nodes") && !r->sub)
-		taint_new_node(r, obj);
-	if (obj && is(r->res->plural, "certificatesigningrequests") && !r->sub)
-		csr_requestor(r, obj);
+	if (obj && !r->sub && r->kind->admit)
+		r->kind->admit(r, obj);
 	return 0;
 }

@@ -305,8 +305,8 @@ static void delete_with(struct req *r, const json_t *old, struct delete_opts *o,
 	/* A namespace with finalizers is only marked: the namespace controller
 	 * empties it and takes "kubernetes" off through /finalize, and the
 	 * last finalizer gone deletes it (handlers.c). */
-	if (is(r->res->plural, "namespaces") &&
-	    (json_array_size(jx_get(old, "spec.finalizers")) ||
+	if (r->kind->finalizers &&
+	    (json_array_size(jx_get(old, r->kind->finalizers)) ||
 	     json_array_size(jx_get(old, "metadata.finalizers")))) {
 		if (jx_get(old, "metadata.deletionTimestamp")) {
 			json_decref(answer);
@@ -314,7 +314,7 @@ static void delete_with(struct req *r, const json_t *old, struct delete_opts *o,
 		} else {
 			json_t *t = json_deep_copy(old);
 			char when[TIME_BUF];
-			jx_set_str(t, "status.phase", "Terminating");
+			r->kind->deleting(t);
 			jx_set_str(t, "metadata.deletionTimestamp",
 				   time_format_rfc3339(clock_now(), when));
 			jx_set(t, "metadata.deletionGracePeriodSeconds", json_integer(0));

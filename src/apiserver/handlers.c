@@ -469,16 +469,21 @@ static int admit_and_validate(struct req *r, json_t *obj, const json_t *old)
 	return 0;
 }
 
-static void handle_selfsubjectreview(struct req *r)
+void serve_selfsubjectreview(struct req *r)
 {
-	json_t *out = json_pack("{s:s,s:s,s:{s:n},s:{s:o}}", "kind", "SelfSubjectReview",
+	json_t *body = body_object(r), *out;
+
+	if (!body)
+		return; /* a body that does not decode is answered as any */
+	json_decref(body);
+	out = json_pack("{s:s,s:s,s:{s:n},s:{s:o}}", "kind", "SelfSubjectReview",
 				"apiVersion", "authentication.k8s.io/v1", "metadata",
 				"creationTimestamp", "status", "userInfo",
 				user_info_json(&r->user));
 	req_reply(r, 201, out);
 }
 
-static void handle_binding(struct req *r)
+void handle_binding(struct req *r)
 {
 	json_t *body = body_object(r), *pod, *copy;
 	const char *target;
@@ -534,26 +539,17 @@ static void handle_create(struct req *r)
 	char *key;
 	const char *name, *gen;
 
-	if (satoken_handles(r))
-		return;
 	if (r->sub) {
-		if (is(r->sub->name, "binding"))
-			handle_binding(r);
-		else if (is(r->sub->name, "eviction"))
-			handle_eviction(r);
+		void (*create)(struct req *r) = kind_sub_create(r->kind, r->sub->name);
+		if (create)
+			create(r);
 		else
 			req_fail(r, ERR_METHOD, "the server does not allow this method on the "
 						"requested resource");
 		return;
 	}
-	if (access_handles(r))
-		return;
-	if (is(r->res->plural, "selfsubjectreviews")) {
-		json_t *body = body_object(r);
-		if (body) {
-			json_decref(body);
-			handle_selfsubjectreview(r);
-		}
+	if (r->kind->serve_create) {
+		r->kind->serve_create(r);
 		return;
 	}
 	if (!(obj = body_object(r)))
@@ -602,14 +598,12 @@ static json_t *merge_for_sub(struct req *r, const json_t *old, json_t *body)
 				json_object_del(out, "status");
 		}
 		/* A namespace's spec.finalizers change only through /finalize. */
-		if (is(r->res->plural, "namespaces")) {
-			json_t *f = jx_get(old, "spec.finalizers");
-			if (!json_is_object(json_object_get(out, "spec")))
-				json_object_set_new(out, "spec", json_object());
+		if (r->kind->finalizers) {
+			json_t *f = jx_get(old, r->kind->finalizers);
 			if (f)
-				jx_set(out, "spec.finalizers", json_incref(f));
+				jx_set(out, r->kind->finalizers, json_incref(f));
 			else
-				json_object_del(json_object_get(out, "spec"), "finalizers");
+				jx_del(out, r->kind->finalizers);
 		}
 	} else if (is(sub, "finalize")) {
 		json_t *f = jx_get(body, "spec.finalizers");
@@ -649,11 +643,7 @@ static json_t *merge_for_sub(struct req *r, const json_t *old, json_t *body)
 
 static json_t *condition(const json_t *obj, const char *type)
 {
-	json_t *c;
-	size_t i;
-	json_array_foreach(jx_get(obj, "status.conditions"), i, c) if (is(jx_str(c, "type"), type))
-		return c;
-	return NULL;
+	return jx_condition(json_object_get(obj, "status"), type);
 }
 
 /*
@@ -661,7 +651,7 @@ static json_t *condition(const json_t *obj, const char *type)
  * /status, and neither may be rewritten after the fact (upstream's
  * certificates validation). Missing condition timestamps are filled in.
  */
-static void csr_rules(struct req *r, json_t *next, const json_t *old, struct validation *v)
+void csr_update_rules(struct req *r, json_t *next, const json_t *old, struct validation *v)
 {
 	static const char *const decisions[] = {"Approved", "Denied"};
 	const char *sub = r->sub ? r->sub->name : NULL;
@@ -743,10 +733,10 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 		}
 	}
 	next = merge_for_sub(r, old, body);
-	if (is(r->res->plural, "certificatesigningrequests")) {
+	if (r->kind->check_update) {
 		struct validation v;
 		val_init(&v);
-		csr_rules(r, next, old, &v);
+		r->kind->check_update(r, next, old, &v);
 		if (!val_ok(&v)) {
 			reply_invalid(r, &v, r->res->kind, r->name);
 			val_free(&v);
@@ -784,10 +774,8 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 	    jx_int(old, "metadata.deletionGracePeriodSeconds", 0) == 0 &&
 	    json_array_size(jx_get(next, "metadata.finalizers")) == 0 &&
 	    (json_array_size(jx_get(old, "metadata.finalizers")) > 0 ||
-	     (is(r->res->plural, "namespaces") &&
-	      json_array_size(jx_get(old, "spec.finalizers")) > 0)) &&
-	    (!is(r->res->plural, "namespaces") ||
-	     json_array_size(jx_get(next, "spec.finalizers")) == 0)) {
+	     (r->kind->finalizers && json_array_size(jx_get(old, r->kind->finalizers)) > 0)) &&
+	    (!r->kind->finalizers || json_array_size(jx_get(next, r->kind->finalizers)) == 0)) {
 		/* The reply may end r at once (a dry run): nothing of r after it. */
 		struct apiserver *s = r->s;
 		bool dry = req_dry_run(r);

@@ -22,6 +22,8 @@
 
 struct watch_stream;
 struct gc;
+struct validation;
+struct kind_rules;
 
 struct apiserver {
 	struct apiserver_opts o;
@@ -91,6 +93,7 @@ struct req {
 	/* route */
 	const struct resource *res;
 	const struct subresource *sub;
+	const struct kind_rules *kind; /* what res does differently (kinds.c) */
 	char *ns, *name;
 	char *verb; /* get, list, watch, create, update, patch, delete, deletecollection */
 	/* caller */
@@ -162,8 +165,9 @@ void satoken_free(struct apiserver *s);
  * upstream's reason ("service account token has expired"). */
 int satoken_authenticate(struct apiserver *s, const char *token, const struct strv *audiences,
 			 struct user_info *u, struct strv *hit, char *why, size_t n);
-/* True when r was a TokenRequest or TokenReview (and has been answered). */
-bool satoken_handles(struct req *r);
+/* A TokenRequest (serviceaccounts/<name>/token) and a TokenReview. */
+void satoken_serve_request(struct req *r);
+void satoken_serve_review(struct req *r);
 
 /* authz.c: 0, or a reply has been sent (403) and the request is over */
 int authz_request(struct req *r, const json_t *obj);
@@ -196,9 +200,11 @@ json_t *rbac_missing_rules(const json_t *owners, const json_t *rules);
 /* The cache prefix of an RBAC collection (malloc'd; ns NULL: every one). */
 char *rbac_prefix(const char *plural, const char *ns);
 
-/* access.c: the authorization.k8s.io reviews; true when r was one (and
- * has been answered). */
-bool access_handles(struct req *r);
+/* access.c: the authorization.k8s.io reviews, one per kind. */
+void access_serve_subject(struct req *r);
+void access_serve_local(struct req *r);
+void access_serve_self(struct req *r);
+void access_serve_rules(struct req *r);
 /* The whole chain's decision on attributes that are not a request's
  * (reviews, impersonation); *reason malloc'd or NULL. */
 bool authz_attrs_allowed(struct apiserver *s, const struct authz_attrs *a, char **reason);
@@ -224,8 +230,44 @@ int check_field_validation(struct req *r);
 int typed_patched(struct req *r, json_t *patched, const json_t *base, const char *content_type,
 		  const char *patch, size_t patch_len);
 
+/* kinds.c: what one kind does differently in the API server. */
+struct kind_rules {
+	const char *group, *plural; /* group NULL: the core group */
+	/* A create answered whole and never stored (the reviews). */
+	void (*serve_create)(struct req *r);
+	/* Creates of subresources (pods/binding, serviceaccounts/token). */
+	struct {
+		const char *name;
+		void (*create)(struct req *r);
+	} sub_creates[2];
+	/* Mutating admission of the main resource's creates and updates. */
+	void (*admit)(struct req *r, json_t *obj);
+	/* Update rules beyond the common ones; errors into v. */
+	void (*check_update)(struct req *r, json_t *next, const json_t *old,
+			     struct validation *v);
+	/* A second finalizer list that holds a deletion and changes only
+	 * through /finalize, and what marks an object being deleted. */
+	const char *finalizers;
+	void (*deleting)(json_t *obj);
+	const char *const *undeletable; /* names that may never be deleted */
+};
+/* Never NULL: kinds with nothing special share empty rules. */
+const struct kind_rules *kind_rules_of(const struct resource *res);
+void (*kind_sub_create(const struct kind_rules *k, const char *sub))(struct req *r);
+bool kind_undeletable(const struct kind_rules *k, const char *name);
+
+/* admission.c: the per-kind mutations (DefaultTolerationSeconds, a new
+ * node's not-ready taint, a CSR's requestor fields). */
+void admit_pod(struct req *r, json_t *obj);
+void admit_node(struct req *r, json_t *obj);
+void admit_csr(struct req *r, json_t *obj);
+
 /* handlers.c */
 void handle_resource(struct req *r);
+void handle_binding(struct req *r);
+void serve_selfsubjectreview(struct req *r);
+/* A CSR's decisions belong to /approval, its certificate to /status. */
+void csr_update_rules(struct req *r, json_t *next, const json_t *old, struct validation *v);
 void seed_defaults(struct apiserver *s);
 /* seed.c: create obj (stolen) at key with a uid and creationTimestamp. */
 void seed_create(struct apiserver *s, const char *key, json_t *obj);

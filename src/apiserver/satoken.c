@@ -733,32 +733,31 @@ static void handle_token_review(struct req *r, json_t *body)
 	req_reply(r, 201, json_incref(body));
 }
 
-bool satoken_handles(struct req *r)
+void satoken_serve_request(struct req *r)
 {
-	bool request = r->sub && is(r->sub->name, "token") && is(r->res->plural, "serviceaccounts");
-	bool review = !r->sub && is(r->res->plural, "tokenreviews");
 	json_t *body;
 
-	if (!request && !review)
-		return false;
 	if (authz_request(r, NULL) < 0)
-		return true;
-	if (request && (!r->s->sa || !r->s->sa->signer)) {
+		return;
+	if (!r->s->sa || !r->s->sa->signer) {
 		/* Upstream serves the subresource only with a signing key. */
 		req_fail(r, ERR_NOTFOUND, "the server could not find the requested resource");
-		return true;
+		return;
 	}
 	if (!(body = body_object(r)))
-		return true;
+		return;
 	/* NodeRestriction and NamespaceLifecycle see the TokenRequest. */
-	if (request && admit(r, body, NULL) < 0) {
-		json_decref(body);
-		return true;
-	}
-	if (request)
+	if (admit(r, body, NULL) == 0)
 		handle_token_request(r, body);
-	else
-		handle_token_review(r, body);
 	json_decref(body);
-	return true;
+}
+
+void satoken_serve_review(struct req *r)
+{
+	json_t *body;
+
+	if (authz_request(r, NULL) < 0 || !(body = body_object(r)))
+		return;
+	handle_token_review(r, body);
+	json_decref(body);
 }

@@ -381,6 +381,7 @@ static int route(struct req *r)
 	if (i != n || (r->res->namespaced && r->name && !r->ns) ||
 	    (!r->res->namespaced && r->ns))
 		goto out;
+	r->kind = kind_rules_of(r->res);
 	rc = 0;
 out:
 	for (int j = 0; j < n && j < 10; j++)

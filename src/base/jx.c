@@ -112,18 +112,41 @@ char *jx_dump(const json_t *v)
 	return s;
 }
 
-json_t *jx_condition(const json_t *status, const char *type)
+json_t *jx_condition_in(const json_t *conditions, const char *type)
 {
 	json_t *c;
 	size_t i;
 
-	json_array_foreach(json_object_get(status, "conditions"), i, c)
+	json_array_foreach(conditions, i, c)
 	{
 		const char *t = json_string_value(json_object_get(c, "type"));
 		if (t && !strcmp(t, type))
 			return c;
 	}
 	return NULL;
+}
+
+json_t *jx_condition(const json_t *status, const char *type)
+{
+	return jx_condition_in(json_object_get(status, "conditions"), type);
+}
+
+void jx_del(json_t *root, const char *path)
+{
+	const char *dot = strrchr(path, '.');
+	json_t *parent = root;
+
+	if (dot) {
+		char head[256];
+		size_t n = (size_t)(dot - path);
+		if (n >= sizeof(head))
+			return;
+		memcpy(head, path, n);
+		head[n] = '\0';
+		parent = jx_get(root, head);
+	}
+	if (json_is_object(parent))
+		json_object_del(parent, dot ? dot + 1 : path);
 }
 
 void jx_prune_nulls(json_t *v)

@@ -35,6 +35,11 @@ bool jx_bool(const json_t *root, const char *path, bool dflt);
 int jx_set(json_t *root, const char *path, json_t *value);
 int jx_set_str(json_t *root, const char *path, const char *s);
 
+/* Remove the member at path (absent: nothing to do). */
+void jx_del(json_t *root, const char *path);
+
+/* The element of a conditions array whose "type" is `type`, or NULL. */
+json_t *jx_condition_in(const json_t *conditions, const char *type);
 /* The element of status.conditions (status: an object's "status") whose
  * "type" is `type`, or NULL. Borrowed: the condition lookup every
  * controller and the kubelet need. */

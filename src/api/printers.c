@@ -3,6 +3,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/jx.h"
+#include "base/sbuf.h"
 #include "base/strv.h"
 #include "base/timeutil.h"
 
@@ -1317,39 +1318,6 @@ json_t *printers_table(const char *kind, const json_t *items, const char *list_r
 	return t;
 }
 
-/* Go's %q for the value in the error message. */
-static char *go_quote(const char *s)
-{
-	size_t cap = strlen(s) * 4 + 3, n = 0;
-	char *out = malloc(cap);
-	if (!out)
-		abort();
-	out[n++] = '"';
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		const char *esc = NULL;
-		switch (*p) {
-		case '"': esc = "\\\""; break;
-		case '\\': esc = "\\\\"; break;
-		case '\n': esc = "\\n"; break;
-		case '\r': esc = "\\r"; break;
-		case '\t': esc = "\\t"; break;
-		case '\a': esc = "\\a"; break;
-		case '\b': esc = "\\b"; break;
-		case '\f': esc = "\\f"; break;
-		case '\v': esc = "\\v"; break;
-		}
-		if (esc)
-			n += (size_t)sprintf(out + n, "%s", esc);
-		else if (*p < 0x20 || *p == 0x7f)
-			n += (size_t)sprintf(out + n, "\\x%02x", *p);
-		else
-			out[n++] = (char)*p;
-	}
-	out[n++] = '"';
-	out[n] = '\0';
-	return out;
-}
-
 int printers_include_parse(const char *s, const char **out)
 {
 	static const char *const valid[] = {"Metadata", "Object", "None"};
@@ -1365,7 +1333,11 @@ int printers_include_parse(const char *s, const char **out)
 			*out = valid[i];
 			return 0;
 		}
-	q = go_quote(s);
+	{
+		struct sbuf b = SBUF_INIT;
+		sbuf_quote(&b, s);
+		q = sbuf_take(&b);
+	}
 	rc = err_set(ERR_INVALID,
 		     "Unable to convert to Table as requested: includeObject: Invalid value: %s: "
 		     "must be 'Metadata', 'Object', 'None', or empty",

@@ -5,6 +5,7 @@
 
 #include "pki/pki.h"
 
+#include "base/b64.h"
 #include "base/jx.h"
 
 #include <stdio.h>
@@ -695,10 +696,9 @@ static void csr_validate(const json_t *obj, const json_t *old, struct validation
 		val_required(v, "spec.request");
 	} else {
 		/* spec.request is base64 of a PEM CERTIFICATE REQUEST. */
-		size_t len = strlen(req);
-		unsigned char *pem = malloc(len + 1);
-		int n = pem ? EVP_DecodeBlock(pem, (const unsigned char *)req, (int)len) : -1;
-		X509_REQ *x = n > 0 ? pki_csr_parse((char *)pem, (size_t)n) : NULL;
+		size_t n = 0;
+		unsigned char *pem = b64_decode(req, &n);
+		X509_REQ *x = pem ? pki_csr_parse((char *)pem, n) : NULL;
 		if (!x)
 			val_invalid_str(v, "spec.request", "<redacted>",
 					"invalid certificate request");

@@ -1,5 +1,6 @@
 #include "api/selector.h"
 
+#include "base/alloc.h"
 #include "base/err.h"
 #include "base/jx.h"
 #include "base/sbuf.h"
@@ -14,24 +15,6 @@
 #include <string.h>
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	if (!p)
-		abort();
-	return p;
-}
-
-static char *xstrndup(const char *s, size_t n)
-{
-	char *d = strndup(s, n);
-	if (!d)
-		abort();
-	return d;
-}
-
-
 
 static char *quote(const char *s)
 {

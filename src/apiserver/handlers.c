@@ -891,20 +891,32 @@ static void handle_patch(struct req *r)
 	json_decref(patched);
 }
 
+/* The verbs of resource requests: the bit a resource's row grants, and
+ * who serves it. */
+static const struct {
+	const char *name;
+	unsigned bit;
+	void (*serve)(struct req *r);
+} verbs[] = {
+	{"get", VERB_GET, handle_get},
+	{"list", VERB_LIST, handle_list},
+	{"watch", VERB_WATCH, watch_serve},
+	{"create", VERB_CREATE, handle_create},
+	{"update", VERB_UPDATE, handle_update},
+	{"patch", VERB_PATCH, handle_patch},
+	{"delete", VERB_DELETE, handle_delete},
+	{"deletecollection", VERB_DELETECOLLECTION, handle_deletecollection},
+};
+
 void handle_resource(struct req *r)
 {
 	const char *inc = req_query(r, "includeObject");
-	unsigned need = is(r->verb, "get")      ? VERB_GET
-			: is(r->verb, "list")   ? VERB_LIST
-			: is(r->verb, "watch")  ? VERB_WATCH
-			: is(r->verb, "create") ? VERB_CREATE
-			: is(r->verb, "update") ? VERB_UPDATE
-			: is(r->verb, "patch")  ? VERB_PATCH
-			: is(r->verb, "delete") ? VERB_DELETE
-			: is(r->verb, "deletecollection") ? VERB_DELETECOLLECTION
-							   : 0;
-	unsigned allowed = r->sub ? r->sub->verbs : r->res->verbs;
+	unsigned allowed = r->sub ? r->sub->verbs : r->res->verbs, need = 0;
+	void (*serve)(struct req *r) = NULL;
 
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (is(r->verb, verbs[i].name))
+			need = verbs[i].bit, serve = verbs[i].serve;
 	if (printers_include_parse(inc, &r->include) < 0) {
 		req_fail(r, ERR_INVALID, err_msg());
 		return;
@@ -925,20 +937,5 @@ void handle_resource(struct req *r)
 		req_fail(r, ERR_NOTFOUND, "the server could not find the requested resource");
 		return;
 	}
-	if (is(r->verb, "get"))
-		handle_get(r);
-	else if (is(r->verb, "list"))
-		handle_list(r);
-	else if (is(r->verb, "watch"))
-		watch_serve(r);
-	else if (is(r->verb, "create"))
-		handle_create(r);
-	else if (is(r->verb, "update"))
-		handle_update(r);
-	else if (is(r->verb, "patch"))
-		handle_patch(r);
-	else if (is(r->verb, "delete"))
-		handle_delete(r);
-	else
-		handle_deletecollection(r);
+	serve(r);
 }

@@ -11,6 +11,7 @@
 
 #include "net/tls.h"
 
+#include "base/alloc.h"
 #include "base/clock.h"
 
 #include <event2/buffer.h>
@@ -122,14 +123,6 @@ static enum evhttp_cmd_type method_of(const char *m)
 		if (!strcasecmp(m, methods[i].name))
 			return methods[i].cmd;
 	return EVHTTP_REQ_TRACE; /* what no handler serves */
-}
-
-static char *xstrdup(const char *s)
-{
-	char *d = strdup(s);
-	if (!d)
-		abort();
-	return d;
 }
 
 struct apiserver_exchange *apiserver_exchange(struct apiserver *s,

@@ -20,6 +20,7 @@
 
 #include "pki/pki.h"
 
+#include "base/b64.h"
 #include "base/err.h"
 #include "base/jx.h"
 #include "base/strv.h"
@@ -386,11 +387,9 @@ static int token(struct req *r, const char *node, const json_t *obj)
 /* The CN inside a CSR object's spec.request. */
 static char *csr_cn(const json_t *obj)
 {
-	const char *b64 = jx_str(obj, "spec.request");
-	size_t len = b64 ? strlen(b64) : 0;
-	unsigned char *pem = malloc(len + 1);
-	int n = pem && len ? EVP_DecodeBlock(pem, (const unsigned char *)b64, (int)len) : -1;
-	X509_REQ *req = n > 0 ? pki_csr_parse((char *)pem, (size_t)n) : NULL;
+	size_t n = 0;
+	unsigned char *pem = b64_decode(jx_str(obj, "spec.request"), &n);
+	X509_REQ *req = pem ? pki_csr_parse((char *)pem, n) : NULL;
 	char *cn = NULL;
 
 	if (req)

@@ -3,6 +3,7 @@
 #include "api/status.h"
 #include "net/tls.h"
 
+#include "base/alloc.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/sbuf.h"
@@ -279,14 +280,6 @@ char *prefix_key(const struct resource *res, const char *ns)
 
 /* ---- routing ---------------------------------------------------------------- */
 
-static char *dup_seg(const char *s, size_t n)
-{
-	char *d = strndup(s, n);
-	if (!d)
-		abort();
-	return d;
-}
-
 /* Splits a path into at most 8 segments; returns the count (-1 if more). */
 static int split(const char *path, char **seg, int max)
 {
@@ -299,7 +292,7 @@ static int split(const char *path, char **seg, int max)
 		size_t len = slash ? (size_t)(slash - p) : strlen(p);
 		if (n == max)
 			return -1;
-		seg[n++] = dup_seg(p, len);
+		seg[n++] = xstrndup(p, len);
 		p += len;
 		while (*p == '/')
 			p++;
@@ -366,14 +359,14 @@ static int route(struct req *r)
 	 * is the namespace itself. */
 	if (n - i >= 3 && !strcmp(seg[i], "namespaces") &&
 	    (*group || (strcmp(seg[i + 2], "status") && strcmp(seg[i + 2], "finalize")))) {
-		r->ns = dup_seg(seg[i + 1], strlen(seg[i + 1]));
+		r->ns = xstrndup(seg[i + 1], strlen(seg[i + 1]));
 		i += 2;
 	}
 	if (i >= n || !(r->res = resource_find(group, version, seg[i])))
 		goto out;
 	i++;
 	if (i < n)
-		r->name = dup_seg(seg[i], strlen(seg[i])), i++;
+		r->name = xstrndup(seg[i], strlen(seg[i])), i++;
 	if (i < n && !(r->sub = resource_sub(r->res, seg[i])))
 		goto out;
 	if (i < n)

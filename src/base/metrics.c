@@ -1,3 +1,4 @@
+#include "base/alloc.h"
 #include "base/metrics.h"
 
 #include <math.h>
@@ -41,37 +42,6 @@ struct metrics {
 	struct metric_family **fams; /* sorted by name */
 	size_t nfams, capfams;
 };
-
-/* ---- allocation: failure aborts (DESIGN §5) ---- */
-
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	if (!p)
-		abort();
-	return p;
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size ? size : 1);
-	if (!p)
-		abort();
-	return p;
-}
-
-static char *xstrndup(const char *s, size_t n)
-{
-	char *p = strndup(s, n);
-	if (!p)
-		abort();
-	return p;
-}
-
-static char *xstrdup(const char *s)
-{
-	return xstrndup(s, strlen(s));
-}
 
 /* Grow an array of pointers to hold one more element. */
 static void *grow(void *arr, size_t len, size_t *cap)

@@ -69,6 +69,18 @@ void sbuf_quote(struct sbuf *b, const char *s)
 		case '\t':
 			sbuf_add(b, "\\t");
 			break;
+		case '\a':
+			sbuf_add(b, "\\a");
+			break;
+		case '\b':
+			sbuf_add(b, "\\b");
+			break;
+		case '\f':
+			sbuf_add(b, "\\f");
+			break;
+		case '\v':
+			sbuf_add(b, "\\v");
+			break;
 		default:
 			if (*p < 0x20 || *p == 0x7f)
 				sbuf_addf(b, "\\x%02x", *p);

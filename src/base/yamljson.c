@@ -1,3 +1,4 @@
+#include "base/alloc.h"
 #include "base/yamljson.h"
 
 #include "base/err.h"
@@ -35,22 +36,6 @@ static json_t *xjson(json_t *v)
 	if (!v)
 		abort();
 	return v;
-}
-
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n);
-	if (!p)
-		abort();
-	return p;
-}
-
-static char *xmemdup(const void *s, size_t n)
-{
-	char *d = xrealloc(NULL, n + 1);
-	memcpy(d, s, n);
-	d[n] = '\0';
-	return d;
 }
 
 /* ---- Scalar typing (go-yaml v2's resolve(), which kubectl uses) ---- */

@@ -120,11 +120,7 @@ static void put_pem(json_t *obj, const char *what, const char *data, const char 
 	if (file) {
 		json_object_set_new(obj, what, json_string(file));
 	} else if (data) {
-		size_t len = strlen(data);
-		char *b64 = malloc(4 * ((len + 2) / 3) + 1);
-		if (!b64)
-			abort();
-		EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)data, (int)len);
+		char *b64 = b64_encode(data, strlen(data));
 		snprintf(key, sizeof(key), "%s-data", what);
 		json_object_set_new(obj, key, json_string(b64));
 		free(b64);

@@ -9,7 +9,8 @@ It is read from upstream's sources at one tag:
   - generated.proto (kubernetes/api and kubernetes/apimachinery): messages,
     field numbers, scalar/message/map/repeated types;
   - the Go types (types.go and friends): pointer, omitempty, json ",inline",
-    and which messages are Go named slices (ExtraValue: a JSON array).
+    which messages are Go named slices (ExtraValue: a JSON array), and the
+    strategic merge patch tags (patchStrategy, patchMergeKey).
 
 Only names, numbers and types are taken, no text. Regenerate after fetching
 both repositories (the tool library's `fetch`):
@@ -221,10 +222,14 @@ def parse_go(text, gopkg):
             gotype = decl[-1]
             jopts = js.group(1).split(",") if js else [""]
             elem = go_elem(gotype, named)
+            ps = re.search(r'patchStrategy:"([^"]*)"', t.group(1))
+            pk = re.search(r'patchMergeKey:"([^"]*)"', t.group(1))
             fields[number] = (gotype.startswith("*"), "omitempty" in jopts[1:],
                               jopts[0] == "" and "inline" in jopts[1:], jopts[0],
                               go_qualify(gotype, pkgname),
-                              go_qualify(elem, pkgname) if elem else None)
+                              go_qualify(elem, pkgname) if elem else None,
+                              ps.group(1).split(",") if ps else [],
+                              pk.group(1) if pk else None)
         structs[gopkg + "." + m.group(1)] = fields
     return structs, slices
 
@@ -313,17 +318,22 @@ def main():
         if name not in gostructs and name not in goslices:
             sys.exit(f"gen-schema: no Go struct for {name}")
         # A named slice's message has one field, items (its elements).
-        go = gostructs.get(name) or {1: (False, False, False, "items", "[]string", "string")}
+        go = gostructs.get(name) or {1: (False, False, False, "items", "[]string", "string",
+                                         [], None)}
         rows = []
         if go.get("typemeta"):
             for jn in ("apiVersion", "kind"):
                 rows.append((jn, 0, "ST_STRING", "ST_NONE", "SCHEMA_NONE", ["SF_OMIT"], False,
-                             "string", None))
+                             "string", None, None))
         for label, typ, fname, num in fields:
             flags = []
             if num not in go:
                 sys.exit(f"gen-schema: {name}.{fname} ({num}) not in its Go struct")
-            pointer, omit, inline, jname, gotype, elem = go[num]
+            pointer, omit, inline, jname, gotype, elem, strategy, mkey = go[num]
+            if "merge" in strategy:
+                flags.append("SF_MERGE")
+            if "retainKeys" in strategy:
+                flags.append("SF_RETAIN")
             if jname and jname != "-":
                 fname = jname
             if label == "repeated":
@@ -333,7 +343,7 @@ def main():
                 st, msg = kind_of(resolve(mm.group(1), package))
                 if omit:
                     flags.append("SF_OMIT")
-                rows.append((fname, num, "ST_MAP", st, msg, flags, inline, gotype, elem))
+                rows.append((fname, num, "ST_MAP", st, msg, flags, inline, gotype, elem, mkey))
                 continue
             st, msg = kind_of(resolve(typ, package))
             if pointer:
@@ -342,15 +352,16 @@ def main():
                 flags.append("SF_OMIT")
             if inline:
                 flags.append("SF_INLINE")
-            rows.append((fname, num, st, "ST_NONE", msg, flags, inline, gotype, elem))
+            rows.append((fname, num, st, "ST_NONE", msg, flags, inline, gotype, elem, mkey))
         # Inline fields first (they have no JSON name), then by JSON name.
         rows.sort(key=lambda r: (not r[6], r[0]))
         out.append(f"\t/* {pos}: {name} */")
-        for fname, num, st, val, msg, flags, inline, gotype, elem in rows:
+        for fname, num, st, val, msg, flags, inline, gotype, elem, mkey in rows:
             jname = "" if inline else fname
             fl = "|".join(flags) or "0"
             el = f'"{elem}"' if elem else "NULL"
-            out.append(f'\t{{"{jname}", {num}, {st}, {val}, {fl}, {msg}, "{gotype}", {el}}},')
+            mk = f'"{mkey}"' if mkey else "NULL"
+            out.append(f'\t{{"{jname}", {num}, {st}, {val}, {fl}, {msg}, "{gotype}", {el}, {mk}}},')
         spans.append((name, pos, len(rows), sum(1 for r in rows if r[6])))
         pos += len(rows)
     out.append("};\n")

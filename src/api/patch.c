@@ -35,6 +35,7 @@
  *   since they are the client's fault.
  */
 #include "api/patch.h"
+#include "api/schema.h"
 
 #include "base/err.h"
 #include "base/jx.h"
@@ -617,169 +618,51 @@ json_t *patch_json(const json_t *target, const json_t *ops)
 /* ---------------------- strategic merge patch ------------------------ */
 
 /*
- * Patch metadata of one field, from the k8s.io/api struct tags
- * (patchStrategy / patchMergeKey). `fields` is the object type of the value,
- * or of the list's elements. A field that is not listed merges if it is an
- * object and is replaced whole if it is a list, as upstream does for fields
- * without a patch strategy.
+ * Patch metadata of one field, from the schema (the k8s.io/api struct tags
+ * patchStrategy and patchMergeKey, generated into schema_data.c). `msg` is
+ * the message of the value, of a list's elements or of a map's values. A
+ * field that has no strategy merges if it is an object and is replaced
+ * whole if it is a list, as upstream does; fields the schema does not know
+ * (and kinds it has no message for) are treated the same way.
  */
 struct smp_field {
-	const char *name;
 	bool merge;       /* patchStrategy includes merge (lists) */
-	bool retain_keys; /* patchStrategy includes retainKeys (documentation only:
-	                     applying honours $retainKeys wherever it appears, as upstream) */
+	bool retain_keys; /* retainKeys (documentation only: applying honours
+	                     $retainKeys wherever it appears, as upstream) */
 	const char *key;  /* patchMergeKey; NULL for a list of scalars */
-	const struct smp_field *fields;
+	const struct schema_msg *msg;
 };
 
-// clang-format off
-#define SMP_OBJ(n, f) {n, false, false, NULL, f}
-#define SMP_LIST(n, k, f) {n, true, false, k, f}
-#define SMP_END {NULL, false, false, NULL, NULL}
-// clang-format on
-
-static const struct smp_field meta_f[] = {
-    SMP_LIST("ownerReferences", "uid", NULL),
-    SMP_LIST("finalizers", NULL, NULL),
-    SMP_END,
-};
-
-/* Container and EphemeralContainer. */
-static const struct smp_field container_f[] = {
-    SMP_LIST("ports", "containerPort", NULL),
-    SMP_LIST("env", "name", NULL),
-    SMP_LIST("volumeMounts", "mountPath", NULL),
-    SMP_LIST("volumeDevices", "devicePath", NULL),
-    SMP_END,
-};
-
-static const struct smp_field podspec_f[] = {
-    SMP_LIST("containers", "name", container_f),
-    SMP_LIST("initContainers", "name", container_f),
-    SMP_LIST("ephemeralContainers", "name", container_f),
-    {"volumes", true, true, "name", NULL},
-    SMP_LIST("imagePullSecrets", "name", NULL),
-    SMP_LIST("hostAliases", "ip", NULL),
-    SMP_LIST("topologySpreadConstraints", "topologyKey", NULL),
-    SMP_LIST("schedulingGates", "name", NULL),
-    {"resourceClaims", true, true, "name", NULL},
-    SMP_END,
-};
-
-static const struct smp_field template_f[] = {
-    SMP_OBJ("metadata", meta_f),
-    SMP_OBJ("spec", podspec_f),
-    SMP_END,
-};
-
-static const struct smp_field conditions_f[] = {
-    SMP_LIST("conditions", "type", NULL),
-    SMP_END,
-};
-
-static const struct smp_field podstatus_f[] = {
-    SMP_LIST("conditions", "type", NULL),
-    SMP_LIST("podIPs", "ip", NULL),
-    SMP_LIST("hostIPs", "ip", NULL),
-    SMP_END,
-};
-
-static const struct smp_field nodespec_f[] = {
-    SMP_LIST("podCIDRs", NULL, NULL),
-    SMP_END,
-};
-
-static const struct smp_field nodestatus_f[] = {
-    SMP_LIST("conditions", "type", NULL),
-    SMP_LIST("addresses", "type", NULL),
-    SMP_END,
-};
-
-static const struct smp_field deployspec_f[] = {
-    SMP_OBJ("template", template_f),
-    {"strategy", false, true, NULL, NULL},
-    SMP_END,
-};
-
-/* ReplicaSet, ReplicationController, DaemonSet, StatefulSet, Job. */
-static const struct smp_field workloadspec_f[] = {
-    SMP_OBJ("template", template_f),
-    SMP_END,
-};
-
-static const struct smp_field jobtemplate_f[] = {
-    SMP_OBJ("metadata", meta_f),
-    SMP_OBJ("spec", workloadspec_f),
-    SMP_END,
-};
-
-static const struct smp_field cronjobspec_f[] = {
-    SMP_OBJ("jobTemplate", jobtemplate_f),
-    SMP_END,
-};
-
-static const struct smp_field servicespec_f[] = {
-    SMP_LIST("ports", "port", NULL),
-    SMP_END,
-};
-
-// clang-format off
-#define SMP_ROOT(spec, status) \
-	{SMP_OBJ("metadata", meta_f), SMP_OBJ("spec", spec), SMP_OBJ("status", status), SMP_END}
-// clang-format on
-
-static const struct smp_field meta_r[] = {SMP_OBJ("metadata", meta_f), SMP_END};
-static const struct smp_field pod_r[] = SMP_ROOT(podspec_f, podstatus_f);
-static const struct smp_field podtemplate_r[] = {
-    SMP_OBJ("metadata", meta_f),
-    SMP_OBJ("template", template_f),
-    SMP_END,
-};
-static const struct smp_field node_r[] = SMP_ROOT(nodespec_f, nodestatus_f);
-static const struct smp_field deploy_r[] = SMP_ROOT(deployspec_f, conditions_f);
-static const struct smp_field workload_r[] = SMP_ROOT(workloadspec_f, conditions_f);
-static const struct smp_field cronjob_r[] = SMP_ROOT(cronjobspec_f, NULL);
-static const struct smp_field service_r[] = SMP_ROOT(servicespec_f, conditions_f);
-static const struct smp_field cond_r[] = SMP_ROOT(NULL, conditions_f);
-
-static const struct {
-	const char *kind;
-	const struct smp_field *root;
-} smp_kinds[] = {
-    {"Pod", pod_r},
-    {"PodTemplate", podtemplate_r},
-    {"Node", node_r},
-    {"Deployment", deploy_r},
-    {"ReplicaSet", workload_r},
-    {"ReplicationController", workload_r},
-    {"DaemonSet", workload_r},
-    {"StatefulSet", workload_r},
-    {"Job", workload_r},
-    {"CronJob", cronjob_r},
-    {"Service", service_r},
-    {"Namespace", cond_r},
-    {"PersistentVolumeClaim", cond_r},
-};
-
-static const struct smp_field *smp_root(const char *kind)
+/* The kind's message; a target without apiVersion takes the kind of that
+ * name (each kind cube serves has one version). */
+static const struct schema_msg *smp_root(const json_t *target, const char *kind)
 {
-	for (size_t i = 0; kind && i < sizeof(smp_kinds) / sizeof(smp_kinds[0]); i++)
-		if (!strcmp(smp_kinds[i].kind, kind))
-			return smp_kinds[i].root;
-	return meta_r;
+	const char *api = jx_str(target, "apiVersion");
+
+	for (size_t i = 0; !api && kind && i < schema_kinds_count; i++)
+		if (!strcmp(schema_kinds[i].kind, kind))
+			return schema_msg_at(schema_kinds[i].msg);
+	return schema_kind_msg(api, kind);
 }
 
-static const struct smp_field *smp_lookup(const struct smp_field *fields, const char *name)
+/* The field called name in m, filled into buf; NULL when m has none. */
+static const struct smp_field *smp_lookup(const struct schema_msg *m, const char *name,
+                                          struct smp_field *buf)
 {
-	for (const struct smp_field *f = fields; f && f->name; f++)
-		if (!strcmp(f->name, name))
-			return f;
-	return NULL;
+	const struct schema_field *f = m ? schema_field_by_name(m, name) : NULL;
+
+	if (!f)
+		return NULL;
+	buf->merge = f->flags & SF_MERGE;
+	buf->retain_keys = f->flags & SF_RETAIN;
+	buf->key = f->merge_key;
+	buf->msg = f->msg == SCHEMA_NONE ? NULL : schema_msg_at(f->msg);
+	return buf;
 }
 
-static const struct smp_field *sub(const struct smp_field *f)
+static const struct schema_msg *sub(const struct smp_field *f)
 {
-	return f ? f->fields : NULL;
+	return f ? f->msg : NULL;
 }
 
 #define DIRECTIVE "$patch"
@@ -834,7 +717,7 @@ static const char *directive_of(const json_t *v)
 	return json_string_value(d);
 }
 
-static int smp_map(json_t *orig, json_t *patch, const struct smp_field *fields, json_t **out);
+static int smp_map(json_t *orig, json_t *patch, const struct schema_msg *fields, json_t **out);
 static int smp_new(json_t *pv, const struct smp_field *f, json_t **out);
 
 /* Category of a list element, as reflect.TypeOf distinguishes them. */
@@ -1306,9 +1189,10 @@ done:
 
 /* mergePatchIntoOriginal: one $setElementOrder/<name> directive (order stolen). */
 static int set_order_one(json_t *res, json_t *patch, const char *name, json_t *order,
-                         const struct smp_field *fields)
+                         const struct schema_msg *fields)
 {
-	const struct smp_field *f = smp_lookup(fields, name);
+	struct smp_field buf;
+	const struct smp_field *f = smp_lookup(fields, name, &buf);
 	const char *key = f ? f->key : NULL;
 	json_t *ol = json_object_get(res, name), *pl = json_object_get(patch, name);
 	json_t *merged = NULL, *result, *empty;
@@ -1343,7 +1227,7 @@ static int set_order_one(json_t *res, json_t *patch, const char *name, json_t *o
 	return 0;
 }
 
-static int set_element_order(json_t *res, json_t *patch, const struct smp_field *fields)
+static int set_element_order(json_t *res, json_t *patch, const struct schema_msg *fields)
 {
 	struct vec keys = {0};
 	const char *k;
@@ -1384,7 +1268,7 @@ static bool same_type(const json_t *a, const json_t *b)
 }
 
 /* The main loop of mergeMap. */
-static int merge_fields(json_t *res, json_t *patch, const struct smp_field *fields)
+static int merge_fields(json_t *res, json_t *patch, const struct schema_msg *fields)
 {
 	const char *k;
 	json_t *pv;
@@ -1394,6 +1278,7 @@ static int merge_fields(json_t *res, json_t *patch, const struct smp_field *fiel
 		const char *name = k;
 		bool del = false;
 		json_t *cur, *nv = NULL;
+		struct smp_field buf;
 		const struct smp_field *f;
 		int rc = 0;
 
@@ -1405,7 +1290,7 @@ static int merge_fields(json_t *res, json_t *patch, const struct smp_field *fiel
 				return bad("invalid patch format of primitive list");
 			del = true;
 		}
-		f = smp_lookup(fields, name);
+		f = smp_lookup(fields, name, &buf);
 		cur = json_object_get(res, name);
 		if (json_is_null(pv)) {
 			json_object_del(res, name);
@@ -1441,7 +1326,7 @@ static int merge_fields(json_t *res, json_t *patch, const struct smp_field *fiel
  * mergeMap: merge patch into orig (mutated; NULL means an empty object).
  * patch is a private copy and is consumed by the directives it holds.
  */
-static int smp_map(json_t *orig, json_t *patch, const struct smp_field *fields, json_t **out)
+static int smp_map(json_t *orig, json_t *patch, const struct schema_msg *fields, json_t **out)
 {
 	json_t *res;
 	const char *d = directive_of(patch);
@@ -1492,7 +1377,7 @@ static int smp_run(const json_t *target, const json_t *patch, const char *kind, 
 	/* Private copies: merging mutates the original and consumes the patch. */
 	orig = copy(target);
 	p = copy(patch);
-	rc = smp_map(orig, p, smp_root(kind), out);
+	rc = smp_map(orig, p, smp_root(target, kind), out);
 	json_decref(orig);
 	json_decref(p);
 	return rc;

@@ -22,14 +22,14 @@
 	static const struct schema_field id##_f[] = {__VA_ARGS__};                                 \
 	static const size_t id##_n = sizeof(id##_f) / sizeof(id##_f[0])
 
-PB_WRAP(Timestamp, {"seconds", 1, ST_INT64, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL},
-	{"nanos", 2, ST_INT32, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL});
-PB_WRAP(Quantity, {"string", 1, ST_STRING, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL});
-PB_WRAP(IntOrString, {"type", 1, ST_INT64, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL},
-	{"intVal", 2, ST_INT32, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL},
-	{"strVal", 3, ST_STRING, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL});
+PB_WRAP(Timestamp, {"seconds", 1, ST_INT64, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL},
+	{"nanos", 2, ST_INT32, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL});
+PB_WRAP(Quantity, {"string", 1, ST_STRING, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL});
+PB_WRAP(IntOrString, {"type", 1, ST_INT64, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL},
+	{"intVal", 2, ST_INT32, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL},
+	{"strVal", 3, ST_STRING, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL});
 /* RawExtension and FieldsV1: JSON text in field 1. */
-PB_WRAP(Raw, {"raw", 1, ST_STRING, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL});
+PB_WRAP(Raw, {"raw", 1, ST_STRING, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL});
 
 /* A message to decode: a schema message, or one of the wrappers above. */
 struct pb_msg {

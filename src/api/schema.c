@@ -577,6 +577,35 @@ static void unknown_field(struct conform *c, const char *key)
 	sbuf_free(&p);
 }
 
+/*
+ * Would Go's encoder leave this field out? omitempty omits false, 0, "" and
+ * empty slices and maps — never a struct (a message, Quantity, Time,
+ * IntOrString) and never a set pointer (SF_PTR: `immutable: false` stays).
+ */
+static bool omitted_empty(const struct schema_field *f, const json_t *v)
+{
+	if (!(f->flags & SF_OMIT) || (f->flags & SF_PTR))
+		return false;
+	if (f->type == ST_MAP || (f->flags & SF_REP) || f->type == ST_LIST)
+		return json_is_array(v) ? json_array_size(v) == 0
+		                        : json_is_object(v) && json_object_size(v) == 0;
+	switch (f->type) {
+	case ST_STRING:
+	case ST_BYTES:
+		return json_is_string(v) && json_string_length(v) == 0;
+	case ST_BOOL:
+		return json_is_false(v);
+	case ST_INT32:
+	case ST_INT64:
+	case ST_UINT32:
+	case ST_UINT64:
+	case ST_DOUBLE:
+		return json_is_number(v) && json_number_value(v) == 0;
+	default:
+		return false;
+	}
+}
+
 static void conform_msg(struct conform *c, json_t *obj, const struct schema_msg *m)
 {
 	/* The Go struct a type error names: "Container" of "core.v1.Container". */
@@ -605,12 +634,15 @@ static void conform_msg(struct conform *c, json_t *obj, const struct schema_msg 
 			json_decref(nv);
 			return;
 		}
-		if (nv == v)
+		if (nv && (json_is_null(nv) || omitted_empty(f, nv))) {
+			/* decoded to the zero value, or one Go's encoder omits */
+			json_decref(nv);
+			json_object_del(obj, key);
+		} else if (nv == v) {
 			json_decref(nv); /* unchanged: no write */
-		else if (nv && json_is_null(nv))
-			json_object_del(obj, key); /* decoded to the zero value */
-		else if (nv)
+		} else if (nv) {
 			json_object_set_new(obj, key, nv);
+		}
 	}
 }
 

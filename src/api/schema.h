@@ -7,7 +7,8 @@
  * (on the protobuf wire only when set), omitempty, or inlined into the
  * parent's JSON (Volume's VolumeSource, Probe's ProbeHandler). Everything
  * that needs a kind's shape reads it from here: the protobuf decoder
- * (protobuf.c) and the typed decoding of JSON bodies (schema_conform).
+ * (protobuf.c), the typed decoding of JSON bodies (schema_conform) and the
+ * strategic merge patch (patch.c: patchStrategy and patchMergeKey).
  *
  * schema_conform does to a JSON object what upstream's decoding into Go
  * structs does, so that no stored object can break a typed client:
@@ -16,7 +17,9 @@
  *     field ObjectMeta.metadata.labels of type map[string]string");
  *   - fields the kind does not have are reported (for fieldValidation) and
  *     dropped, as the typed decode drops them;
- *   - null is the field's zero value: dropped;
+ *   - null is the field's zero value: dropped; so are the empty values
+ *     Go's encoder leaves out (omitempty: "", 0, false, [] and {}, unless
+ *     the Go field is a pointer);
  *   - quantities are parsed and rewritten in upstream's canonical form
  *     ("1000m" -> "1", "1536Mi" -> "1536Mi", "0.5Gi" -> "512Mi").
  *
@@ -56,6 +59,9 @@ enum {
 	SF_PTR = 2,    /* a Go pointer: set even when zero */
 	SF_OMIT = 4,   /* omitempty */
 	SF_INLINE = 8, /* a message whose fields sit in the parent's JSON */
+	/* The strategic merge patch's struct tags (patchStrategy): */
+	SF_MERGE = 16,  /* a list merged by merge_key (or a set of scalars) */
+	SF_RETAIN = 32, /* retainKeys */
 };
 
 #define SCHEMA_NONE 0xffff
@@ -70,6 +76,7 @@ struct schema_field {
 	/* Go's names of the field's type and of its elements (slices, maps;
 	 * else NULL), as decode errors print them: "[]v1.OwnerReference". */
 	const char *gotype, *elem;
+	const char *merge_key; /* patchMergeKey, or NULL */
 };
 
 struct schema_msg {

@@ -795,15 +795,16 @@ static void handle_update(struct req *r)
 	json_t *old = cache_get(r->s->cache, key), *body;
 
 	free(key);
-	/* Authorize first: a 404 must not tell the forbidden what exists. */
-	if (authz_request(r, old) < 0)
+	/* Authorize first: a 404 must not tell the forbidden what exists.
+	 * Then as upstream's update handler: the options and the body (its
+	 * 422 and 400) before the object is looked up (404). */
+	if (authz_request(r, old) < 0 || !(body = body_object(r)))
 		return;
 	if (!old) {
+		json_decref(body);
 		req_not_found(r);
 		return;
 	}
-	if (!(body = body_object(r)))
-		return;
 	update_with(r, old, body, true);
 	json_decref(body);
 }

@@ -49,6 +49,9 @@ json_t *scale_of(const json_t *obj);
 /* read.c: GET and LIST with upstream's resourceVersion semantics (see there). */
 void handle_get(struct req *r);
 void handle_list(struct req *r);
+/* A list's or a watch's ListOptions as upstream validates them: 0, or the
+ * 422 has been sent. */
+int check_list_watch_options(struct req *r, bool watch);
 /* A resourceVersion parameter: 0 for "" and "0"; else 0, or a 400 sent. */
 int rv_parse(struct req *r, const char *s, int64_t *out);
 /* 504 "Timeout: Too large resource version: rv, current: current". */

@@ -123,9 +123,14 @@ static void wait_unlink(struct rv_wait *w)
 static void on_wait_timeout(void *arg)
 {
 	struct rv_wait *w = arg;
+	int64_t now = cache_committed_rev(w->s->cache);
 
 	wait_unlink(w);
-	reply_too_large(w->r, w->rv, cache_committed_rev(w->s->cache), RV_RETRY_AFTER_S);
+	/* A commit the wait was not told of still counts. */
+	if (w->rv <= now)
+		w->resume(w->r);
+	else
+		reply_too_large(w->r, w->rv, now, RV_RETRY_AFTER_S);
 	free(w);
 }
 
@@ -382,30 +387,68 @@ static void reply_continue_expired(struct req *r, const char *start, const char 
 
 /* ---- LIST ------------------------------------------------------------------ */
 
-/* ListOptions validation: 0, or the 422 has been sent. */
-static int validate_list_options(struct req *r, const char *rv, const char *rvm, const char *cont)
+/* A watch's ListOptions (upstream's validateWatchOptions; the WatchList
+ * feature is on, as in 1.32). */
+static void check_watch_options(struct validation *v, const char *rvm, const char *cont,
+                                const char *initial)
+{
+	static const char *const matches[] = {"NotOlderThan", NULL};
+
+	if (initial && !is(rvm, "NotOlderThan"))
+		val_forbidden(v, "resourceVersionMatch",
+		              "sendInitialEvents requires setting resourceVersionMatch to "
+		              "NotOlderThan");
+	if (!rvm || !*rvm)
+		return;
+	if (!initial)
+		val_forbidden(v, "resourceVersionMatch",
+		              "resourceVersionMatch is forbidden for watch unless sendInitialEvents "
+		              "is provided");
+	if (!is(rvm, "NotOlderThan"))
+		val_unsupported(v, "resourceVersionMatch", rvm, matches);
+	if (cont && *cont)
+		val_forbidden(v, "resourceVersionMatch",
+		              "resourceVersionMatch is forbidden when continue is provided");
+}
+
+/* A list's ListOptions (upstream's ValidateListOptions). */
+static void check_list_options(struct validation *v, const char *rv, const char *rvm,
+                               const char *cont, const char *initial)
 {
 	static const char *const matches[] = {"Exact", "NotOlderThan", "", NULL};
+
+	if (rvm && *rvm) {
+		if (!rv || !*rv)
+			val_forbidden(v, "resourceVersionMatch",
+			              "resourceVersionMatch is forbidden unless resourceVersion is "
+			              "provided");
+		if (cont && *cont)
+			val_forbidden(v, "resourceVersionMatch",
+			              "resourceVersionMatch is forbidden when continue is provided");
+		if (strcmp(rvm, "Exact") && strcmp(rvm, "NotOlderThan"))
+			val_unsupported(v, "resourceVersionMatch", rvm, matches);
+		if (!strcmp(rvm, "Exact") && rv && !strcmp(rv, "0"))
+			val_forbidden(v, "resourceVersionMatch",
+			              "resourceVersionMatch \"exact\" is forbidden for resourceVersion "
+			              "\"0\"");
+	}
+	if (initial)
+		val_forbidden(v, "sendInitialEvents", "sendInitialEvents is forbidden for list");
+}
+
+int check_list_watch_options(struct req *r, bool watch)
+{
+	const char *rv = req_query(r, "resourceVersion"), *rvm = req_query(r, "resourceVersionMatch");
+	const char *cont = req_query(r, "continue"), *initial = req_query(r, "sendInitialEvents");
 	struct validation v;
 	json_t *st;
 	char *msg;
 
-	if (!rvm || !*rvm)
-		return 0;
 	val_init(&v);
-	if (!rv || !*rv)
-		val_forbidden(
-		    &v, "resourceVersionMatch",
-		    "resourceVersionMatch is forbidden unless resourceVersion is provided");
-	if (cont && *cont)
-		val_forbidden(&v, "resourceVersionMatch",
-		              "resourceVersionMatch is forbidden when continue is provided");
-	if (strcmp(rvm, "Exact") && strcmp(rvm, "NotOlderThan"))
-		val_unsupported(&v, "resourceVersionMatch", rvm, matches);
-	else if (!strcmp(rvm, "Exact") && rv && !strcmp(rv, "0"))
-		val_forbidden(&v, "resourceVersionMatch",
-		              "resourceVersionMatch \"exact\" is forbidden for resourceVersion "
-		              "\"0\"");
+	if (watch)
+		check_watch_options(&v, rvm, cont, initial);
+	else
+		check_list_options(&v, rv, rvm, cont, initial);
 	if (val_ok(&v)) {
 		val_free(&v);
 		return 0;
@@ -514,7 +557,9 @@ void handle_list(struct req *r)
 	struct continuation c;
 	int64_t rv;
 
-	if (validate_list_options(r, rv_s, rvm, cont) < 0 || authz_request(r, NULL) < 0 ||
+	/* As upstream: authorization (a filter before the handler), the
+	 * options, then the revision. */
+	if (authz_request(r, NULL) < 0 || check_list_watch_options(r, false) < 0 ||
 	    rv_parse(r, rv_s, &rv) < 0)
 		return;
 	if (cont && *cont) {

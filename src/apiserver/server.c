@@ -694,7 +694,9 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 	seed_defaults(s);
 	if (gc_start(s) < 0)
 		goto fail;
-	s->rv_watch = cache_watch(s->cache, "/", cache_rev(s->cache), on_commit, s);
+	/* From what is durable: the seeds' writes still in flight commit later,
+	 * and reads waiting for their revisions must hear of them. */
+	s->rv_watch = cache_watch(s->cache, "/", cache_committed_rev(s->cache), on_commit, s);
 	if (o->secure_port < 0)
 		return s;
 	if (!(s->httpd = httpd_new(loop, s->tls, &ho, on_request, s)))

@@ -226,7 +226,8 @@ void watch_serve(struct req *r)
 	int64_t from, rv;
 	char *prefix;
 
-	if (authz_request(r, NULL) < 0 || rv_parse(r, rv_s, &rv) < 0)
+	if (authz_request(r, NULL) < 0 || check_list_watch_options(r, true) < 0 ||
+	    rv_parse(r, rv_s, &rv) < 0)
 		return;
 	w = calloc(1, sizeof(*w));
 	if (!w)

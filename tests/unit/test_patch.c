@@ -470,6 +470,20 @@ static void test_smp_other_kinds(void **state)
 	      "{\"spec\":{\"template\":{\"spec\":{\"imagePullSecrets\":[{\"name\":\"b\"}]}}}}",
 	      "{\"spec\":{\"template\":{\"spec\":{\"imagePullSecrets\":[{\"name\":\"b\"},{"
 	      "\"name\":\"a\"}]}}}}");
+	/* Every merge key comes from the schema's struct tags, not a hand list:
+	 * a ServiceAccount's secrets merge by name, a Pod's
+	 * resourceClaimStatuses by name; a CSR's conditions have no
+	 * patchStrategy (only listType=map), so a patch replaces them. */
+	check(SMP, "ServiceAccount", "{\"secrets\":[{\"name\":\"a\"}]}",
+	      "{\"secrets\":[{\"name\":\"b\"}]}",
+	      "{\"secrets\":[{\"name\":\"b\"},{\"name\":\"a\"}]}");
+	check(SMP, "Pod", "{\"status\":{\"resourceClaimStatuses\":[{\"name\":\"a\"}]}}",
+	      "{\"status\":{\"resourceClaimStatuses\":[{\"name\":\"b\"}]}}",
+	      "{\"status\":{\"resourceClaimStatuses\":[{\"name\":\"b\"},{\"name\":\"a\"}]}}");
+	check(SMP, "CertificateSigningRequest",
+	      "{\"status\":{\"conditions\":[{\"type\":\"Approved\",\"status\":\"True\"}]}}",
+	      "{\"status\":{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"}]}}",
+	      "{\"status\":{\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"}]}}");
 	/* A kind without knowledge replaces lists; maps still merge. */
 	check(
 	    SMP, "Widget",

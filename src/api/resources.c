@@ -754,9 +754,25 @@ static void service_defaults(json_t *obj)
 	}
 }
 
+/* stringData is write-only: the v1 conversion merges it into data (its
+ * values win) and nothing stores it. */
 static void secret_defaults(json_t *obj)
 {
+	json_t *sd = json_object_get(obj, "stringData"), *v;
+	const char *k;
+
 	default_str(obj, "type", "Opaque");
+	if (json_is_object(sd) && json_object_size(sd)) {
+		json_t *data = obj_at(obj, "data");
+		json_object_foreach(sd, k, v)
+		{
+			const char *text = json_string_value(v) ? json_string_value(v) : "";
+			char *b64 = b64_encode(text, strlen(text));
+			json_object_set_new(data, k, json_string(b64));
+			free(b64);
+		}
+	}
+	json_object_del(obj, "stringData");
 }
 
 /* ---- the table --------------------------------------------------------------- */

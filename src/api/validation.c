@@ -59,18 +59,28 @@ void val_invalid_str(struct validation *v, const char *field, const char *value,
 	json_decref(s);
 }
 
-void val_unsupported(struct validation *v, const char *field, const char *value,
-		     const char *const *supported)
+void val_unsupported_shown(struct validation *v, const char *field, const char *shown,
+			   const char *const *supported)
 {
 	char list[512] = "", *msg;
 	for (size_t i = 0; supported[i]; i++) {
 		size_t n = strlen(list);
 		snprintf(list + n, sizeof(list) - n, "%s\"%s\"", i ? ", " : "", supported[i]);
 	}
-	if (asprintf(&msg, "Unsupported value: \"%s\": supported values: %s", value, list) < 0)
+	if (asprintf(&msg, "Unsupported value: %s: supported values: %s", shown, list) < 0)
 		abort();
 	add(v, "FieldValueNotSupported", field, msg);
 	free(msg);
+}
+
+void val_unsupported(struct validation *v, const char *field, const char *value,
+		     const char *const *supported)
+{
+	char *shown;
+	if (asprintf(&shown, "\"%s\"", value) < 0)
+		abort();
+	val_unsupported_shown(v, field, shown, supported);
+	free(shown);
 }
 
 void val_forbidden(struct validation *v, const char *field, const char *detail)

@@ -31,6 +31,9 @@ void val_invalid_str(struct validation *v, const char *field, const char *value,
 		     const char *detail);
 void val_unsupported(struct validation *v, const char *field, const char *value,
 		     const char *const *supported);
+/* The same with the value as Go's %#v shows it ("[]string{\"x\"}"). */
+void val_unsupported_shown(struct validation *v, const char *field, const char *shown,
+			   const char *const *supported);
 void val_forbidden(struct validation *v, const char *field, const char *detail);
 void val_too_long(struct validation *v, const char *field, const char *value, int max);
 

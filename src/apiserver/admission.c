@@ -150,9 +150,10 @@ void admit_node(struct req *r, json_t *obj)
 /* The requestor fields are the server's to fill, from who asked. */
 void admit_csr(struct req *r, json_t *obj)
 {
-	json_t *spec = json_object_get(obj, "spec"), *groups = json_array();
+	json_t *spec = json_object_get(obj, "spec"), *groups;
 	if (!spec || !is(r->verb, "create"))
 		return;
+	groups = json_array();
 	json_object_set_new(spec, "username", json_string(r->user.name ? r->user.name : ""));
 	if (r->user.uid)
 		json_object_set_new(spec, "uid", json_string(r->user.uid));

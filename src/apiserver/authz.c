@@ -59,73 +59,164 @@ static bool node_static_rules_allow(const struct req *r)
 	return false;
 }
 
-static int node_rules(struct req *r, const json_t *obj, const char *node, char **reason)
+/* A refusal with the Node authorizer's reason (NULL: none). */
+static int deny(char **reason, const char *fmt, const char *a, const char *b)
 {
-	static const char *const write[] = {"create", "update", "patch", NULL};
-	static const char *const status_write[] = {"update", "patch", NULL};
-	static const char *const lease_verbs[] = {"get", "create", "update", "patch", "delete",
-						  NULL};
-	const char *res = res_name(r), *sub = r->sub ? r->sub->name : NULL;
 	char msg[256];
 
-	if (is(res, "nodes")) {
-		if ((!sub && verb_in(r, write)) || (is(sub, "status") && verb_in(r, status_write)))
-			return 0; /* NodeRestriction decides which node */
-		if (is(r->verb, "get") && is(r->name, node))
-			return 0;
-		if (is(r->verb, "list") || is(r->verb, "watch")) {
-			char *v = selector_value(r, "metadata.name");
-			bool own = is(v, node);
-			free(v);
-			if (own)
-				return 0;
-		}
-		snprintf(msg, sizeof(msg), "node '%s' cannot read all nodes, only its own Node object",
-			 node);
-	} else if (is(res, "pods")) {
-		if (is(r->verb, "list") || is(r->verb, "watch")) {
-			char *v = selector_value(r, "spec.nodeName");
-			bool own = is(v, node);
-			free(v);
-			if (own)
-				return 0;
-			snprintf(msg, sizeof(msg),
-				 "can only list/watch pods with spec.nodeName field selector");
-		} else if (sub && is(sub, "status") && verb_in(r, status_write)) {
-			return 0; /* NodeRestriction: bound to this node */
-		} else if (sub && is(sub, "eviction") && is(r->verb, "create")) {
-			return 0;
-		} else if (!sub && (is(r->verb, "create") || is(r->verb, "delete"))) {
-			return 0;
-		} else if (!sub && is(r->verb, "get") && obj &&
-			   is(jx_str(obj, "spec.nodeName"), node)) {
-			return 0;
-		} else {
-			snprintf(msg, sizeof(msg),
-				 "no relationship found between node '%s' and this object", node);
-		}
-	} else if (is(res, "leases")) {
-		if (is(r->ns, "kube-node-lease") && verb_in(r, lease_verbs) &&
-		    (is(r->name, node) || is(r->verb, "create")))
-			return 0;
-		snprintf(msg, sizeof(msg), "node '%s' cannot access lease %s/%s", node,
-			 r->ns ? r->ns : "", r->name ? r->name : "");
-	} else if (is(res, "secrets") || is(res, "configmaps") || is(res, "serviceaccounts") ||
-		   is(res, "persistentvolumeclaims") || is(res, "persistentvolumes")) {
-		/* Upstream allows only named objects its Node graph relates to
-		 * the node's pods; cube keeps no such graph: none. */
-		snprintf(msg, sizeof(msg), "no relationship found between node '%s' and this object",
-			 node);
-	} else if (node_static_rules_allow(r)) {
-		/* Not subdivided: upstream's NodeRules, the system:node role's. */
-		return 0;
-	} else {
-		snprintf(msg, sizeof(msg), "no relationship found between node '%s' and this object",
-			 node);
+	if (fmt) {
+		snprintf(msg, sizeof(msg), fmt, a, b);
+		if (!(*reason = strdup(msg)))
+			abort();
 	}
-	if (!(*reason = strdup(msg)))
-		abort();
 	return ERR_FORBIDDEN;
+}
+
+#define NO_RELATIONSHIP "no relationship found between node '%s' and this object"
+
+/* Upstream's graph: is the object related to the node? cube keeps no
+ * graph; a pod is related when it is bound to the node (obj: the stored
+ * object, NULL when absent), everything else (secrets, configmaps, volumes,
+ * service accounts) never. */
+static int related(const struct req *r, const json_t *obj, const char *node, char **reason)
+{
+	if (!r->name || !*r->name)
+		return deny(reason, "No Object name found", NULL, NULL);
+	if (is(r->res->plural, "pods") && obj && is(jx_str(obj, "spec.nodeName"), node))
+		return 0;
+	return deny(reason, NO_RELATIONSHIP, node, NULL);
+}
+
+/* authorizeNode (AuthorizeNodeWithSelectors, on in 1.32): a node writes any
+ * Node (NodeRestriction decides which) and reads only its own. */
+static int node_node(struct req *r, const char *node, char **reason)
+{
+	static const char *const write[] = {"create", "update", "patch", NULL};
+	static const char *const read[] = {"get", "list", "watch", NULL};
+	static const char *const status_write[] = {"update", "patch", NULL};
+	const char *sub = r->sub ? r->sub->name : NULL;
+	char *name = NULL;
+	int rc;
+
+	if (!sub && verb_in(r, write))
+		return 0;
+	if (is(sub, "status") && verb_in(r, status_write))
+		return 0;
+	if (sub || !verb_in(r, read))
+		return deny(reason, NULL, NULL, NULL);
+	/* A list or watch names its object by a metadata.name selector. */
+	name = r->name ? strdup(r->name) : selector_value(r, "metadata.name");
+	if (is(name, node))
+		rc = 0;
+	else if (!name || !*name)
+		rc = deny(reason, "node '%s' cannot read all nodes, only its own Node object", node,
+		          NULL);
+	else
+		rc = deny(reason, "node '%s' cannot read '%s', only its own Node object", node, name);
+	free(name);
+	return rc;
+}
+
+/* authorizePod: reads of pods bound to the node, mirror pods' create and
+ * delete (NodeRestriction limits them), status and eviction. */
+static int node_pod(struct req *r, const json_t *obj, const char *node, char **reason)
+{
+	static const char *const status_write[] = {"update", "patch", NULL};
+	const char *sub = r->sub ? r->sub->name : NULL;
+
+	if (!sub && is(r->verb, "get"))
+		return related(r, obj, node, reason);
+	if (!sub && (is(r->verb, "list") || is(r->verb, "watch"))) {
+		char *v = selector_value(r, "spec.nodeName");
+		bool own = is(v, node);
+		free(v);
+		if (own)
+			return 0;
+		if (r->name && *r->name)
+			return related(r, obj, node, reason);
+		return deny(reason, "can only list/watch pods with spec.nodeName field selector", NULL,
+		            NULL);
+	}
+	if (!sub && (is(r->verb, "create") || is(r->verb, "delete")))
+		return 0;
+	if (is(sub, "status") && verb_in(r, status_write))
+		return 0;
+	if (is(sub, "eviction") && is(r->verb, "create"))
+		return 0;
+	return deny(reason, NULL, NULL, NULL);
+}
+
+/* authorizeLease: the node's own Lease in kube-node-lease. */
+static int node_lease(struct req *r, const char *node, char **reason)
+{
+	static const char *const verbs[] = {"get", "create", "update", "patch", "delete", NULL};
+
+	if (!verb_in(r, verbs))
+		return deny(reason, "can only get, create, update, patch, or delete a node lease", NULL,
+		            NULL);
+	if (!is(r->ns, "kube-node-lease"))
+		return deny(reason, "can only access leases in the \"kube-node-lease\" system namespace",
+		            NULL, NULL);
+	/* A create names its Lease in the body: NodeRestriction checks it. */
+	if (!is(r->verb, "create") && !is(r->name, node))
+		return deny(reason, "can only access node lease with the same name as the requesting node",
+		            NULL, NULL);
+	return 0;
+}
+
+/* authorizeReadNamespacedObject (secrets, configmaps), authorizeGet
+ * (persistent volumes and claims), authorizeCreateToken (service
+ * accounts): the request's shape, then the graph. */
+static int node_related_read(struct req *r, const json_t *obj, const char *node, char **reason)
+{
+	static const char *const read[] = {"get", "list", "watch", NULL};
+	const char *res = res_name(r), *sub = r->sub ? r->sub->name : NULL;
+
+	if (is(res, "secrets") || is(res, "configmaps")) {
+		if (!verb_in(r, read))
+			return deny(reason, "can only read resources of this type", NULL, NULL);
+		if (sub)
+			return deny(reason, "cannot read subresource", NULL, NULL);
+		if (!r->ns || !*r->ns)
+			return deny(reason, "can only read namespaced object of this type", NULL, NULL);
+	} else if (is(res, "serviceaccounts")) {
+		if (!is(r->verb, "create") || !r->name || !*r->name)
+			return deny(reason, "can only create tokens for individual service accounts",
+			            NULL, NULL);
+		if (!is(sub, "token"))
+			return deny(reason, "can only create token subresource of serviceaccount", NULL,
+			            NULL);
+		return deny(reason, NO_RELATIONSHIP, node, NULL);
+	} else if (is(res, "persistentvolumeclaims") && is(sub, "status")) {
+		if (!is(r->verb, "update") && !is(r->verb, "patch"))
+			return deny(reason, "can only get/update/patch this type", NULL, NULL);
+	} else {
+		if (!is(r->verb, "get"))
+			return deny(reason, "can only get individual resources of this type", NULL, NULL);
+		if (sub)
+			return deny(reason, "cannot get subresource", NULL, NULL);
+	}
+	return related(r, obj, node, reason);
+}
+
+/* The Node authorizer (upstream's NodeAuthorizer.Authorize). */
+static int node_rules(struct req *r, const json_t *obj, const char *node, char **reason)
+{
+	const char *res = res_name(r), *group = r->res ? r->res->group : "";
+
+	if (!*node)
+		return deny(reason, "unknown node for user \"%s\"", r->user.name, NULL);
+	if (!*group && is(res, "nodes"))
+		return node_node(r, node, reason);
+	if (!*group && is(res, "pods"))
+		return node_pod(r, obj, node, reason);
+	if (is(group, "coordination.k8s.io") && is(res, "leases"))
+		return node_lease(r, node, reason);
+	if (!*group && (is(res, "secrets") || is(res, "configmaps") || is(res, "serviceaccounts") ||
+	                is(res, "persistentvolumeclaims") || is(res, "persistentvolumes")))
+		return node_related_read(r, obj, node, reason);
+	/* Not subdivided: upstream's NodeRules, the system:node role's. */
+	return node_static_rules_allow(r) ? 0 : deny(reason, NULL, NULL, NULL);
 }
 
 int authz_check(struct req *r, const json_t *obj, char **reason)

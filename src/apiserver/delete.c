@@ -82,6 +82,21 @@ static int read_opts(struct req *r, const json_t *body_opts, struct delete_opts 
 		return invalid_policy(r, "Unsupported value: \"%s\": supported values: "
 					 "\"Foreground\", \"Background\", \"Orphan\", \"nil\"",
 				      o->policy);
+	{
+		struct validation v;
+		val_init(&v);
+		if (!dry_run_check(r, json_object_get(body_opts, "dryRun"), &v)) {
+			char *msg = val_message(&v, "DeleteOptions.meta.k8s.io", "");
+			json_t *st = status_failure(ERR_UNPROCESSABLE, msg, "meta.k8s.io",
+						    "DeleteOptions", "");
+			json_object_set(json_object_get(st, "details"), "causes", v.causes);
+			free(msg);
+			val_free(&v);
+			req_fail_status(r, st);
+			return ERR_UNPROCESSABLE;
+		}
+		val_free(&v);
+	}
 	return 0;
 }
 

@@ -201,12 +201,42 @@ static void on_written(void *arg, int err, json_t *obj)
 	free(w);
 }
 
+/* A write the cache refused at once (rc: ERR_EXISTS, ERR_TOOLARGE, ...). */
+static void write_refused(struct req *r, int rc)
+{
+	char q[128], msg[512];
+
+	resource_qualified(r->res, q, sizeof(q));
+	if (rc == ERR_EXISTS) {
+		snprintf(msg, sizeof(msg), "%s \"%s\" already exists", q, r->name);
+	} else if (rc == ERR_TOOLARGE) {
+		/* Upstream passes etcd's error through as it is: a 500
+		 * without a reason ("Error from server: etcdserver: ..."). */
+		req_fail_status(r, json_pack("{s:s,s:s,s:{},s:s,s:s,s:i}", "kind", "Status",
+					     "apiVersion", "v1", "metadata", "status", "Failure",
+					     "message", err_msg(), "code", 500));
+		return;
+	} else {
+		snprintf(msg, sizeof(msg), "%s", err_msg());
+	}
+	req_fail_status(r, status_failure(rc, msg, r->res->group, r->res->plural, r->name));
+}
+
 void write_and_answer(struct req *r, const char *key, json_t *obj, bool create, int code,
 		      json_t *answer)
 {
 	struct write_ctx *w;
 	int rc;
 
+	/* A dry run stores nothing but answers as the write would, so a
+	 * create of a name that exists is still 409 (upstream's
+	 * DryRunnableStorage.Create). */
+	if (req_dry_run(r) && create && cache_get(r->s->cache, key)) {
+		json_decref(obj);
+		json_decref(answer);
+		write_refused(r, ERR_EXISTS);
+		return;
+	}
 	if (req_dry_run(r)) {
 		if (answer) {
 			json_decref(obj);
@@ -225,23 +255,9 @@ void write_and_answer(struct req *r, const char *key, json_t *obj, bool create, 
 	rc = create ? cache_create(r->s->cache, key, obj, on_written, w)
 		    : cache_update(r->s->cache, key, obj, on_written, w);
 	if (rc < 0) {
-		char q[128], msg[512];
 		json_decref(w->answer);
 		free(w);
-		resource_qualified(r->res, q, sizeof(q));
-		if (rc == ERR_EXISTS)
-			snprintf(msg, sizeof(msg), "%s \"%s\" already exists", q, r->name);
-		else if (rc == ERR_TOOLARGE) {
-			/* Upstream passes etcd's error through as it is: a 500
-			 * without a reason ("Error from server: etcdserver: ..."). */
-			req_fail_status(r, json_pack("{s:s,s:s,s:{},s:s,s:s,s:i}", "kind", "Status",
-						     "apiVersion", "v1", "metadata", "status",
-						     "Failure", "message", err_msg(), "code", 500));
-			return;
-		} else
-			snprintf(msg, sizeof(msg), "%s", err_msg());
-		req_fail_status(r, status_failure(rc, msg, r->res->group, r->res->plural,
-						  r->name));
+		write_refused(r, rc);
 	}
 }
 
@@ -552,7 +568,9 @@ static void handle_create(struct req *r)
 		r->kind->serve_create(r);
 		return;
 	}
-	if (!(obj = body_object(r)))
+	/* Authorization is a filter before the handler upstream: it sees the
+	 * request (a POST names no object), never the body. */
+	if (authz_request(r, NULL) < 0 || !(obj = body_object(r)))
 		return;
 	if (check_identity(r, obj, r->res->kind, r->res->group, r->res->version) < 0)
 		goto fail;
@@ -570,7 +588,7 @@ static void handle_create(struct req *r)
 	prepare_create(r, obj);
 	if (admit_and_validate(r, obj, NULL) < 0)
 		goto fail;
-	if (authz_request(r, obj) < 0 || rbac_check_escalation(r, obj) < 0)
+	if (rbac_check_escalation(r, obj) < 0)
 		goto fail;
 	key = object_key(r->res, r->ns, r->name);
 	write_and_reply(r, key, obj, true, 201);
@@ -609,10 +627,22 @@ static json_t *merge_for_sub(struct req *r, const json_t *old, json_t *body)
 		json_t *f = jx_get(body, "spec.finalizers");
 		jx_set(out, "spec.finalizers", f ? json_incref(f) : json_array());
 	} else if (is(sub, "status")) {
-		if (json_object_get(body, "status"))
-			json_object_set(out, "status", json_object_get(body, "status"));
+		/* As upstream's status strategies: the object is the body's —
+		 * metadata and status — with the stored spec, and whatever else
+		 * the kind's strategy keeps (kinds.c). */
+		json_decref(out);
+		out = json_deep_copy(body);
+		for (const char *const *k = r->kind->status_keeps; k && *k; k++) {
+			json_t *v = jx_get(old, *k);
+			if (v)
+				jx_set(out, *k, json_incref(v));
+			else
+				jx_del(out, *k);
+		}
+		if (json_object_get(old, "spec"))
+			json_object_set(out, "spec", json_object_get(old, "spec"));
 		else
-			json_object_del(out, "status");
+			json_object_del(out, "spec");
 	} else if (is(sub, "approval")) {
 		json_t *conds = jx_get(body, "status.conditions");
 		jx_set(out, "status.conditions", conds ? json_incref(conds) : json_array());

@@ -98,16 +98,16 @@ static void xp_stream_end(struct req *r, int drain_s)
 }
 
 static const struct req_transport inproc_transport = {
-	.attach = xp_attach,
-	.identity = xp_identity,
-	.peer = xp_peer,
-	.target = xp_target,
-	.reply = xp_reply,
-	.stream_start = xp_stream_start,
-	.stream_chunk = xp_stream_chunk,
-	.stream_unsent = xp_stream_unsent,
-	.stream_end = xp_stream_end,
-	.release = xp_release,
+    .attach = xp_attach,
+    .identity = xp_identity,
+    .peer = xp_peer,
+    .target = xp_target,
+    .reply = xp_reply,
+    .stream_start = xp_stream_start,
+    .stream_chunk = xp_stream_chunk,
+    .stream_unsent = xp_stream_unsent,
+    .stream_end = xp_stream_end,
+    .release = xp_release,
 };
 
 static enum evhttp_cmd_type method_of(const char *m)
@@ -115,10 +115,10 @@ static enum evhttp_cmd_type method_of(const char *m)
 	static const struct {
 		const char *name;
 		enum evhttp_cmd_type cmd;
-	} methods[] = {{"GET", EVHTTP_REQ_GET},     {"HEAD", EVHTTP_REQ_HEAD},
-		       {"POST", EVHTTP_REQ_POST},   {"PUT", EVHTTP_REQ_PUT},
-		       {"PATCH", EVHTTP_REQ_PATCH}, {"DELETE", EVHTTP_REQ_DELETE},
-		       {"OPTIONS", EVHTTP_REQ_OPTIONS}};
+	} methods[] = {{"GET", EVHTTP_REQ_GET},        {"HEAD", EVHTTP_REQ_HEAD},
+	               {"POST", EVHTTP_REQ_POST},      {"PUT", EVHTTP_REQ_PUT},
+	               {"PATCH", EVHTTP_REQ_PATCH},    {"DELETE", EVHTTP_REQ_DELETE},
+	               {"OPTIONS", EVHTTP_REQ_OPTIONS}};
 	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
 		if (!strcasecmp(m, methods[i].name))
 			return methods[i].cmd;
@@ -126,7 +126,7 @@ static enum evhttp_cmd_type method_of(const char *m)
 }
 
 struct apiserver_exchange *apiserver_exchange(struct apiserver *s,
-					      const struct apiserver_request *rq)
+                                              const struct apiserver_request *rq)
 {
 	struct apiserver_exchange *x = calloc(1, sizeof(*x));
 
@@ -152,7 +152,7 @@ struct apiserver_exchange *apiserver_exchange(struct apiserver *s,
 		x->id.not_after_ns = clock_now() + 365 * 24 * 3600 * NS_PER_SEC;
 	}
 	req_serve(s, &inproc_transport, x, method_of(rq->method), x->target, &x->in_headers,
-		  &x->out_headers, x->in_body);
+	          &x->out_headers, x->in_body);
 	return x;
 }
 
@@ -167,7 +167,7 @@ bool apiserver_exchange_done(const struct apiserver_exchange *x)
 }
 
 const char *apiserver_exchange_header(const struct apiserver_exchange *x, const char *name,
-				      size_t i)
+                                      size_t i)
 {
 	const struct evkeyval *kv;
 	TAILQ_FOREACH(kv, &x->out_headers, next)

@@ -224,9 +224,13 @@ int node_restriction(struct req *r, json_t *obj, const json_t *old);
  * update bodies, typed_patched for a patch's result (base: what it patched,
  * whose own unknown fields are not the patch's). */
 int typed_body(struct req *r, json_t *obj);
-/* The fieldValidation parameter alone, checked before any body is read,
- * as upstream validates Create/Update/PatchOptions first. */
+/* The options (dryRun, fieldValidation) alone, checked before any body is
+ * read, as upstream validates Create/Update/PatchOptions first. */
 int check_field_validation(struct req *r);
+/* upstream's ValidateDryRun over a DeleteOptions body's values and the
+ * query's: true when each is "All", else the error added to v. */
+struct validation;
+bool dry_run_check(struct req *r, const json_t *body_values, struct validation *v);
 int typed_patched(struct req *r, json_t *patched, const json_t *base, const char *content_type,
 		  const char *patch, size_t patch_len);
 
@@ -250,6 +254,9 @@ struct kind_rules {
 	const char *finalizers;
 	void (*deleting)(json_t *obj);
 	const char *const *undeletable; /* names that may never be deleted */
+	/* Paths a status update keeps from the stored object besides spec
+	 * (upstream's status strategy PrepareForUpdate). */
+	const char *const *status_keeps;
 };
 /* Never NULL: kinds with nothing special share empty rules. */
 const struct kind_rules *kind_rules_of(const struct resource *res);

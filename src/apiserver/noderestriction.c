@@ -109,6 +109,33 @@ static bool volumes_use(const json_t *spec, const char *field, const char *proje
 	return false;
 }
 
+/* upstream's VisitPodSecretNames: pull secrets, env, and every volume
+ * source that names a Secret. */
+static bool references_secrets(const json_t *spec)
+{
+	/* volume source → its member naming a Secret */
+	static const char *const sources[][2] = {
+	    {"azureFile", "secretName"}, {"cephfs", "secretRef"},   {"cinder", "secretRef"},
+	    {"flexVolume", "secretRef"}, {"rbd", "secretRef"},      {"scaleIO", "secretRef"},
+	    {"iscsi", "secretRef"},      {"storageos", "secretRef"}, {"csi", "nodePublishSecretRef"},
+	};
+	json_t *v;
+	size_t i;
+
+	if (json_array_size(json_object_get(spec, "imagePullSecrets")) ||
+	    volumes_use(spec, "secret", "secret") || containers_reference(spec, "secret"))
+		return true;
+	json_array_foreach(json_object_get(spec, "volumes"), i, v)
+	{
+		for (size_t k = 0; k < sizeof(sources) / sizeof(sources[0]); k++) {
+			json_t *m = json_object_get(json_object_get(v, sources[k][0]), sources[k][1]);
+			if (m && (!json_is_string(m) || json_string_length(m)))
+				return true;
+		}
+	}
+	return false;
+}
+
 static int mirror_pod(struct req *r, const char *node, const json_t *pod)
 {
 	const json_t *refs = jx_get(pod, "metadata.ownerReferences"), *ref, *spec;
@@ -150,10 +177,13 @@ static int mirror_pod(struct req *r, const char *node, const json_t *pod)
 	snprintf(key, sizeof(key), "/registry/nodes/%s", node);
 	n = cache_get(r->s->cache, key);
 	owner_uid = jx_str(ref, "uid");
-	if (!n)
-		return refuse(r, pod,
-		              "error looking up node %s to verify uid: nodes \"%s\" not found",
-		              node, node);
+	if (!n) {
+		/* The node lister's NotFound, passed on as it is. */
+		char msg[300];
+		snprintf(msg, sizeof(msg), "node \"%s\" not found", node);
+		req_fail_status(r, status_failure(ERR_NOTFOUND, msg, "", "node", node));
+		return ERR_NOTFOUND;
+	}
 	if (!is(owner_uid, jx_str(n, "metadata.uid")))
 		return refuse(r, pod, "node %s UID mismatch: expected %s got %s", node,
 		              owner_uid ? owner_uid : "", jx_str(n, "metadata.uid") ?: "");
@@ -163,7 +193,7 @@ static int mirror_pod(struct req *r, const char *node, const json_t *pod)
 		              "node \"%s\" can not create pods that reference a service "
 		              "account",
 		              node);
-	if (volumes_use(spec, "secret", "secret") || containers_reference(spec, "secret"))
+	if (references_secrets(spec))
 		return refuse(r, pod, "node \"%s\" can not create pods that reference secrets",
 		              node);
 	if (volumes_use(spec, "configMap", "configMap") || containers_reference(spec, "configMap"))

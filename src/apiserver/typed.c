@@ -41,6 +41,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 enum field_validation { FV_IGNORE, FV_WARN, FV_STRICT };
 
@@ -52,7 +53,41 @@ static const char *options_kind(const struct req *r)
 	                               : "PatchOptions";
 }
 
-/* The fieldValidation parameter: 0, or the 422 has been answered. */
+bool dry_run_check(struct req *r, const json_t *body_values, struct validation *v)
+{
+	static const char *const supported[] = {"All", NULL};
+	struct sbuf shown = SBUF_INIT;
+	const struct evkeyval *kv;
+	bool bad = false;
+	size_t n = 0, i;
+	json_t *x;
+
+	sbuf_add(&shown, "[]string{");
+	json_array_foreach(body_values, i, x)
+	{
+		const char *s = json_string_value(x) ? json_string_value(x) : "";
+		bad |= strcmp(s, "All") != 0;
+		sbuf_add(&shown, n++ ? ", " : "");
+		sbuf_quote(&shown, s);
+	}
+	TAILQ_FOREACH(kv, &r->query, next)
+	{
+		if (strcmp(kv->key, "dryRun"))
+			continue;
+		bad |= strcmp(kv->value, "All") != 0;
+		sbuf_add(&shown, n++ ? ", " : "");
+		sbuf_quote(&shown, kv->value);
+	}
+	sbuf_addc(&shown, '}');
+	if (bad)
+		val_unsupported_shown(v, "dryRun", shown.s, supported);
+	sbuf_free(&shown);
+	return !bad;
+}
+
+/* The options of a create, update or patch (upstream's
+ * Validate{Create,Update,Patch}Options: dryRun, then fieldValidation):
+ * 0 with the fieldValidation mode, or the 422 has been answered. */
 static int field_validation(struct req *r, enum field_validation *out)
 {
 	static const char *const supported[] = {"", "Ignore", "Strict", "Warn", NULL};
@@ -62,6 +97,8 @@ static int field_validation(struct req *r, enum field_validation *out)
 	json_t *st;
 	char *msg;
 
+	val_init(&v);
+	dry_run_check(r, NULL, &v);
 	if (!fv || !*fv || is(fv, "Warn"))
 		*out = FV_WARN;
 	else if (is(fv, "Strict"))
@@ -69,11 +106,11 @@ static int field_validation(struct req *r, enum field_validation *out)
 	else if (is(fv, "Ignore"))
 		*out = FV_IGNORE;
 	else
-		goto bad;
-	return 0;
-bad:
-	val_init(&v);
-	val_unsupported(&v, "fieldValidation", fv, supported);
+		val_unsupported(&v, "fieldValidation", fv, supported);
+	if (val_ok(&v)) {
+		val_free(&v);
+		return 0;
+	}
 	snprintf(kind, sizeof(kind), "%s.meta.k8s.io", options_kind(r));
 	msg = val_message(&v, kind, "");
 	st = status_failure(ERR_UNPROCESSABLE, msg, "meta.k8s.io", options_kind(r), "");

@@ -25,9 +25,6 @@
  * answered at 3 s) and instant. tests/e2e/test_apiserver.py's
  * test_resource_versions_as_upstream, test_continue_tokens_are_one_snapshot
  * and test_bookmarks_never_run_ahead drive the same through HTTPS.
- *
- * Tests whose comment starts with DISCREPANCY pin upstream where cube
- * differs today: they fail until the server is fixed.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -545,15 +542,12 @@ static void test_wait_is_answered_by_the_commit(void **state)
 }
 
 /*
- * DISCREPANCY with upstream (reported, not fixed here): a read from a
- * revision the server's own start-up writes (the seeded namespaces, RBAC
- * and bootstrap objects) are still committing must be answered as soon as
- * that revision commits, as the watch cache's waitUntilFreshAndBlock is
- * woken by every commit. cube's rv_watch (server.c) watches from
- * cache_rev(), the last revision handed out, not the last committed, so
- * those commits never wake the wait: it ends after 3 s with a 504 "Too
- * large resource version: 1, current: 95" whose current is past the
- * revision asked for.
+ * A read from a revision the server's own start-up writes (the seeded
+ * namespaces, RBAC and bootstrap objects) are still committing is answered
+ * as soon as that revision commits, as the watch cache's
+ * waitUntilFreshAndBlock is woken by every commit. (The commit watch once
+ * started at the last revision handed out, so those commits never woke
+ * the wait: 504 after 3 s with a current already past the revision.)
  */
 static void test_wait_for_a_seeded_revision(void **state)
 {
@@ -895,10 +889,9 @@ static void test_periodic_bookmark_before_timeout_carries_committed_rv(void **st
 }
 
 /*
- * DISCREPANCY with upstream (reported, not fixed here): upstream validates
- * a watch's ListOptions too (validateWatchOptions): sendInitialEvents needs
- * resourceVersionMatch=NotOlderThan, and resourceVersionMatch on a watch
- * needs sendInitialEvents. cube's watch_serve validates neither and streams.
+ * A watch's ListOptions are validated as upstream's validateWatchOptions
+ * does: sendInitialEvents needs resourceVersionMatch=NotOlderThan, and
+ * resourceVersionMatch on a watch needs sendInitialEvents.
  */
 /* A watch that must be refused at once, not streamed. */
 static void expect_watch_refused(struct testenv *e, const char *target, const char *message)

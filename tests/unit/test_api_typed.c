@@ -19,9 +19,6 @@
  * tests/e2e/test_apiserver.py's test_typed_fields_as_upstream drives the
  * same through HTTPS and kubectl; these run in milliseconds, on every unit
  * run, under ASan too.
- *
- * Tests whose comment starts with DISCREPANCY pin upstream where cube
- * differs today: they fail until the server is fixed.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -547,12 +544,10 @@ static void test_bad_field_validation_is_422_before_the_body(void **state)
 }
 
 /*
- * DISCREPANCY with upstream (reported, not fixed here): upstream's update
- * handler (update.go) validates its options and decodes the body before it
- * asks the storage for the object, so a PUT to an object that does not
- * exist is still the options' 422, or the decoder's 400. cube's
- * handle_update looks the object up first and answers 404 NotFound (its
- * patch handler has the upstream order: the PATCH part passes).
+ * Upstream's update handler (update.go) validates its options and decodes
+ * the body before it asks the storage for the object, so a PUT to an
+ * object that does not exist is still the options' 422, or the decoder's
+ * 400 — not 404. PATCH has the same order.
  */
 static void test_update_checks_options_and_body_before_the_object(void **state)
 {
@@ -665,11 +660,9 @@ static void test_null_is_the_zero_value(void **state)
 }
 
 /*
- * DISCREPANCY with upstream (reported, not fixed here): upstream encodes
- * what it decoded, and encoding/json's omitempty leaves out an empty map,
- * slice or string (ObjectMeta's labels, finalizers, generateName,
- * ConfigMap's data); a *bool false is kept. cube stores and returns the
- * empty values as sent.
+ * Upstream encodes what it decoded, and encoding/json's omitempty leaves
+ * out an empty map, slice or string (ObjectMeta's labels, finalizers,
+ * generateName, ConfigMap's data); a *bool false is kept.
  */
 static void test_empty_omitempty_fields_are_dropped(void **state)
 {

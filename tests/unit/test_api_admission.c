@@ -21,13 +21,9 @@
 
 #include "testenv.h"
 
-#include "pki/pki.h"
-
 #include "base/b64.h"
 #include "base/jx.h"
-#include "base/log.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,43 +45,8 @@ static int setup(void **state)
 	return 0;
 }
 
-/* What a test allocates and keeps to its end: freed at teardown, so a
- * failed assertion (cmocka leaves the test at once) leaks nothing. */
-static void *kept[64];
-static size_t nkept;
-
-static void *keep(void *p)
-{
-	assert_true(nkept < sizeof(kept) / sizeof(kept[0]));
-	return kept[nkept++] = p;
-}
-
-static int teardown(void **state)
-{
-	while (nkept)
-		free(kept[--nkept]);
-	testenv_stop(*state);
-	free(*state);
-	return 0;
-}
-
-/* JSON text written with ' for " (none of these bodies needs a '), in one
- * of a few rotating buffers: good until eight more calls. */
-__attribute__((format(printf, 1, 2))) static const char *J(const char *fmt, ...)
-{
-	static char bufs[8][16384];
-	static unsigned next;
-	char *b = bufs[next++ % 8];
-	va_list ap;
-
-	va_start(ap, fmt);
-	assert_true(vsnprintf(b, sizeof(bufs[0]), fmt, ap) < (int)sizeof(bufs[0]));
-	va_end(ap);
-	for (char *p = b; *p; p++)
-		if (*p == '\'')
-			*p = '"';
-	return b;
-}
+/* JSON with ' for " (testenv_json), as every body here is written. */
+#define J testenv_json
 
 /* A request with node's client certificate (CN system:node:<node>, O
  * system:nodes); content_type NULL: JSON. */
@@ -119,44 +80,8 @@ static struct testenv_reply with_token(struct testenv *e, const char *token, con
 	                         .body = body});
 }
 
-/* The reply is a Status with this code, reason and message (NULL: not
- * checked); r is freed. Failures name the caller's line. */
-#define expect(r, code, reason, message) expect_at(r, code, reason, message, __FILE__, __LINE__)
-static void expect_at(struct testenv_reply r, int code, const char *reason, const char *message,
-                      const char *file, int line)
-{
-	/* Copied out and r freed before any assertion can leave the test. */
-	char got_kind[32], got_reason[64], got_message[2048];
-	int status = r.status, got_code = (int)jx_int(r.body, "code", 0);
-
-	if (status != code)
-		print_error("answer: %s\n", r.text);
-	snprintf(got_kind, sizeof(got_kind), "%s", jx_str(r.body, "kind") ?: "(none)");
-	snprintf(got_reason, sizeof(got_reason), "%s", jx_str(r.body, "reason") ?: "(none)");
-	snprintf(got_message, sizeof(got_message), "%s", jx_str(r.body, "message") ?: "(none)");
-	testenv_reply_free(&r);
-	_assert_int_equal((LargestIntegralType)status, (LargestIntegralType)code, file, line);
-	_assert_string_equal(got_kind, "Status", file, line);
-	_assert_int_equal((LargestIntegralType)got_code, (LargestIntegralType)code, file, line);
-	_assert_string_equal(got_reason, reason, file, line);
-	if (message)
-		_assert_string_equal(got_message, message, file, line);
-}
-
-/* The reply's status code is code (its body printed if not); r freed. */
-#define expect_code(r, code) expect_code_at(r, code, __FILE__, __LINE__)
-static void expect_code_at(struct testenv_reply r, int code, const char *file, int line)
-{
-	int status = r.status;
-
-	if (status != code)
-		print_error("answer: %s\n", r.text);
-	testenv_reply_free(&r);
-	_assert_int_equal((LargestIntegralType)status, (LargestIntegralType)code, file, line);
-}
-
 #define admin_expect(e, method, target, body, code)                                                \
-	expect_code(testenv_as_admin(e, method, target, NULL, body), code)
+	testenv_expect_code(testenv_as_admin(e, method, target, NULL, body), code)
 
 /* A Node registered by the admin; its uid, the caller's. */
 static char *admin_node(struct testenv *e, const char *name)
@@ -187,10 +112,11 @@ static void test_node_registers_only_itself(void **state)
 	struct testenv *e = *state;
 	struct testenv_reply r;
 
-	expect(as_node(e, "node-1", "POST", NODES, NULL, J("{'metadata':{'name':'node-2'}}")), 403,
-	       "Forbidden",
-	       "nodes \"node-2\" is forbidden: node \"node-1\" is not allowed to modify node "
-	       "\"node-2\"");
+	testenv_expect_status(
+	    as_node(e, "node-1", "POST", NODES, NULL, J("{'metadata':{'name':'node-2'}}")), 403,
+	    "Forbidden",
+	    "nodes \"node-2\" is forbidden: node \"node-1\" is not allowed to modify node "
+	    "\"node-2\"");
 	admin_expect(e, "GET", NODES "/node-2", NULL, 404);
 
 	r = as_node(e, "node-1", "POST", NODES, NULL, J("{'metadata':{'name':'node-1'}}"));
@@ -210,29 +136,33 @@ static void test_node_updates_only_itself(void **state)
 
 	free(admin_node(e, "node-1"));
 	free(admin_node(e, "node-2"));
-	rv = keep(resource_version(e, NODES "/node-2"));
+	rv = testenv_keep(e, resource_version(e, NODES "/node-2"));
 	/* The Node authorizer lets every node write nodes; NodeRestriction
 	 * says which. */
-	expect(as_node(e, "node-1", "PUT", NODES "/node-2", NULL,
-	               J("{'metadata':{'name':'node-2','labels':{'a':'b'}}}")),
-	       403, "Forbidden", deny);
-	expect(as_node(e, "node-1", "PATCH", NODES "/node-2", "application/merge-patch+json",
-	               J("{'metadata':{'labels':{'a':'b'}}}")),
-	       403, "Forbidden", deny);
-	expect(as_node(e, "node-1", "PATCH", NODES "/node-2/status", "application/merge-patch+json",
-	               J("{'status':{'phase':'Running'}}")),
-	       403, "Forbidden", deny);
+	testenv_expect_status(as_node(e, "node-1", "PUT", NODES "/node-2", NULL,
+	                              J("{'metadata':{'name':'node-2','labels':{'a':'b'}}}")),
+	                      403, "Forbidden", deny);
+	testenv_expect_status(as_node(e, "node-1", "PATCH", NODES "/node-2",
+	                              "application/merge-patch+json",
+	                              J("{'metadata':{'labels':{'a':'b'}}}")),
+	                      403, "Forbidden", deny);
+	testenv_expect_status(as_node(e, "node-1", "PATCH", NODES "/node-2/status",
+	                              "application/merge-patch+json",
+	                              J("{'status':{'phase':'Running'}}")),
+	                      403, "Forbidden", deny);
 	{
-		char *now = keep(resource_version(e, NODES "/node-2"));
+		char *now = testenv_keep(e, resource_version(e, NODES "/node-2"));
 		assert_string_equal(now, rv);
 	}
 
-	expect_code(as_node(e, "node-1", "PATCH", NODES "/node-1", "application/merge-patch+json",
-	                    J("{'metadata':{'labels':{'example.com/pool':'a'}}}")),
-	            200);
-	expect_code(as_node(e, "node-1", "PATCH", NODES "/node-1/status",
-	                    "application/merge-patch+json", J("{'status':{'phase':'Running'}}")),
-	            200);
+	testenv_expect_code(as_node(e, "node-1", "PATCH", NODES "/node-1",
+	                            "application/merge-patch+json",
+	                            J("{'metadata':{'labels':{'example.com/pool':'a'}}}")),
+	                    200);
+	testenv_expect_code(as_node(e, "node-1", "PATCH", NODES "/node-1/status",
+	                            "application/merge-patch+json",
+	                            J("{'status':{'phase':'Running'}}")),
+	                    200);
 }
 
 /* A node that could drop its taints could steer workloads onto itself. */
@@ -245,18 +175,19 @@ static void test_node_may_not_modify_its_taints(void **state)
 	json_t *node;
 	char *text;
 
-	expect_code(as_node(e, "node-1", "POST", NODES, NULL,
-	                    J("{'metadata':{'name':'node-1'},'spec':{'taints':"
-	                      "[{'key':'dedicated','value':'gpu','effect':"
-	                      "'NoSchedule'}]}}")),
-	            201);
-	expect(as_node(e, "node-1", "PATCH", NODES "/node-1", "application/merge-patch+json",
-	               J("{'spec':{'taints':[]}}")),
-	       403, "Forbidden", deny);
-	expect(as_node(e, "node-1", "PATCH", NODES "/node-1", "application/json-patch+json",
-	               J("[{'op':'add','path':'/spec/taints/-','value':{'key':'k','effect':"
-	                 "'NoExecute'}}]")),
-	       403, "Forbidden", deny);
+	testenv_expect_code(as_node(e, "node-1", "POST", NODES, NULL,
+	                            J("{'metadata':{'name':'node-1'},'spec':{'taints':"
+	                              "[{'key':'dedicated','value':'gpu','effect':"
+	                              "'NoSchedule'}]}}")),
+	                    201);
+	testenv_expect_status(as_node(e, "node-1", "PATCH", NODES "/node-1",
+	                              "application/merge-patch+json", J("{'spec':{'taints':[]}}")),
+	                      403, "Forbidden", deny);
+	testenv_expect_status(
+	    as_node(e, "node-1", "PATCH", NODES "/node-1", "application/json-patch+json",
+	            J("[{'op':'add','path':'/spec/taints/-','value':{'key':'k','effect':"
+	              "'NoExecute'}}]")),
+	    403, "Forbidden", deny);
 
 	/* The same taints with another change are no change to taints. */
 	r = as_node(e, "node-1", "GET", NODES "/node-1", NULL, NULL);
@@ -275,7 +206,8 @@ static void test_node_may_not_modify_its_taints(void **state)
 	json_array_clear(jx_get(node, "spec.taints"));
 	json_object_del(json_object_get(node, "metadata"), "resourceVersion");
 	text = json_dumps(node, JSON_COMPACT);
-	expect(as_node(e, "node-1", "PUT", NODES "/node-1", NULL, text), 403, "Forbidden", deny);
+	testenv_expect_status(as_node(e, "node-1", "PUT", NODES "/node-1", NULL, text), 403,
+	                      "Forbidden", deny);
 	free(text);
 	json_decref(node);
 	r = testenv_as_admin(e, "GET", NODES "/node-1", NULL, NULL);
@@ -290,19 +222,20 @@ static void test_node_may_not_set_restricted_labels_at_registration(void **state
 {
 	struct testenv *e = *state;
 
-	expect(as_node(e, "node-1", "POST", NODES, NULL,
-	               J("{'metadata':{'name':'node-1','labels':{"
-	                 "'node-restriction.kubernetes.io/pool':'a',"
-	                 "'team.node-restriction.kubernetes.io/x':'y',"
-	                 "'node-role.kubernetes.io/control-plane':'',"
-	                 "'kubernetes.io/role':'master',"
-	                 "'example.k8s.io/tier':'1',"
-	                 "'kubernetes.io/hostname':'node-1'}}}")),
-	       403, "Forbidden",
-	       "nodes \"node-1\" is forbidden: node \"node-1\" is not allowed to set the following "
-	       "labels: example.k8s.io/tier, kubernetes.io/role, "
-	       "node-restriction.kubernetes.io/pool, node-role.kubernetes.io/control-plane, "
-	       "team.node-restriction.kubernetes.io/x");
+	testenv_expect_status(
+	    as_node(e, "node-1", "POST", NODES, NULL,
+	            J("{'metadata':{'name':'node-1','labels':{"
+	              "'node-restriction.kubernetes.io/pool':'a',"
+	              "'team.node-restriction.kubernetes.io/x':'y',"
+	              "'node-role.kubernetes.io/control-plane':'',"
+	              "'kubernetes.io/role':'master',"
+	              "'example.k8s.io/tier':'1',"
+	              "'kubernetes.io/hostname':'node-1'}}}")),
+	    403, "Forbidden",
+	    "nodes \"node-1\" is forbidden: node \"node-1\" is not allowed to set the following "
+	    "labels: example.k8s.io/tier, kubernetes.io/role, "
+	    "node-restriction.kubernetes.io/pool, node-role.kubernetes.io/control-plane, "
+	    "team.node-restriction.kubernetes.io/x");
 	admin_expect(e, "GET", NODES "/node-1", NULL, 404);
 }
 
@@ -350,28 +283,31 @@ static void test_node_may_not_change_restricted_labels_on_update(void **state)
 	struct testenv *e = *state;
 
 	free(admin_node(e, "node-1"));
-	expect(as_node(e, "node-1", "PATCH", NODES "/node-1", "application/merge-patch+json",
-	               J("{'metadata':{'labels':{'node-role.kubernetes.io/control-plane':'',"
-	                 "'example.com/free':'yes'}}}")),
-	       403, "Forbidden",
-	       "nodes \"node-1\" is forbidden: is not allowed to modify labels: "
-	       "node-role.kubernetes.io/control-plane");
+	testenv_expect_status(
+	    as_node(e, "node-1", "PATCH", NODES "/node-1", "application/merge-patch+json",
+	            J("{'metadata':{'labels':{'node-role.kubernetes.io/control-plane':'',"
+	              "'example.com/free':'yes'}}}")),
+	    403, "Forbidden",
+	    "nodes \"node-1\" is forbidden: is not allowed to modify labels: "
+	    "node-role.kubernetes.io/control-plane");
 	/* One the admin set: the node may not take it off. */
-	expect_code(
+	testenv_expect_code(
 	    testenv_as_admin(e, "PATCH", NODES "/node-1", "application/merge-patch+json",
 	                     J("{'metadata':{'labels':{'node-restriction.kubernetes.io/pool':'a',"
 	                       "'topology.kubernetes.io/zone':'z1'}}}")),
 	    200);
-	expect(as_node(e, "node-1", "PATCH", NODES "/node-1", "application/merge-patch+json",
-	               J("{'metadata':{'labels':{'node-restriction.kubernetes.io/pool':null}}}")),
-	       403, "Forbidden",
-	       "nodes \"node-1\" is forbidden: is not allowed to modify labels: "
-	       "node-restriction.kubernetes.io/pool");
+	testenv_expect_status(
+	    as_node(e, "node-1", "PATCH", NODES "/node-1", "application/merge-patch+json",
+	            J("{'metadata':{'labels':{'node-restriction.kubernetes.io/pool':null}}}")),
+	    403, "Forbidden",
+	    "nodes \"node-1\" is forbidden: is not allowed to modify labels: "
+	    "node-restriction.kubernetes.io/pool");
 	/* Its own labels it may change and drop. */
-	expect_code(as_node(e, "node-1", "PATCH", NODES "/node-1", "application/merge-patch+json",
-	                    J("{'metadata':{'labels':{'topology.kubernetes.io/zone':"
-	                      "null,'kubernetes.io/hostname':'node-1'}}}")),
-	            200);
+	testenv_expect_code(as_node(e, "node-1", "PATCH", NODES "/node-1",
+	                            "application/merge-patch+json",
+	                            J("{'metadata':{'labels':{'topology.kubernetes.io/zone':"
+	                              "null,'kubernetes.io/hostname':'node-1'}}}")),
+	                    200);
 }
 
 /* ---- the Node authorizer ----------------------------------------------------------- */
@@ -383,11 +319,12 @@ static void test_node_reads_only_its_own_node(void **state)
 
 	free(admin_node(e, "node-1"));
 	free(admin_node(e, "node-2"));
-	expect_code(as_node(e, "node-1", "GET", NODES "/node-1", NULL, NULL), 200);
-	expect(as_node(e, "node-1", "GET", NODES, NULL, NULL), 403, "Forbidden",
-	       "nodes is forbidden: User \"system:node:node-1\" cannot list resource \"nodes\" in "
-	       "API group \"\" at the cluster scope: node 'node-1' cannot read all nodes, only its "
-	       "own Node object");
+	testenv_expect_code(as_node(e, "node-1", "GET", NODES "/node-1", NULL, NULL), 200);
+	testenv_expect_status(
+	    as_node(e, "node-1", "GET", NODES, NULL, NULL), 403, "Forbidden",
+	    "nodes is forbidden: User \"system:node:node-1\" cannot list resource \"nodes\" in "
+	    "API group \"\" at the cluster scope: node 'node-1' cannot read all nodes, only its "
+	    "own Node object");
 	/* AuthorizeNodeWithSelectors: a list of its own name only. */
 	r = as_node(e, "node-1", "GET", NODES "?fieldSelector=metadata.name%3Dnode-1", NULL, NULL);
 	assert_int_equal(r.status, 200);
@@ -395,7 +332,7 @@ static void test_node_reads_only_its_own_node(void **state)
 	assert_string_equal(jx_str(json_array_get(jx_get(r.body, "items"), 0), "metadata.name"),
 	                    "node-1");
 	testenv_reply_free(&r);
-	expect_code(
+	testenv_expect_code(
 	    as_node(e, "node-1", "GET", NODES "?fieldSelector=metadata.name%3Dnode-2", NULL, NULL),
 	    403);
 }
@@ -407,10 +344,11 @@ static void test_node_reading_another_node_is_named_in_the_refusal(void **state)
 	struct testenv *e = *state;
 
 	free(admin_node(e, "node-2"));
-	expect(as_node(e, "node-1", "GET", NODES "/node-2", NULL, NULL), 403, "Forbidden",
-	       "nodes \"node-2\" is forbidden: User \"system:node:node-1\" cannot get resource "
-	       "\"nodes\" in API group \"\" at the cluster scope: node 'node-1' cannot read "
-	       "'node-2', only its own Node object");
+	testenv_expect_status(
+	    as_node(e, "node-1", "GET", NODES "/node-2", NULL, NULL), 403, "Forbidden",
+	    "nodes \"node-2\" is forbidden: User \"system:node:node-1\" cannot get resource "
+	    "\"nodes\" in API group \"\" at the cluster scope: node 'node-1' cannot read "
+	    "'node-2', only its own Node object");
 }
 
 /* upstream: neither the Node authorizer (no opinion, no reason) nor the
@@ -420,9 +358,10 @@ static void test_node_may_not_delete_nodes(void **state)
 	struct testenv *e = *state;
 
 	free(admin_node(e, "node-1"));
-	expect(as_node(e, "node-1", "DELETE", NODES "/node-1", NULL, NULL), 403, "Forbidden",
-	       "nodes \"node-1\" is forbidden: User \"system:node:node-1\" cannot delete resource "
-	       "\"nodes\" in API group \"\" at the cluster scope");
+	testenv_expect_status(
+	    as_node(e, "node-1", "DELETE", NODES "/node-1", NULL, NULL), 403, "Forbidden",
+	    "nodes \"node-1\" is forbidden: User \"system:node:node-1\" cannot delete resource "
+	    "\"nodes\" in API group \"\" at the cluster scope");
 	admin_expect(e, "GET", NODES "/node-1", NULL, 200);
 }
 
@@ -433,9 +372,10 @@ static void test_node_may_not_read_its_node_status(void **state)
 	struct testenv *e = *state;
 
 	free(admin_node(e, "node-1"));
-	expect(as_node(e, "node-1", "GET", NODES "/node-1/status", NULL, NULL), 403, "Forbidden",
-	       "nodes \"node-1\" is forbidden: User \"system:node:node-1\" cannot get resource "
-	       "\"nodes/status\" in API group \"\" at the cluster scope");
+	testenv_expect_status(
+	    as_node(e, "node-1", "GET", NODES "/node-1/status", NULL, NULL), 403, "Forbidden",
+	    "nodes \"node-1\" is forbidden: User \"system:node:node-1\" cannot get resource "
+	    "\"nodes/status\" in API group \"\" at the cluster scope");
 }
 
 /* upstream: a system:nodes member named "system:node:" is a node the
@@ -444,9 +384,10 @@ static void test_node_without_a_name_is_unknown(void **state)
 {
 	struct testenv *e = *state;
 
-	expect(as_node(e, "", "GET", NODES "/x", NULL, NULL), 403, "Forbidden",
-	       "nodes \"x\" is forbidden: User \"system:node:\" cannot get resource \"nodes\" in "
-	       "API group \"\" at the cluster scope: unknown node for user \"system:node:\"");
+	testenv_expect_status(
+	    as_node(e, "", "GET", NODES "/x", NULL, NULL), 403, "Forbidden",
+	    "nodes \"x\" is forbidden: User \"system:node:\" cannot get resource \"nodes\" in "
+	    "API group \"\" at the cluster scope: unknown node for user \"system:node:\"");
 }
 
 /* ---- mirror pods --------------------------------------------------------------------- */
@@ -471,7 +412,7 @@ static const char *owned_by(const char *node, const char *uid)
 static void test_node_creates_its_mirror_pod(void **state)
 {
 	struct testenv *e = *state;
-	char *uid = keep(admin_node(e, "node-1"));
+	char *uid = testenv_keep(e, admin_node(e, "node-1"));
 	struct testenv_reply r;
 
 	r = as_node(e, "node-1", "POST", PODS, NULL,
@@ -482,11 +423,12 @@ static void test_node_creates_its_mirror_pod(void **state)
 	    jx_str(json_array_get(jx_get(r.body, "metadata.ownerReferences"), 0), "uid"), uid);
 	testenv_reply_free(&r);
 	/* The Node authorizer lets it read a pod bound to it. */
-	expect_code(as_node(e, "node-1", "GET", PODS "/static-web", NULL, NULL), 200);
-	expect(as_node(e, "node-2", "DELETE", PODS "/static-web", NULL, NULL), 403, "Forbidden",
-	       "pods \"static-web\" is forbidden: node \"node-2\" can only delete pods with "
-	       "spec.nodeName set to itself");
-	expect_code(as_node(e, "node-1", "DELETE", PODS "/static-web", NULL, NULL), 200);
+	testenv_expect_code(as_node(e, "node-1", "GET", PODS "/static-web", NULL, NULL), 200);
+	testenv_expect_status(
+	    as_node(e, "node-2", "DELETE", PODS "/static-web", NULL, NULL), 403, "Forbidden",
+	    "pods \"static-web\" is forbidden: node \"node-2\" can only delete pods with "
+	    "spec.nodeName set to itself");
+	testenv_expect_code(as_node(e, "node-1", "DELETE", PODS "/static-web", NULL, NULL), 200);
 }
 
 static void test_node_creates_only_mirror_pods(void **state)
@@ -494,29 +436,31 @@ static void test_node_creates_only_mirror_pods(void **state)
 	struct testenv *e = *state;
 
 	free(admin_node(e, "node-1"));
-	expect(as_node(e, "node-1", "POST", PODS, NULL,
-	               J("{'metadata':{'name':'plain'},'spec':{'nodeName':'node-1','containers':"
-	                 "[{'name':'c','image':'i'}]}}")),
-	       403, "Forbidden",
-	       "pods \"plain\" is forbidden: pod does not have \"kubernetes.io/config.mirror\" "
-	       "annotation, node \"node-1\" can only create mirror pods");
+	testenv_expect_status(
+	    as_node(e, "node-1", "POST", PODS, NULL,
+	            J("{'metadata':{'name':'plain'},'spec':{'nodeName':'node-1','containers':"
+	              "[{'name':'c','image':'i'}]}}")),
+	    403, "Forbidden",
+	    "pods \"plain\" is forbidden: pod does not have \"kubernetes.io/config.mirror\" "
+	    "annotation, node \"node-1\" can only create mirror pods");
 	admin_expect(e, "GET", PODS "/plain", NULL, 404);
 }
 
 static void test_mirror_pod_is_bound_to_its_node(void **state)
 {
 	struct testenv *e = *state;
-	char *uid = keep(admin_node(e, "node-1"));
+	char *uid = testenv_keep(e, admin_node(e, "node-1"));
 	const char *deny = "pods \"m\" is forbidden: node \"node-1\" can only create pods with "
 	                   "spec.nodeName set to itself";
 
-	expect(as_node(e, "node-1", "POST", PODS, NULL,
-	               mirror_pod("m", owned_by("node-1", uid), "'nodeName':'node-2',", "")),
-	       403, "Forbidden", deny);
+	testenv_expect_status(
+	    as_node(e, "node-1", "POST", PODS, NULL,
+	            mirror_pod("m", owned_by("node-1", uid), "'nodeName':'node-2',", "")),
+	    403, "Forbidden", deny);
 	/* Unbound, the scheduler could put it anywhere. */
-	expect(as_node(e, "node-1", "POST", PODS, NULL,
-	               mirror_pod("m", owned_by("node-1", uid), "", "")),
-	       403, "Forbidden", deny);
+	testenv_expect_status(as_node(e, "node-1", "POST", PODS, NULL,
+	                              mirror_pod("m", owned_by("node-1", uid), "", "")),
+	                      403, "Forbidden", deny);
 	admin_expect(e, "GET", PODS "/m", NULL, 404);
 }
 
@@ -525,32 +469,35 @@ static void test_mirror_pod_is_bound_to_its_node(void **state)
 static void test_mirror_pod_is_owned_by_its_node_alone(void **state)
 {
 	struct testenv *e = *state;
-	char *uid = keep(admin_node(e, "node-1")), *other = keep(admin_node(e, "node-2")), msg[256];
+	char *uid = testenv_keep(e, admin_node(e, "node-1")),
+	     *other = testenv_keep(e, admin_node(e, "node-2")), msg[256];
 	const char *bound = "'nodeName':'node-1',";
 	const char *not_itself =
 	    "pods \"m\" is forbidden: node \"node-1\" can only create pods with "
 	    "an owner reference set to itself";
 
-	expect(as_node(e, "node-1", "POST", PODS, NULL, mirror_pod("m", "", bound, "")), 403,
-	       "Forbidden", not_itself);
-	expect(as_node(e, "node-1", "POST", PODS, NULL,
-	               mirror_pod("m", owned_by("node-2", other), bound, "")),
-	       403, "Forbidden", not_itself);
-	expect(as_node(e, "node-1", "POST", PODS, NULL,
-	               mirror_pod("m",
-	                          J("{'apiVersion':'apps/v1','kind':'ReplicaSet','name':'node-1',"
-	                            "'uid':'%s','controller':true}",
-	                            uid),
-	                          bound, "")),
-	       403, "Forbidden", not_itself);
-	expect(
+	testenv_expect_status(
+	    as_node(e, "node-1", "POST", PODS, NULL, mirror_pod("m", "", bound, "")), 403,
+	    "Forbidden", not_itself);
+	testenv_expect_status(as_node(e, "node-1", "POST", PODS, NULL,
+	                              mirror_pod("m", owned_by("node-2", other), bound, "")),
+	                      403, "Forbidden", not_itself);
+	testenv_expect_status(
+	    as_node(e, "node-1", "POST", PODS, NULL,
+	            mirror_pod("m",
+	                       J("{'apiVersion':'apps/v1','kind':'ReplicaSet','name':'node-1',"
+	                         "'uid':'%s','controller':true}",
+	                         uid),
+	                       bound, "")),
+	    403, "Forbidden", not_itself);
+	testenv_expect_status(
 	    as_node(e, "node-1", "POST", PODS, NULL,
 	            mirror_pod("m", J("%s,%s", owned_by("node-1", uid), owned_by("node-2", other)),
 	                       bound, "")),
 	    403, "Forbidden",
 	    "pods \"m\" is forbidden: node \"node-1\" can only create pods with a single owner "
 	    "reference set to itself");
-	expect(
+	testenv_expect_status(
 	    as_node(e, "node-1", "POST", PODS, NULL,
 	            mirror_pod(
 	                "m", J("{'apiVersion':'v1','kind':'Node','name':'node-1','uid':'%s'}", uid),
@@ -558,20 +505,21 @@ static void test_mirror_pod_is_owned_by_its_node_alone(void **state)
 	    403, "Forbidden",
 	    "pods \"m\" is forbidden: node \"node-1\" can only create pods with a controller "
 	    "owner reference set to itself");
-	expect(as_node(e, "node-1", "POST", PODS, NULL,
-	               mirror_pod("m",
-	                          J("{'apiVersion':'v1','kind':'Node','name':'node-1','uid':'%s',"
-	                            "'controller':true,'blockOwnerDeletion':true}",
-	                            uid),
-	                          bound, "")),
-	       403, "Forbidden",
-	       "pods \"m\" is forbidden: node \"node-1\" must not set blockOwnerDeletion on an "
-	       "owner reference");
+	testenv_expect_status(
+	    as_node(e, "node-1", "POST", PODS, NULL,
+	            mirror_pod("m",
+	                       J("{'apiVersion':'v1','kind':'Node','name':'node-1','uid':'%s',"
+	                         "'controller':true,'blockOwnerDeletion':true}",
+	                         uid),
+	                       bound, "")),
+	    403, "Forbidden",
+	    "pods \"m\" is forbidden: node \"node-1\" must not set blockOwnerDeletion on an "
+	    "owner reference");
 	snprintf(msg, sizeof(msg),
 	         "pods \"m\" is forbidden: node node-1 UID mismatch: expected 0000 got %s", uid);
-	expect(as_node(e, "node-1", "POST", PODS, NULL,
-	               mirror_pod("m", owned_by("node-1", "0000"), bound, "")),
-	       403, "Forbidden", msg);
+	testenv_expect_status(as_node(e, "node-1", "POST", PODS, NULL,
+	                              mirror_pod("m", owned_by("node-1", "0000"), bound, "")),
+	                      403, "Forbidden", msg);
 	admin_expect(e, "GET", PODS "/m", NULL, 404);
 }
 
@@ -600,7 +548,7 @@ static void test_mirror_pod_references_no_other_object(void **state)
 	     "persistentvolumeclaims"},
 	};
 	struct testenv *e = *state;
-	char *uid = keep(admin_node(e, "node-1")), msg[256];
+	char *uid = testenv_keep(e, admin_node(e, "node-1")), msg[256];
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		snprintf(
@@ -608,10 +556,10 @@ static void test_mirror_pod_references_no_other_object(void **state)
 		    "pods \"m\" is forbidden: node \"node-1\" can not create pods that reference "
 		    "%s",
 		    cases[i].what);
-		expect(as_node(e, "node-1", "POST", PODS, NULL,
-		               mirror_pod("m", owned_by("node-1", uid), "'nodeName':'node-1',",
-		                          cases[i].extra)),
-		       403, "Forbidden", msg);
+		testenv_expect_status(as_node(e, "node-1", "POST", PODS, NULL,
+		                              mirror_pod("m", owned_by("node-1", uid),
+		                                         "'nodeName':'node-1',", cases[i].extra)),
+		                      403, "Forbidden", msg);
 	}
 	admin_expect(e, "GET", PODS "/m", NULL, 404);
 }
@@ -621,14 +569,15 @@ static void test_mirror_pod_references_no_other_object(void **state)
 static void test_mirror_pod_with_image_pull_secrets_is_refused(void **state)
 {
 	struct testenv *e = *state;
-	char *uid = keep(admin_node(e, "node-1"));
+	char *uid = testenv_keep(e, admin_node(e, "node-1"));
 
-	expect(as_node(e, "node-1", "POST", PODS, NULL,
-	               mirror_pod("m", owned_by("node-1", uid), "'nodeName':'node-1',",
-	                          ",'imagePullSecrets':[{'name':'registry'}]")),
-	       403, "Forbidden",
-	       "pods \"m\" is forbidden: node \"node-1\" can not create pods that reference "
-	       "secrets");
+	testenv_expect_status(
+	    as_node(e, "node-1", "POST", PODS, NULL,
+	            mirror_pod("m", owned_by("node-1", uid), "'nodeName':'node-1',",
+	                       ",'imagePullSecrets':[{'name':'registry'}]")),
+	    403, "Forbidden",
+	    "pods \"m\" is forbidden: node \"node-1\" can not create pods that reference "
+	    "secrets");
 	admin_expect(e, "GET", PODS "/m", NULL, 404);
 }
 
@@ -638,9 +587,10 @@ static void test_mirror_pod_of_an_unregistered_node_is_not_found(void **state)
 {
 	struct testenv *e = *state;
 
-	expect(as_node(e, "node-3", "POST", PODS, NULL,
-	               mirror_pod("m", owned_by("node-3", "u-3"), "'nodeName':'node-3',", "")),
-	       404, "NotFound", "node \"node-3\" not found");
+	testenv_expect_status(
+	    as_node(e, "node-3", "POST", PODS, NULL,
+	            mirror_pod("m", owned_by("node-3", "u-3"), "'nodeName':'node-3',", "")),
+	    404, "NotFound", "node \"node-3\" not found");
 	admin_expect(e, "GET", PODS "/m", NULL, 404);
 }
 
@@ -659,24 +609,28 @@ static void test_node_acts_only_on_pods_bound_to_it(void **state)
 	             J("{'metadata':{'name':'mine'},'spec':{'nodeName':'node-1',"
 	               "'containers':[{'name':'c','image':'i'}]}}"),
 	             201);
-	expect(as_node(e, "node-1", "GET", PODS "/theirs", NULL, NULL), 403, "Forbidden",
-	       "pods \"theirs\" is forbidden: User \"system:node:node-1\" cannot get resource "
-	       "\"pods\" in API group \"\" in the namespace \"default\": no relationship found "
-	       "between node 'node-1' and this object");
-	expect(as_node(e, "node-1", "PUT", PODS "/theirs/status", NULL,
-	               J("{'metadata':{'name':'theirs'},'status':{'phase':'Running'}}")),
-	       403, "Forbidden",
-	       "pods \"theirs\" is forbidden: node \"node-1\" can only update pod status for pods "
-	       "with spec.nodeName set to itself");
-	expect(as_node(e, "node-1", "POST", PODS "/theirs/eviction", NULL,
-	               J("{'apiVersion':'policy/v1','kind':'Eviction','metadata':{'name':"
-	                 "'theirs'}}")),
-	       403, "Forbidden",
-	       "pods \"theirs\" is forbidden: node node-1 can only evict pods with spec.nodeName "
-	       "set to itself");
-	expect(as_node(e, "node-1", "DELETE", PODS "/theirs", NULL, NULL), 403, "Forbidden",
-	       "pods \"theirs\" is forbidden: node \"node-1\" can only delete pods with "
-	       "spec.nodeName set to itself");
+	testenv_expect_status(
+	    as_node(e, "node-1", "GET", PODS "/theirs", NULL, NULL), 403, "Forbidden",
+	    "pods \"theirs\" is forbidden: User \"system:node:node-1\" cannot get resource "
+	    "\"pods\" in API group \"\" in the namespace \"default\": no relationship found "
+	    "between node 'node-1' and this object");
+	testenv_expect_status(
+	    as_node(e, "node-1", "PUT", PODS "/theirs/status", NULL,
+	            J("{'metadata':{'name':'theirs'},'status':{'phase':'Running'}}")),
+	    403, "Forbidden",
+	    "pods \"theirs\" is forbidden: node \"node-1\" can only update pod status for pods "
+	    "with spec.nodeName set to itself");
+	testenv_expect_status(
+	    as_node(e, "node-1", "POST", PODS "/theirs/eviction", NULL,
+	            J("{'apiVersion':'policy/v1','kind':'Eviction','metadata':{'name':"
+	              "'theirs'}}")),
+	    403, "Forbidden",
+	    "pods \"theirs\" is forbidden: node node-1 can only evict pods with spec.nodeName "
+	    "set to itself");
+	testenv_expect_status(
+	    as_node(e, "node-1", "DELETE", PODS "/theirs", NULL, NULL), 403, "Forbidden",
+	    "pods \"theirs\" is forbidden: node \"node-1\" can only delete pods with "
+	    "spec.nodeName set to itself");
 	r = testenv_as_admin(e, "GET", PODS "/theirs", NULL, NULL);
 	assert_int_equal(r.status, 200);
 	assert_null(jx_get(r.body, "metadata.deletionTimestamp"));
@@ -701,11 +655,12 @@ static void test_node_may_not_update_pods(void **state)
 	             J("{'metadata':{'name':'mine'},'spec':{'nodeName':'node-1','containers':"
 	               "[{'name':'c','image':'i'}]}}"),
 	             201);
-	expect(as_node(e, "node-1", "PATCH", PODS "/mine", "application/merge-patch+json",
-	               J("{'metadata':{'labels':{'a':'b'}}}")),
-	       403, "Forbidden",
-	       "pods \"mine\" is forbidden: User \"system:node:node-1\" cannot patch resource "
-	       "\"pods\" in API group \"\" in the namespace \"default\"");
+	testenv_expect_status(
+	    as_node(e, "node-1", "PATCH", PODS "/mine", "application/merge-patch+json",
+	            J("{'metadata':{'labels':{'a':'b'}}}")),
+	    403, "Forbidden",
+	    "pods \"mine\" is forbidden: User \"system:node:node-1\" cannot patch resource "
+	    "\"pods\" in API group \"\" in the namespace \"default\"");
 }
 
 /* upstream's admitPodStatus compares the labels of the object sent with
@@ -720,12 +675,13 @@ static void test_node_may_not_relabel_a_pod_through_status(void **state)
 	               "{'nodeName':'node-1','containers':[{'name':'c','image':"
 	               "'i'}]}}"),
 	             201);
-	expect(as_node(e, "node-1", "PUT", PODS "/mine/status", NULL,
-	               J("{'metadata':{'name':'mine','labels':{'app':'db'}},'status':{'phase':"
-	                 "'Running'}}")),
-	       403, "Forbidden",
-	       "pods \"mine\" is forbidden: node \"node-1\" cannot update labels through pod "
-	       "status");
+	testenv_expect_status(
+	    as_node(e, "node-1", "PUT", PODS "/mine/status", NULL,
+	            J("{'metadata':{'name':'mine','labels':{'app':'db'}},'status':{'phase':"
+	              "'Running'}}")),
+	    403, "Forbidden",
+	    "pods \"mine\" is forbidden: node \"node-1\" cannot update labels through pod "
+	    "status");
 	r = testenv_as_admin(e, "GET", PODS "/mine", NULL, NULL);
 	assert_string_equal(jx_str(r.body, "metadata.labels.app"), "web");
 	testenv_reply_free(&r);
@@ -738,27 +694,29 @@ static void test_node_writes_its_own_lease(void **state)
 	struct testenv *e = *state;
 	struct testenv_reply r;
 
-	expect_code(as_node(e, "node-1", "POST", NODE_LEASES, NULL,
-	                    J("{'metadata':{'name':'node-1'},'spec':{'holderIdentity':'node-1',"
-	                      "'leaseDurationSeconds':40}}")),
-	            201);
-	expect_code(as_node(e, "node-1", "PUT", NODE_LEASES "/node-1", NULL,
-	                    J("{'metadata':{'name':'node-1'},'spec':{"
-	                      "'holderIdentity':'node-1','leaseDurationSeconds':"
-	                      "20}}")),
-	            200);
+	testenv_expect_code(
+	    as_node(e, "node-1", "POST", NODE_LEASES, NULL,
+	            J("{'metadata':{'name':'node-1'},'spec':{'holderIdentity':'node-1',"
+	              "'leaseDurationSeconds':40}}")),
+	    201);
+	testenv_expect_code(as_node(e, "node-1", "PUT", NODE_LEASES "/node-1", NULL,
+	                            J("{'metadata':{'name':'node-1'},'spec':{"
+	                              "'holderIdentity':'node-1','leaseDurationSeconds':"
+	                              "20}}")),
+	                    200);
 	r = as_node(e, "node-1", "GET", NODE_LEASES "/node-1", NULL, NULL);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(jx_int(r.body, "spec.leaseDurationSeconds", 0), 20);
 	testenv_reply_free(&r);
 	/* The authorizer cannot see a create's name; NodeRestriction can. */
-	expect(as_node(e, "node-1", "POST", NODE_LEASES, NULL,
-	               J("{'metadata':{'name':'node-2'},'spec':{'holderIdentity':'node-1'}}")),
-	       403, "Forbidden",
-	       "leases.coordination.k8s.io \"node-2\" is forbidden: can only access node lease "
-	       "with the same name as the requesting node");
+	testenv_expect_status(
+	    as_node(e, "node-1", "POST", NODE_LEASES, NULL,
+	            J("{'metadata':{'name':'node-2'},'spec':{'holderIdentity':'node-1'}}")),
+	    403, "Forbidden",
+	    "leases.coordination.k8s.io \"node-2\" is forbidden: can only access node lease "
+	    "with the same name as the requesting node");
 	admin_expect(e, "GET", NODE_LEASES "/node-2", NULL, 404);
-	expect_code(as_node(e, "node-1", "DELETE", NODE_LEASES "/node-1", NULL, NULL), 200);
+	testenv_expect_code(as_node(e, "node-1", "DELETE", NODE_LEASES "/node-1", NULL, NULL), 200);
 }
 
 /* upstream's authorizeLease refuses before any lookup, with its reason:
@@ -778,43 +736,37 @@ static void test_node_lease_refusals_give_the_authorizers_reason(void **state)
 	               "'node-2'}}"),
 	             201);
 	snprintf(msg, sizeof(msg), other, "get");
-	expect(as_node(e, "node-1", "GET", NODE_LEASES "/node-2", NULL, NULL), 403, "Forbidden",
-	       msg);
+	testenv_expect_status(as_node(e, "node-1", "GET", NODE_LEASES "/node-2", NULL, NULL), 403,
+	                      "Forbidden", msg);
 	snprintf(msg, sizeof(msg), other, "update");
-	expect(as_node(e, "node-1", "PUT", NODE_LEASES "/node-2", NULL,
-	               J("{'metadata':{'name':'node-2'},'spec':{'holderIdentity':'node-1'}}")),
-	       403, "Forbidden", msg);
+	testenv_expect_status(
+	    as_node(e, "node-1", "PUT", NODE_LEASES "/node-2", NULL,
+	            J("{'metadata':{'name':'node-2'},'spec':{'holderIdentity':'node-1'}}")),
+	    403, "Forbidden", msg);
 	snprintf(msg, sizeof(msg), other, "delete");
-	expect(as_node(e, "node-1", "DELETE", NODE_LEASES "/node-2", NULL, NULL), 403, "Forbidden",
-	       msg);
-	expect(as_node(e, "node-1", "GET", NODE_LEASES, NULL, NULL), 403, "Forbidden",
-	       "leases.coordination.k8s.io is forbidden: User \"system:node:node-1\" cannot list "
-	       "resource \"leases\" in API group \"coordination.k8s.io\" in the namespace "
-	       "\"kube-node-lease\": can only get, create, update, patch, or delete a node lease");
-	expect(as_node(e, "node-1", "POST",
-	               "/apis/coordination.k8s.io/v1/namespaces/default/leases", NULL,
-	               J("{'metadata':{'name':'node-1'},'spec':{'holderIdentity':'node-1'}}")),
-	       403, "Forbidden",
-	       "leases.coordination.k8s.io is forbidden: User \"system:node:node-1\" cannot create "
-	       "resource \"leases\" in API group \"coordination.k8s.io\" in the namespace "
-	       "\"default\": can only access leases in the \"kube-node-lease\" system namespace");
+	testenv_expect_status(as_node(e, "node-1", "DELETE", NODE_LEASES "/node-2", NULL, NULL),
+	                      403, "Forbidden", msg);
+	testenv_expect_status(
+	    as_node(e, "node-1", "GET", NODE_LEASES, NULL, NULL), 403, "Forbidden",
+	    "leases.coordination.k8s.io is forbidden: User \"system:node:node-1\" cannot list "
+	    "resource \"leases\" in API group \"coordination.k8s.io\" in the namespace "
+	    "\"kube-node-lease\": can only get, create, update, patch, or delete a node lease");
+	testenv_expect_status(
+	    as_node(e, "node-1", "POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+	            NULL, J("{'metadata':{'name':'node-1'},'spec':{'holderIdentity':'node-1'}}")),
+	    403, "Forbidden",
+	    "leases.coordination.k8s.io is forbidden: User \"system:node:node-1\" cannot create "
+	    "resource \"leases\" in API group \"coordination.k8s.io\" in the namespace "
+	    "\"default\": can only access leases in the \"kube-node-lease\" system namespace");
 }
 
 /* ---- certificate signing requests ------------------------------------------------------ */
 
-/* spec.request for a fresh key and CN (O system:nodes), base64; the
- * caller's. */
+/* spec.request for a fresh key and CN (O system:nodes); the caller's. */
 static char *csr_request(const char *cn)
 {
 	static const char *const orgs[] = {"system:nodes", NULL};
-	EVP_PKEY *key = pki_key_new(PKI_KEY_ECDSA);
-	X509_REQ *req = pki_csr_new(key, cn, orgs, NULL, NULL, 0);
-	char *pem = pki_csr_pem(req), *b64 = b64_encode(pem, strlen(pem));
-
-	free(pem);
-	X509_REQ_free(req);
-	EVP_PKEY_free(key);
-	return b64;
+	return testenv_csr_request(cn, orgs);
 }
 
 static const char *csr_object(const char *name, const char *request, const char *signer)
@@ -830,18 +782,19 @@ static const char *csr_object(const char *name, const char *request, const char 
 static void test_node_csr_names_only_itself(void **state)
 {
 	struct testenv *e = *state;
-	char *theirs = keep(csr_request("system:node:node-2")),
-	     *mine = keep(csr_request("system:node:node-1"));
+	char *theirs = testenv_keep(e, csr_request("system:node:node-2")),
+	     *mine = testenv_keep(e, csr_request("system:node:node-1"));
 	const char *deny = "certificatesigningrequests.certificates.k8s.io \"c\" is forbidden: can "
 	                   "only create a node CSR with CN=system:node:node-1";
 	struct testenv_reply r;
 
-	expect(as_node(e, "node-1", "POST", CSRS, NULL,
-	               csr_object("c", theirs, "kubernetes.io/kube-apiserver-client-kubelet")),
-	       403, "Forbidden", deny);
-	expect(as_node(e, "node-1", "POST", CSRS, NULL,
-	               csr_object("c", theirs, "kubernetes.io/kubelet-serving")),
-	       403, "Forbidden", deny);
+	testenv_expect_status(
+	    as_node(e, "node-1", "POST", CSRS, NULL,
+	            csr_object("c", theirs, "kubernetes.io/kube-apiserver-client-kubelet")),
+	    403, "Forbidden", deny);
+	testenv_expect_status(as_node(e, "node-1", "POST", CSRS, NULL,
+	                              csr_object("c", theirs, "kubernetes.io/kubelet-serving")),
+	                      403, "Forbidden", deny);
 	admin_expect(e, "GET", CSRS "/c", NULL, 404);
 
 	r = as_node(e, "node-1", "POST", CSRS, NULL,
@@ -853,9 +806,10 @@ static void test_node_csr_names_only_itself(void **state)
 	                    "system:nodes");
 	testenv_reply_free(&r);
 	/* Other signers are not the node's identity: not checked. */
-	expect_code(as_node(e, "node-1", "POST", CSRS, NULL,
-	                    csr_object("other", theirs, "kubernetes.io/kube-apiserver-client")),
-	            201);
+	testenv_expect_code(
+	    as_node(e, "node-1", "POST", CSRS, NULL,
+	            csr_object("other", theirs, "kubernetes.io/kube-apiserver-client")),
+	    201);
 }
 
 /* ---- bootstrap tokens --------------------------------------------------------------------- */
@@ -903,7 +857,7 @@ static json_t *who_is(struct testenv *e, const char *token)
 	json_t *user;
 
 	if (r.status != 201) {
-		expect(r, 401, "Unauthorized", "Unauthorized");
+		testenv_expect_status(r, 401, "Unauthorized", "Unauthorized");
 		return NULL;
 	}
 	user = json_incref(jx_get(r.body, "status.userInfo"));
@@ -950,7 +904,8 @@ static void test_bootstrap_token_authenticates_as_its_id(void **state)
 static void test_kubeadm_bootstrap_token_may_only_ask_for_certificates(void **state)
 {
 	struct testenv *e = *state;
-	char path[160], token[64], user[64], *request = keep(csr_request("system:node:newcomer"));
+	char path[160], token[64], user[64],
+	    *request = testenv_keep(e, csr_request("system:node:newcomer"));
 	FILE *f = fopen(testenv_path(e, "pki/bootstrap-token", path, sizeof(path)), "r");
 	struct testenv_reply r;
 
@@ -968,7 +923,7 @@ static void test_kubeadm_bootstrap_token_may_only_ask_for_certificates(void **st
 	assert_string_equal(json_string_value(json_array_get(jx_get(r.body, "spec.groups"), 1)),
 	                    "system:bootstrappers:kubeadm:default-node-token");
 	testenv_reply_free(&r);
-	expect_code(with_token(e, token, "GET", CSRS "/node-csr-newcomer", NULL), 200);
+	testenv_expect_code(with_token(e, token, "GET", CSRS "/node-csr-newcomer", NULL), 200);
 	r = with_token(e, token, "GET", NODES, NULL);
 	assert_int_equal(r.status, 403);
 	{
@@ -995,8 +950,8 @@ static void test_bootstrap_token_groups_stay_inside_bootstrappers(void **state)
 	assert_refused(e, "mstr01." SECRET16);
 	assert_refused(e, "upper1." SECRET16);
 	assert_refused(e, "trail1." SECRET16);
-	expect(with_token(e, "mstr01." SECRET16, "GET", SECRETS, NULL), 401, "Unauthorized",
-	       "Unauthorized");
+	testenv_expect_status(with_token(e, "mstr01." SECRET16, "GET", SECRETS, NULL), 401,
+	                      "Unauthorized", "Unauthorized");
 }
 
 static void test_expired_bootstrap_token_is_refused(void **state)
@@ -1080,11 +1035,11 @@ static void test_bootstrap_token_secret_must_be_usable(void **state)
 	user = who_is(e, "dele01." SECRET16);
 	assert_non_null(user);
 	json_decref(user);
-	expect_code(testenv_as_admin(e, "PATCH", SECRETS "/bootstrap-token-dele01",
-	                             "application/merge-patch+json",
-	                             J("{'metadata':{'finalizers':"
-	                               "['example.com/hold']}}")),
-	            200);
+	testenv_expect_code(testenv_as_admin(e, "PATCH", SECRETS "/bootstrap-token-dele01",
+	                                     "application/merge-patch+json",
+	                                     J("{'metadata':{'finalizers':"
+	                                       "['example.com/hold']}}")),
+	                    200);
 	admin_expect(e, "DELETE", SECRETS "/bootstrap-token-dele01", NULL, 200);
 	assert_refused(e, "dele01." SECRET16);
 }
@@ -1120,7 +1075,7 @@ static void test_bootstrap_token_secret_from_string_data_authenticates(void **st
 
 int main(void)
 {
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, testenv_teardown)
 	const struct CMUnitTest tests[] = {
 	    T(test_node_registers_only_itself),
 	    T(test_node_updates_only_itself),
@@ -1157,9 +1112,6 @@ int main(void)
 #undef T
 	/* The refusals log at error level (authn's "Unable to authenticate");
 	 * CUBE_TEST_V shows them. */
-	if (getenv("CUBE_TEST_V"))
-		log_set_verbosity(atoi(getenv("CUBE_TEST_V")));
-	else
-		log_set_fd(open("/dev/null", O_WRONLY | O_CLOEXEC));
+	testenv_quiet_logs();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,12 +29,8 @@
 
 #include "testenv.h"
 
-#include "pki/pki.h"
-
-#include "base/b64.h"
 #include "base/jx.h"
 
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,83 +50,8 @@ static int setup(void **state)
 	return 0;
 }
 
-/* What a test allocates and keeps to its end: freed at teardown, so a
- * failed assertion (cmocka leaves the test at once) leaks nothing. */
-static void *kept[64];
-static size_t nkept;
-
-static void *keep(void *p)
-{
-	assert_true(nkept < sizeof(kept) / sizeof(kept[0]));
-	return kept[nkept++] = p;
-}
-
-static int teardown(void **state)
-{
-	while (nkept)
-		free(kept[--nkept]);
-	testenv_stop(*state);
-	free(*state);
-	return 0;
-}
-
-/* JSON text written with ' for " (none of these bodies needs a '), in one
- * of a few rotating buffers: good until eight more calls. */
-__attribute__((format(printf, 1, 2))) static const char *J(const char *fmt, ...)
-{
-	static char bufs[8][8192];
-	static unsigned next;
-	char *b = bufs[next++ % 8];
-	va_list ap;
-
-	va_start(ap, fmt);
-	assert_true(vsnprintf(b, sizeof(bufs[0]), fmt, ap) < (int)sizeof(bufs[0]));
-	va_end(ap);
-	for (char *p = b; *p; p++)
-		if (*p == '\'')
-			*p = '"';
-	return b;
-}
-
-/* The reply is a Status with this code, reason and message (NULL: not
- * checked); r is freed. Failures name the caller's line. */
-#define expect(r, code, reason, message) expect_at(r, code, reason, message, __FILE__, __LINE__)
-static void expect_at(struct testenv_reply r, int code, const char *reason, const char *message,
-                      const char *file, int line)
-{
-	/* Copied out and r freed before any assertion can leave the test. */
-	char got_kind[32], got_reason[64], got_message[2048];
-	int status = r.status, got_code = (int)jx_int(r.body, "code", 0);
-	bool had_reason = jx_get(r.body, "reason") != NULL;
-
-	if (status != code)
-		print_error("answer: %s\n", r.text);
-	snprintf(got_kind, sizeof(got_kind), "%s", jx_str(r.body, "kind") ?: "(none)");
-	snprintf(got_reason, sizeof(got_reason), "%s", jx_str(r.body, "reason") ?: "(none)");
-	snprintf(got_message, sizeof(got_message), "%s", jx_str(r.body, "message") ?: "(none)");
-	testenv_reply_free(&r);
-	_assert_int_equal((LargestIntegralType)status, (LargestIntegralType)code, file, line);
-	_assert_string_equal(got_kind, "Status", file, line);
-	_assert_int_equal((LargestIntegralType)got_code, (LargestIntegralType)code, file, line);
-	if (reason)
-		_assert_string_equal(got_reason, reason, file, line);
-	else /* a Status without a reason: etcd's error passed through */
-		_assert_true(!had_reason, "no reason", file, line);
-	if (message)
-		_assert_string_equal(got_message, message, file, line);
-}
-
-/* The reply's status code is code (its body printed if not); r freed. */
-#define expect_code(r, code) expect_code_at(r, code, __FILE__, __LINE__)
-static void expect_code_at(struct testenv_reply r, int code, const char *file, int line)
-{
-	int status = r.status;
-
-	if (status != code)
-		print_error("answer: %s\n", r.text);
-	testenv_reply_free(&r);
-	_assert_int_equal((LargestIntegralType)status, (LargestIntegralType)code, file, line);
-}
+/* JSON with ' for " (testenv_json), as most bodies here are written. */
+#define J testenv_json
 
 static struct testenv_reply admin(struct testenv *e, const char *method, const char *target,
                                   const char *content_type, const char *body)
@@ -162,9 +83,9 @@ static char *list_revision(struct testenv *e, const char *target)
 
 static void make_cm(struct testenv *e, const char *name, const char *value)
 {
-	expect_code(admin(e, "POST", CMS, NULL,
-	                  J("{'metadata':{'name':'%s'},'data':{'k':'%s'}}", name, value)),
-	            201);
+	testenv_expect_code(admin(e, "POST", CMS, NULL,
+	                          J("{'metadata':{'name':'%s'},'data':{'k':'%s'}}", name, value)),
+	                    201);
 }
 
 /* The configmap is as make_cm left it: value, resourceVersion rv. */
@@ -203,7 +124,7 @@ static char *cm_rv(struct testenv *e, const char *name)
 static void test_dry_run_create_stores_nothing(void **state)
 {
 	struct testenv *e = *state;
-	char *before = keep(list_revision(e, CMS)), *after;
+	char *before = testenv_keep(e, list_revision(e, CMS)), *after;
 	struct testenv_reply r;
 
 	r = admin(e, "POST", CMS "?dryRun=All", NULL,
@@ -219,13 +140,14 @@ static void test_dry_run_create_stores_nothing(void **state)
 	assert_int_equal(strlen(jx_str(r.body, "metadata.name")), 9);
 	testenv_reply_free(&r);
 	/* Validation and admission still run. */
-	expect(admin(e, "POST", CMS "?dryRun=All", NULL, J("{'metadata':{'name':'Bad_Name'}}")),
-	       422, "Invalid", NULL);
-	expect(admin(e, "POST", "/api/v1/namespaces/nope/configmaps?dryRun=All", NULL,
-	             J("{'metadata':{'name':'x'}}")),
-	       404, "NotFound", "namespaces \"nope\" not found");
+	testenv_expect_status(
+	    admin(e, "POST", CMS "?dryRun=All", NULL, J("{'metadata':{'name':'Bad_Name'}}")), 422,
+	    "Invalid", NULL);
+	testenv_expect_status(admin(e, "POST", "/api/v1/namespaces/nope/configmaps?dryRun=All",
+	                            NULL, J("{'metadata':{'name':'x'}}")),
+	                      404, "NotFound", "namespaces \"nope\" not found");
 
-	after = keep(list_revision(e, CMS));
+	after = testenv_keep(e, list_revision(e, CMS));
 	assert_string_equal(after, before);
 	assert_null(stored(e, CMS "/dry"));
 	make_cm(e, "dry", "real");
@@ -239,10 +161,10 @@ static void test_dry_run_create_of_an_existing_name_conflicts(void **state)
 	char *rv;
 
 	make_cm(e, "cm", "v");
-	rv = keep(cm_rv(e, "cm"));
-	expect(admin(e, "POST", CMS "?dryRun=All", NULL,
-	             J("{'metadata':{'name':'cm'},'data':{'k':'other'}}")),
-	       409, "AlreadyExists", "configmaps \"cm\" already exists");
+	rv = testenv_keep(e, cm_rv(e, "cm"));
+	testenv_expect_status(admin(e, "POST", CMS "?dryRun=All", NULL,
+	                            J("{'metadata':{'name':'cm'},'data':{'k':'other'}}")),
+	                      409, "AlreadyExists", "configmaps \"cm\" already exists");
 	assert_cm_unchanged(e, "cm", "v", rv);
 }
 
@@ -253,7 +175,7 @@ static void test_dry_run_update_stores_nothing(void **state)
 	char *rv;
 
 	make_cm(e, "cm", "v");
-	rv = keep(cm_rv(e, "cm"));
+	rv = testenv_keep(e, cm_rv(e, "cm"));
 	r = admin(e, "PUT", CMS "/cm?dryRun=All", NULL,
 	          J("{'metadata':{'name':'cm','resourceVersion':'%s'},'data':{'k':'new'}}", rv));
 	assert_int_equal(r.status, 200);
@@ -262,11 +184,12 @@ static void test_dry_run_update_stores_nothing(void **state)
 	assert_string_equal(jx_str(r.body, "metadata.resourceVersion"), rv);
 	testenv_reply_free(&r);
 	/* Its preconditions are checked as a real update's. */
-	expect(admin(e, "PUT", CMS "/cm?dryRun=All", NULL,
-	             J("{'metadata':{'name':'cm','resourceVersion':'1'},'data':{'k':'new'}}")),
-	       409, "Conflict",
-	       "Operation cannot be fulfilled on configmaps \"cm\": the object has been modified; "
-	       "please apply your changes to the latest version and try again");
+	testenv_expect_status(
+	    admin(e, "PUT", CMS "/cm?dryRun=All", NULL,
+	          J("{'metadata':{'name':'cm','resourceVersion':'1'},'data':{'k':'new'}}")),
+	    409, "Conflict",
+	    "Operation cannot be fulfilled on configmaps \"cm\": the object has been modified; "
+	    "please apply your changes to the latest version and try again");
 	assert_cm_unchanged(e, "cm", "v", rv);
 }
 
@@ -289,7 +212,7 @@ static void test_dry_run_patches_store_nothing(void **state)
 	char *rv;
 
 	make_cm(e, "cm", "v");
-	rv = keep(cm_rv(e, "cm"));
+	rv = testenv_keep(e, cm_rv(e, "cm"));
 	for (size_t i = 0; i < sizeof(patches) / sizeof(patches[0]); i++) {
 		r = admin(e, "PATCH", CMS "/cm?dryRun=All&fieldManager=test", patches[i].type,
 		          J("%s", patches[i].body));
@@ -316,26 +239,26 @@ static void test_dry_run_namespace_delete_leaves_it_active(void **state)
 	struct testenv_reply r;
 	json_t *ns;
 
-	expect_code(admin(e, "POST", "/api/v1/namespaces", NULL, J("{'metadata':{'name':'team'}}")),
-	            201);
+	testenv_expect_code(
+	    admin(e, "POST", "/api/v1/namespaces", NULL, J("{'metadata':{'name':'team'}}")), 201);
 	r = admin(e, "DELETE", "/api/v1/namespaces/team?dryRun=All", NULL, NULL);
 	assert_int_equal(r.status, 200);
 	assert_string_equal(jx_str(r.body, "status.phase"), "Terminating");
 	assert_non_null(jx_get(r.body, "metadata.deletionTimestamp"));
 	testenv_reply_free(&r);
 	/* kubectl --dry-run=server says it in a DeleteOptions body. */
-	expect_code(admin(e, "DELETE", "/api/v1/namespaces/team", NULL,
-	                  J("{'apiVersion':'v1','kind':'DeleteOptions','dryRun':['All']}")),
-	            200);
+	testenv_expect_code(admin(e, "DELETE", "/api/v1/namespaces/team", NULL,
+	                          J("{'apiVersion':'v1','kind':'DeleteOptions','dryRun':['All']}")),
+	                    200);
 	testenv_pump(e, 3);
 	ns = stored(e, "/api/v1/namespaces/team");
 	assert_non_null(ns);
 	assert_string_equal(jx_str(ns, "status.phase"), "Active");
 	assert_null(jx_get(ns, "metadata.deletionTimestamp"));
 	json_decref(ns);
-	expect_code(admin(e, "POST", "/api/v1/namespaces/team/configmaps", NULL,
-	                  J("{'metadata':{'name':'still-open'}}")),
-	            201);
+	testenv_expect_code(admin(e, "POST", "/api/v1/namespaces/team/configmaps", NULL,
+	                          J("{'metadata':{'name':'still-open'}}")),
+	                    201);
 }
 
 /* An eviction answers a Status; dry, it deletes nothing: asked in the
@@ -347,24 +270,25 @@ static void test_dry_run_eviction_deletes_nothing(void **state)
 	struct testenv_reply r;
 	json_t *pod;
 
-	expect_code(admin(e, "POST", PODS, NULL,
-	                  J("{'metadata':{'name':'free'},'spec':{'containers':[{'name':'c',"
-	                    "'image':'i'}]}}")),
-	            201);
-	expect_code(admin(e, "POST", PODS, NULL,
-	                  J("{'metadata':{'name':'bound'},'spec':{'nodeName':'node-1',"
-	                    "'containers':[{'name':'c','image':'i'}]}}")),
-	            201);
+	testenv_expect_code(admin(e, "POST", PODS, NULL,
+	                          J("{'metadata':{'name':'free'},'spec':{'containers':[{'name':'c',"
+	                            "'image':'i'}]}}")),
+	                    201);
+	testenv_expect_code(admin(e, "POST", PODS, NULL,
+	                          J("{'metadata':{'name':'bound'},'spec':{'nodeName':'node-1',"
+	                            "'containers':[{'name':'c','image':'i'}]}}")),
+	                    201);
 	r = admin(e, "POST", PODS "/free/eviction?dryRun=All", NULL,
 	          J("{'apiVersion':'policy/v1','kind':'Eviction','metadata':{'name':'free'}}"));
 	assert_int_equal(r.status, 201);
 	assert_string_equal(jx_str(r.body, "kind"), "Status");
 	assert_string_equal(jx_str(r.body, "status"), "Success");
 	testenv_reply_free(&r);
-	expect_code(admin(e, "POST", PODS "/bound/eviction", NULL,
-	                  J("{'apiVersion':'policy/v1','kind':'Eviction','metadata':{'name':"
-	                    "'bound'},'deleteOptions':{'dryRun':['All']}}")),
-	            201);
+	testenv_expect_code(
+	    admin(e, "POST", PODS "/bound/eviction", NULL,
+	          J("{'apiVersion':'policy/v1','kind':'Eviction','metadata':{'name':"
+	            "'bound'},'deleteOptions':{'dryRun':['All']}}")),
+	    201);
 	testenv_pump(e, 3);
 	pod = stored(e, PODS "/free");
 	assert_non_null(pod);
@@ -380,10 +304,11 @@ static void test_dry_run_value_must_be_all(void **state)
 {
 	struct testenv *e = *state;
 
-	expect(admin(e, "POST", CMS "?dryRun=yes", NULL, J("{'metadata':{'name':'maybe'}}")), 422,
-	       "Invalid",
-	       "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: "
-	       "[]string{\"yes\"}: supported values: \"All\"");
+	testenv_expect_status(
+	    admin(e, "POST", CMS "?dryRun=yes", NULL, J("{'metadata':{'name':'maybe'}}")), 422,
+	    "Invalid",
+	    "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: "
+	    "[]string{\"yes\"}: supported values: \"All\"");
 	assert_null(stored(e, CMS "/maybe"));
 }
 
@@ -399,9 +324,10 @@ static void test_delete_held_by_a_finalizer_answers_with_the_object(void **state
 	json_t *cm;
 	char *rv;
 
-	expect_code(admin(e, "POST", CMS, NULL,
-	                  J("{'metadata':{'name':'held','finalizers':['example.com/hold']}}")),
-	            201);
+	testenv_expect_code(
+	    admin(e, "POST", CMS, NULL,
+	          J("{'metadata':{'name':'held','finalizers':['example.com/hold']}}")),
+	    201);
 	r = admin(e, "DELETE", CMS "/held", NULL, NULL);
 	assert_int_equal(r.status, 200);
 	assert_string_equal(jx_str(r.body, "kind"), "ConfigMap");
@@ -410,7 +336,7 @@ static void test_delete_held_by_a_finalizer_answers_with_the_object(void **state
 	assert_string_equal(
 	    json_string_value(json_array_get(jx_get(r.body, "metadata.finalizers"), 0)),
 	    "example.com/hold");
-	rv = keep(strdup(jx_str(r.body, "metadata.resourceVersion")));
+	rv = testenv_keep(e, strdup(jx_str(r.body, "metadata.resourceVersion")));
 	testenv_reply_free(&r);
 	/* Again: the same answer, nothing written. */
 	r = admin(e, "DELETE", CMS "/held", NULL, NULL);
@@ -422,9 +348,10 @@ static void test_delete_held_by_a_finalizer_answers_with_the_object(void **state
 	assert_string_equal(jx_str(cm, "metadata.resourceVersion"), rv);
 	json_decref(cm);
 
-	expect_code(admin(e, "POST", CMS, NULL,
-	                  J("{'metadata':{'name':'cascade','finalizers':['example.com/hold']}}")),
-	            201);
+	testenv_expect_code(
+	    admin(e, "POST", CMS, NULL,
+	          J("{'metadata':{'name':'cascade','finalizers':['example.com/hold']}}")),
+	    201);
 	r = admin(e, "DELETE", CMS "/cascade", NULL,
 	          J("{'apiVersion':'v1','kind':'DeleteOptions','orphanDependents':false}"));
 	assert_int_equal(r.status, 202);
@@ -432,25 +359,13 @@ static void test_delete_held_by_a_finalizer_answers_with_the_object(void **state
 	testenv_reply_free(&r);
 
 	/* The last finalizer off: gone. */
-	expect_code(admin(e, "PATCH", CMS "/held", MERGE, J("{'metadata':{'finalizers':null}}")),
-	            200);
+	testenv_expect_code(
+	    admin(e, "PATCH", CMS "/held", MERGE, J("{'metadata':{'finalizers':null}}")), 200);
 	testenv_pump(e, 3);
 	assert_null(stored(e, CMS "/held"));
 }
 
 /* ---- CertificateSigningRequest names ----------------------------------------------------- */
-
-static char *csr_request(void)
-{
-	EVP_PKEY *key = pki_key_new(PKI_KEY_ECDSA);
-	X509_REQ *req = pki_csr_new(key, "someone", NULL, NULL, NULL, 0);
-	char *pem = pki_csr_pem(req), *b64 = b64_encode(pem, strlen(pem));
-
-	free(pem);
-	X509_REQ_free(req);
-	EVP_PKEY_free(key);
-	return b64;
-}
 
 static const char *csr_named(const char *name, const char *request)
 {
@@ -474,23 +389,25 @@ static void test_csr_name_is_any_path_segment(void **state)
 	    {"..", "may not be '..'"},
 	};
 	struct testenv *e = *state;
-	char *request = keep(csr_request()), msg[128];
+	char *request = testenv_keep(e, testenv_csr_request("someone", NULL)), msg[128];
 	json_t *list;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(msg, sizeof(msg), "Name parameter invalid: \"%s\": %s", bad[i].name,
 		         bad[i].why);
-		expect(admin(e, "POST", CSRS, NULL, csr_named(bad[i].name, request)), 400,
-		       "BadRequest", msg);
-		expect(admin(e, "POST", CSRS "?dryRun=All", NULL, csr_named(bad[i].name, request)),
-		       400, "BadRequest", msg);
+		testenv_expect_status(admin(e, "POST", CSRS, NULL, csr_named(bad[i].name, request)),
+		                      400, "BadRequest", msg);
+		testenv_expect_status(
+		    admin(e, "POST", CSRS "?dryRun=All", NULL, csr_named(bad[i].name, request)),
+		    400, "BadRequest", msg);
 	}
 	list = stored(e, CSRS);
 	assert_int_equal(json_array_size(jx_get(list, "items")), 0);
 	json_decref(list);
 	/* Not a DNS subdomain, and still a CSR name. */
-	expect_code(admin(e, "POST", CSRS, NULL, csr_named("Node_CSR.Upper", request)), 201);
-	expect_code(admin(e, "GET", CSRS "/Node_CSR.Upper", NULL, NULL), 200);
+	testenv_expect_code(admin(e, "POST", CSRS, NULL, csr_named("Node_CSR.Upper", request)),
+	                    201);
+	testenv_expect_code(admin(e, "GET", CSRS "/Node_CSR.Upper", NULL, NULL), 200);
 }
 
 /* In the URL a '/' — written or escaped — separates a subresource: "a"'s
@@ -499,12 +416,12 @@ static void test_csr_name_with_a_slash_in_the_url_is_another_path(void **state)
 {
 	struct testenv *e = *state;
 	const char *none = "the server could not find the requested resource";
-	char *request = keep(csr_request());
+	char *request = testenv_keep(e, testenv_csr_request("someone", NULL));
 
-	expect(admin(e, "GET", CSRS "/a/b", NULL, NULL), 404, "NotFound", none);
-	expect(admin(e, "GET", CSRS "/a%2Fb", NULL, NULL), 404, "NotFound", none);
-	expect(admin(e, "PUT", CSRS "/a%2Fb", NULL, csr_named("a/b", request)), 404, "NotFound",
-	       none);
+	testenv_expect_status(admin(e, "GET", CSRS "/a/b", NULL, NULL), 404, "NotFound", none);
+	testenv_expect_status(admin(e, "GET", CSRS "/a%2Fb", NULL, NULL), 404, "NotFound", none);
+	testenv_expect_status(admin(e, "PUT", CSRS "/a%2Fb", NULL, csr_named("a/b", request)), 404,
+	                      "NotFound", none);
 }
 
 /* The requestor fields are the server's, set at create: an update (here
@@ -513,10 +430,10 @@ static void test_csr_name_with_a_slash_in_the_url_is_another_path(void **state)
 static void test_csr_update_keeps_its_requestor(void **state)
 {
 	struct testenv *e = *state;
-	char *request = keep(csr_request());
+	char *request = testenv_keep(e, testenv_csr_request("someone", NULL));
 	struct testenv_reply r;
 
-	expect_code(admin(e, "POST", CSRS, NULL, csr_named("mine", request)), 201);
+	testenv_expect_code(admin(e, "POST", CSRS, NULL, csr_named("mine", request)), 201);
 	r = admin(e, "PATCH", CSRS "/mine", MERGE, J("{'metadata':{'labels':{'team':'a'}}}"));
 	assert_int_equal(r.status, 200);
 	assert_string_equal(jx_str(r.body, "metadata.labels.team"), "a");
@@ -547,7 +464,7 @@ static void test_forbidden_create_names_no_object(void **state)
 {
 	struct testenv *e = *state;
 
-	expect(
+	testenv_expect_status(
 	    as_alice(e, CMS, J("{'metadata':{'name':'mine'}}")), 403, "Forbidden",
 	    "configmaps is forbidden: User \"alice\" cannot create resource \"configmaps\" in API "
 	    "group \"\" in the namespace \"default\"");
@@ -561,9 +478,11 @@ static void test_forbidden_create_learns_nothing_from_validation(void **state)
 {
 	struct testenv *e = *state;
 
-	expect(as_alice(e, CMS, J("{'metadata':{'name':'Bad_Name'}}")), 403, "Forbidden", NULL);
-	expect(as_alice(e, "/api/v1/namespaces/nope/configmaps", J("{'metadata':{'name':'x'}}")),
-	       403, "Forbidden", NULL);
+	testenv_expect_status(as_alice(e, CMS, J("{'metadata':{'name':'Bad_Name'}}")), 403,
+	                      "Forbidden", NULL);
+	testenv_expect_status(
+	    as_alice(e, "/api/v1/namespaces/nope/configmaps", J("{'metadata':{'name':'x'}}")), 403,
+	    "Forbidden", NULL);
 }
 
 /* ---- limits ---------------------------------------------------------------------------- */
@@ -589,16 +508,16 @@ static char *nested(const char *prefix, size_t depth, const char *suffix)
 static void test_nesting_beyond_the_parsers_depth(void **state)
 {
 	struct testenv *e = *state;
-	char *create =
-	    keep(nested("{\"metadata\":{\"name\":\"deep\"},\"data\":{\"k\":", 12000, "}}"));
-	char *update =
-	    keep(nested("{\"metadata\":{\"name\":\"cm\"},\"data\":{\"k\":", 12000, "}}"));
-	char *patch = keep(nested("{\"data\":{\"k\":", 12000, "}}"));
+	char *create = testenv_keep(
+	    e, nested("{\"metadata\":{\"name\":\"deep\"},\"data\":{\"k\":", 12000, "}}"));
+	char *update = testenv_keep(
+	    e, nested("{\"metadata\":{\"name\":\"cm\"},\"data\":{\"k\":", 12000, "}}"));
+	char *patch = testenv_keep(e, nested("{\"data\":{\"k\":", 12000, "}}"));
 	struct testenv_reply r;
 	char *rv;
 
 	make_cm(e, "cm", "v");
-	rv = keep(cm_rv(e, "cm"));
+	rv = testenv_keep(e, cm_rv(e, "cm"));
 	r = admin(e, "POST", CMS, NULL, create);
 	assert_int_equal(r.status, 400);
 	assert_string_equal(jx_str(r.body, "reason"), "BadRequest");
@@ -606,8 +525,8 @@ static void test_nesting_beyond_the_parsers_depth(void **state)
 	                                                  "error: "));
 	assert_non_null(strstr(jx_str(r.body, "message"), "depth"));
 	testenv_reply_free(&r);
-	expect(admin(e, "PUT", CMS "/cm", NULL, update), 400, "BadRequest", NULL);
-	expect(admin(e, "PATCH", CMS "/cm", MERGE, patch), 400, "BadRequest", NULL);
+	testenv_expect_status(admin(e, "PUT", CMS "/cm", NULL, update), 400, "BadRequest", NULL);
+	testenv_expect_status(admin(e, "PATCH", CMS "/cm", MERGE, patch), 400, "BadRequest", NULL);
 	assert_null(stored(e, CMS "/deep"));
 	assert_cm_unchanged(e, "cm", "v", rv);
 	make_cm(e, "after", "v");
@@ -621,15 +540,15 @@ static void test_json_patch_copy_bomb_is_refused(void **state)
 {
 	struct testenv *e = *state;
 	size_t cap = 16384, n = 0;
-	char *ops = keep(malloc(cap)), *rv;
+	char *ops = testenv_keep(e, malloc(cap)), *rv;
 	json_t *cm;
 
 	assert_non_null(ops);
-	expect_code(admin(e, "POST", CMS, NULL,
-	                  J("{'metadata':{'name':'bomb'},'data':{'k':"
-	                    "'0123456789abcdef0123456789abcdef'}}")),
-	            201);
-	rv = keep(cm_rv(e, "bomb"));
+	testenv_expect_code(admin(e, "POST", CMS, NULL,
+	                          J("{'metadata':{'name':'bomb'},'data':{'k':"
+	                            "'0123456789abcdef0123456789abcdef'}}")),
+	                    201);
+	rv = testenv_keep(e, cm_rv(e, "bomb"));
 	n += (size_t)snprintf(ops + n, cap - n,
 	                      "[{\"op\":\"add\",\"path\":\"/metadata/annotations\",\"value\":{}},"
 	                      "{\"op\":\"copy\",\"from\":\"/data/k\",\"path\":"
@@ -648,8 +567,8 @@ static void test_json_patch_copy_bomb_is_refused(void **state)
 	}
 	snprintf(ops + n, cap - n, "]");
 	assert_true(n < cap - 2);
-	expect(admin(e, "PATCH", CMS "/bomb", JSON_PATCH, ops), 422, "Invalid",
-	       "the server rejected our request due to an error in our request");
+	testenv_expect_status(admin(e, "PATCH", CMS "/bomb", JSON_PATCH, ops), 422, "Invalid",
+	                      "the server rejected our request due to an error in our request");
 	cm = stored(e, CMS "/bomb");
 	assert_string_equal(jx_str(cm, "metadata.resourceVersion"), rv);
 	assert_null(jx_get(cm, "metadata.annotations"));
@@ -662,23 +581,24 @@ static void test_json_patch_of_too_many_operations_is_413(void **state)
 	static const char op[] = "{\"op\":\"test\",\"path\":\"/data/k\",\"value\":\"v\"}";
 	struct testenv *e = *state;
 	size_t n = 0, cap = 10001 * sizeof(op) + 4;
-	char *ops = keep(malloc(cap)), *rv;
+	char *ops = testenv_keep(e, malloc(cap)), *rv;
 
 	assert_non_null(ops);
 	make_cm(e, "cm", "v");
-	rv = keep(cm_rv(e, "cm"));
+	rv = testenv_keep(e, cm_rv(e, "cm"));
 	ops[n++] = '[';
 	for (int i = 0; i < 10001; i++)
 		n += (size_t)snprintf(ops + n, cap - n, "%s%s", i ? "," : "", op);
 	snprintf(ops + n, cap - n, "]");
-	expect(admin(e, "PATCH", CMS "/cm", JSON_PATCH, ops), 413, "RequestEntityTooLarge",
-	       "The allowed maximum operations in a JSON patch is 10000, got 10001");
+	testenv_expect_status(admin(e, "PATCH", CMS "/cm", JSON_PATCH, ops), 413,
+	                      "RequestEntityTooLarge",
+	                      "The allowed maximum operations in a JSON patch is 10000, got 10001");
 	/* 10000 are fine (each a test that holds): drop the last ",op". */
 	n = strlen(ops) - 1 - (sizeof(op) - 1) - 1;
 	assert_int_equal(ops[n], ',');
 	ops[n] = ']';
 	ops[n + 1] = '\0';
-	expect_code(admin(e, "PATCH", CMS "/cm", JSON_PATCH, ops), 200);
+	testenv_expect_code(admin(e, "PATCH", CMS "/cm", JSON_PATCH, ops), 200);
 	assert_cm_unchanged(e, "cm", "v", rv);
 }
 
@@ -701,12 +621,14 @@ static char *lease_of(size_t holder_len)
 static void test_object_beyond_etcds_limit(void **state)
 {
 	struct testenv *e = *state;
-	char *big = keep(lease_of(1600 * 1024)), *before = keep(list_revision(e, LEASES)), *after;
+	char *big = testenv_keep(e, lease_of(1600 * 1024)),
+	     *before = testenv_keep(e, list_revision(e, LEASES)), *after;
 
-	expect_code(admin(e, "POST", LEASES "?dryRun=All", NULL, big), 201);
-	expect(admin(e, "POST", LEASES, NULL, big), 500, NULL, "etcdserver: request is too large");
+	testenv_expect_code(admin(e, "POST", LEASES "?dryRun=All", NULL, big), 201);
+	testenv_expect_status(admin(e, "POST", LEASES, NULL, big), 500, NULL,
+	                      "etcdserver: request is too large");
 	assert_null(stored(e, LEASES "/big"));
-	after = keep(list_revision(e, LEASES));
+	after = testenv_keep(e, list_revision(e, LEASES));
 	assert_string_equal(after, before);
 	make_cm(e, "after", "v");
 }
@@ -715,17 +637,17 @@ static void test_object_beyond_etcds_limit(void **state)
 static void test_body_beyond_the_request_limit(void **state)
 {
 	struct testenv *e = *state;
-	char *huge = keep(lease_of(3200 * 1024));
+	char *huge = testenv_keep(e, lease_of(3200 * 1024));
 
-	expect(admin(e, "POST", LEASES, NULL, huge), 413, "RequestEntityTooLarge",
-	       "Request entity too large: limit is 3145728");
+	testenv_expect_status(admin(e, "POST", LEASES, NULL, huge), 413, "RequestEntityTooLarge",
+	                      "Request entity too large: limit is 3145728");
 	assert_null(stored(e, LEASES "/big"));
 	make_cm(e, "after", "v");
 }
 
 int main(void)
 {
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, testenv_teardown)
 	const struct CMUnitTest tests[] = {
 	    T(test_dry_run_create_stores_nothing),
 	    T(test_dry_run_create_of_an_existing_name_conflicts),

@@ -34,8 +34,6 @@
 
 #include "testenv.h"
 
-#include "pki/cluster.h"
-
 #include "base/clock.h"
 #include "base/jx.h"
 
@@ -49,8 +47,6 @@
 /* The window of the server whose snapshots are made to expire. */
 #define SMALL_WINDOW 20
 
-static const char *const masters[] = {"system:masters", NULL};
-
 /* ---- servers ------------------------------------------------------------------ */
 
 /* The server with the objects it seeds at start committed: until then the
@@ -61,13 +57,6 @@ static int setup(void **state)
 	testenv_start_inproc(e, "reads");
 	testenv_pump(e, 3);
 	*state = e;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	testenv_stop(*state);
-	free(*state);
 	return 0;
 }
 
@@ -91,46 +80,25 @@ static int setup_virtual_fresh(void **state)
 
 static int teardown_virtual(void **state)
 {
-	teardown(state);
+	testenv_teardown(state);
 	clock_use_real();
 	return 0;
 }
 
+static void small_window(struct apiserver_opts *o)
+{
+	o->watch_window = SMALL_WINDOW;
+}
+
 /*
- * testenv_start_inproc's server with a watch window of SMALL_WINDOW events,
- * as `cube apiserver --watch-window 20` in the e2e test: testenv has no
- * option for it, and the default window (10,000 events) would take that
- * many writes to leave.
+ * The server with a watch window of SMALL_WINDOW events, as `cube apiserver
+ * --watch-window 20` in the e2e test: the default window (10,000 events)
+ * would take that many writes to leave.
  */
 static int setup_small_window(void **state)
 {
 	struct testenv *e = calloc(1, sizeof(*e));
-	struct cluster_pki_opts po = {.cluster_name = "kubernetes",
-	                              .server = "https://127.0.0.1:6443",
-	                              .key_type = PKI_KEY_ECDSA,
-	                              .ca_validity_ns = CLUSTER_CA_VALIDITY,
-	                              .validity_ns = CLUSTER_CERT_VALIDITY};
-	char crt[128], key[128], ca[128], data[128], tok[128], sak[128], sap[128];
-	struct apiserver_opts ao;
-
-	snprintf(e->dir, sizeof(e->dir), "/tmp/cube-reads-window-XXXXXX");
-	assert_non_null(mkdtemp(e->dir));
-	po.dir = e->dir;
-	assert_int_equal(cluster_pki_init(&po), 0);
-	e->loop = loop_new();
-	apiserver_opts_default(&ao);
-	ao.bind_address = "127.0.0.1";
-	ao.secure_port = -1;
-	ao.tls_cert_file = testenv_path(e, "pki/apiserver.crt", crt, sizeof(crt));
-	ao.tls_private_key_file = testenv_path(e, "pki/apiserver.key", key, sizeof(key));
-	ao.client_ca_file = testenv_path(e, "pki/ca.crt", ca, sizeof(ca));
-	ao.data_dir = testenv_path(e, "data", data, sizeof(data));
-	ao.bootstrap_token_file = testenv_path(e, "pki/bootstrap-token", tok, sizeof(tok));
-	ao.service_account_signing_key_file = testenv_path(e, "pki/sa.key", sak, sizeof(sak));
-	ao.service_account_key_file = testenv_path(e, "pki/sa.pub", sap, sizeof(sap));
-	ao.watch_window = SMALL_WINDOW;
-	e->api = apiserver_new(e->loop, &ao);
-	assert_non_null(e->api);
+	testenv_start_inproc_tuned(e, "reads-window", small_window);
 	testenv_pump(e, 3);
 	*state = e;
 	return 0;
@@ -138,39 +106,13 @@ static int setup_small_window(void **state)
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-/* How r differs from upstream's Status for this failure (malloc'd), or
- * NULL when it is exactly that, message included. */
-static char *failure_mismatch(const struct testenv_reply *r, int code, const char *reason,
-                              const char *message)
-{
-	const json_t *b = r->body;
-	char *why = NULL;
-
-	if (r->status != code || !b || jx_int(b, "code", 0) != code ||
-	    strcmp(jx_str(b, "kind") ?: "", "Status") ||
-	    strcmp(jx_str(b, "apiVersion") ?: "", "v1") ||
-	    strcmp(jx_str(b, "status") ?: "", "Failure") ||
-	    strcmp(jx_str(b, "reason") ?: "", reason) ||
-	    strcmp(jx_str(b, "message") ?: "", message))
-		assert_true(asprintf(&why, "expected %d %s \"%s\", got %d: %s", code, reason,
-		                     message, r->status, r->text) > 0);
-	return why;
-}
-
-/* r is upstream's Status for this failure, with exactly this message. */
-static void assert_failure(const struct testenv_reply *r, int code, const char *reason,
-                           const char *message)
-{
-	char *why = failure_mismatch(r, code, reason, message);
-	if (why)
-		fail_msg("%s", why); /* a failing test may leak: it has failed */
-}
-
+/* A GET that must be refused with upstream's Status, exactly; a failure
+ * names the target. */
 static void expect_failure(struct testenv *e, const char *target, int code, const char *reason,
                            const char *message)
 {
 	struct testenv_reply r = testenv_as_admin(e, "GET", target, NULL, NULL);
-	char *why = failure_mismatch(&r, code, reason, message), buf[2048];
+	char *why = testenv_status_mismatch(&r, code, reason, message), buf[2048];
 
 	testenv_reply_free(&r);
 	if (why) {
@@ -245,9 +187,7 @@ static void assert_names(const json_t *list, const char *want)
 /* An exchange started now, answered as the loop runs. */
 static struct apiserver_exchange *start_get(struct testenv *e, const char *target)
 {
-	struct apiserver_request rq = {
-	    .method = "GET", .target = target, .user = "kubernetes-admin", .groups = masters};
-	return apiserver_exchange(e->api, &rq);
+	return testenv_exchange_as_admin(e, "GET", target, NULL, NULL);
 }
 
 /* An exchange's reply body, parsed (the caller's). */
@@ -418,9 +358,10 @@ static void test_resource_version_match_is_validated(void **state)
 	    testenv_as_admin(e, "GET", CMS "?resourceVersionMatch=Exact", NULL, NULL);
 	json_t *causes;
 
-	assert_failure(&r, 422, "Invalid",
-	               "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: "
-	               "resourceVersionMatch is forbidden unless resourceVersion is provided");
+	testenv_assert_status(
+	    &r, 422, "Invalid",
+	    "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: "
+	    "resourceVersionMatch is forbidden unless resourceVersion is provided");
 	assert_string_equal(jx_str(r.body, "details.group"), "meta.k8s.io");
 	assert_string_equal(jx_str(r.body, "details.kind"), "ListOptions");
 	assert_null(jx_get(r.body, "details.name"));
@@ -724,13 +665,14 @@ static void test_continue_past_the_window_is_410_with_fresh_token(void **state)
 	snprintf(target, sizeof(target), CMS "?limit=10&continue=%s",
 	         jx_str(first.body, "metadata.continue"));
 	r = testenv_as_admin(e, "GET", target, NULL, NULL);
-	assert_failure(&r, 410, "Expired",
-	               "The provided continue parameter is too old to display a consistent list "
-	               "result. You can start a new list without the continue parameter, or use "
-	               "the continue token in this response to retrieve the remainder of the "
-	               "results. Continuing with the provided token results in an inconsistent "
-	               "list - objects that were created, modified, or deleted between the time "
-	               "the first chunk was returned and now may show up in the list.");
+	testenv_assert_status(
+	    &r, 410, "Expired",
+	    "The provided continue parameter is too old to display a consistent list "
+	    "result. You can start a new list without the continue parameter, or use "
+	    "the continue token in this response to retrieve the remainder of the "
+	    "results. Continuing with the provided token results in an inconsistent "
+	    "list - objects that were created, modified, or deleted between the time "
+	    "the first chunk was returned and now may show up in the list.");
 	fresh = jx_str(r.body, "metadata.continue");
 	assert_token(fresh, -1, "page-1");
 
@@ -911,7 +853,7 @@ static void expect_watch_refused(struct testenv *e, const char *target, const ch
 	r.text = strdup(apiserver_exchange_body(x, &n));
 	r.body = json_loadb(r.text, n, 0, NULL);
 	r.x = x;
-	why = failure_mismatch(&r, 422, "Invalid", message);
+	why = testenv_status_mismatch(&r, 422, "Invalid", message);
 	testenv_reply_free(&r);
 	if (why) {
 		snprintf(buf, sizeof(buf), "GET %s: %s", target, why);
@@ -938,31 +880,34 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_malformed_resource_version_is_400, setup,
-	                                    teardown),
+	                                    testenv_teardown),
 	    cmocka_unit_test_setup_teardown(test_resource_version_match_is_validated, setup,
-	                                    teardown),
+	                                    testenv_teardown),
 	    cmocka_unit_test_setup_teardown(test_future_revision_waits_3s_then_504, setup_virtual,
 	                                    teardown_virtual),
 	    cmocka_unit_test_setup_teardown(test_wait_is_answered_by_the_commit, setup_virtual,
 	                                    teardown_virtual),
 	    cmocka_unit_test_setup_teardown(test_wait_for_a_seeded_revision, setup_virtual_fresh,
 	                                    teardown_virtual),
-	    cmocka_unit_test_setup_teardown(test_continue_pages_are_one_snapshot, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_continue_pages_are_one_snapshot, setup,
+	                                    testenv_teardown),
 	    cmocka_unit_test_setup_teardown(test_remaining_item_count_only_without_selectors, setup,
-	                                    teardown),
-	    cmocka_unit_test_setup_teardown(test_bad_continue_tokens_are_400, setup, teardown),
+	                                    testenv_teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_continue_tokens_are_400, setup,
+	                                    testenv_teardown),
 	    cmocka_unit_test_setup_teardown(test_continue_past_the_window_is_410_with_fresh_token,
-	                                    setup_small_window, teardown),
+	                                    setup_small_window, testenv_teardown),
 	    cmocka_unit_test_setup_teardown(test_watch_from_zero_ends_initial_events_with_bookmark,
-	                                    setup, teardown),
+	                                    setup, testenv_teardown),
 	    cmocka_unit_test_setup_teardown(test_watch_without_bookmarks_sends_none, setup,
-	                                    teardown),
+	                                    testenv_teardown),
 	    cmocka_unit_test_setup_teardown(test_watch_without_initial_events_sends_no_added, setup,
-	                                    teardown),
+	                                    testenv_teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_periodic_bookmark_before_timeout_carries_committed_rv, setup_virtual,
 	        teardown_virtual),
-	    cmocka_unit_test_setup_teardown(test_watch_options_are_validated, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_watch_options_are_validated, setup,
+	                                    testenv_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,48 +52,14 @@ static int setup(void **state)
 	return 0;
 }
 
-static int teardown(void **state)
-{
-	testenv_stop(*state);
-	free(*state);
-	return 0;
-}
-
-/* How r differs from upstream's Status for this failure (malloc'd), or
- * NULL when it is exactly that, message included. */
-static char *failure_mismatch(const struct testenv_reply *r, int code, const char *reason,
-                              const char *message)
-{
-	const json_t *b = r->body;
-	char *why = NULL;
-
-	if (r->status != code || !b || jx_int(b, "code", 0) != code ||
-	    strcmp(jx_str(b, "kind") ?: "", "Status") ||
-	    strcmp(jx_str(b, "apiVersion") ?: "", "v1") ||
-	    strcmp(jx_str(b, "status") ?: "", "Failure") ||
-	    strcmp(jx_str(b, "reason") ?: "", reason) ||
-	    strcmp(jx_str(b, "message") ?: "", message))
-		assert_true(asprintf(&why, "expected %d %s \"%s\", got %d: %s", code, reason,
-		                     message, r->status, r->text) > 0);
-	return why;
-}
-
-/* r is upstream's Status for this failure, with exactly this message. */
-static void assert_failure(const struct testenv_reply *r, int code, const char *reason,
-                           const char *message)
-{
-	char *why = failure_mismatch(r, code, reason, message);
-	if (why)
-		fail_msg("%s", why); /* a failing test may leak: it has failed */
-}
-
-/* A request that must fail as asserted; the reply is freed. */
+/* A request that must be refused with upstream's Status, exactly; a
+ * failure names the request. */
 static void expect_failure(struct testenv *e, const char *method, const char *target,
                            const char *content_type, const char *body, int code, const char *reason,
                            const char *message)
 {
 	struct testenv_reply r = testenv_as_admin(e, method, target, content_type, body);
-	char *why = failure_mismatch(&r, code, reason, message), buf[2048];
+	char *why = testenv_status_mismatch(&r, code, reason, message), buf[2048];
 
 	testenv_reply_free(&r);
 	if (why) {
@@ -304,7 +270,7 @@ static void test_merge_patch_bad_quantity_is_422_with_patched_object(void **stat
 
 	r = testenv_as_admin(e, "PATCH", NODES "/typed-node/status", MERGE,
 	                     "{\"status\":{\"capacity\":{\"cpu\":{\"x\":1}}}}");
-	assert_failure(&r, 422, "Invalid", want);
+	testenv_assert_status(&r, 422, "Invalid", want);
 	assert_patch_cause(&r);
 	testenv_reply_free(&r);
 
@@ -368,26 +334,27 @@ static void test_strategic_merge_patch_errors_are_the_converters(void **state)
 	ensure_node(e);
 	r = testenv_as_admin(e, "PATCH", NODES "/typed-node", SMP,
 	                     "{\"metadata\":{\"labels\":\"str\"}}");
-	assert_failure(&r, 422, "Invalid",
-	               " \"\" is invalid: patch: Invalid value: \"map[metadata:map[labels:str]]\": "
-	               "cannot restore map from string");
+	testenv_assert_status(
+	    &r, 422, "Invalid",
+	    " \"\" is invalid: patch: Invalid value: \"map[metadata:map[labels:str]]\": "
+	    "cannot restore map from string");
 	assert_patch_cause(&r);
 	testenv_reply_free(&r);
 
 	r = testenv_as_admin(e, "PATCH", NODES "/typed-node/status", SMP,
 	                     "{\"status\":{\"capacity\":{\"cpu\":{\"x\":1}}}}");
-	assert_failure(&r, 422, "Invalid",
-	               " \"\" is invalid: patch: Invalid value: "
-	               "\"map[status:map[capacity:map[cpu:map[x:1]]]]\": " QTY_RE);
+	testenv_assert_status(&r, 422, "Invalid",
+	                      " \"\" is invalid: patch: Invalid value: "
+	                      "\"map[status:map[capacity:map[cpu:map[x:1]]]]\": " QTY_RE);
 	assert_patch_cause(&r);
 	testenv_reply_free(&r);
 
 	/* A bool where a bool goes is fine; a string is not. */
 	r = testenv_as_admin(e, "PATCH", NODES "/typed-node", SMP,
 	                     "{\"spec\":{\"unschedulable\":\"yes\"}}");
-	assert_failure(&r, 422, "Invalid",
-	               " \"\" is invalid: patch: Invalid value: "
-	               "\"map[spec:map[unschedulable:yes]]\": unrecognized type: bool");
+	testenv_assert_status(&r, 422, "Invalid",
+	                      " \"\" is invalid: patch: Invalid value: "
+	                      "\"map[spec:map[unschedulable:yes]]\": unrecognized type: bool");
 	testenv_reply_free(&r);
 }
 
@@ -411,9 +378,10 @@ static void test_strict_refuses_unknown_fields(void **state)
 	struct testenv *e = *state;
 	struct testenv_reply r = create_unknown(e, "?fieldValidation=Strict", "strict");
 
-	assert_failure(&r, 400, "BadRequest",
-	               "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict "
-	               "decoding error: unknown field \"metadata.foo\", unknown field \"spec\"");
+	testenv_assert_status(
+	    &r, 400, "BadRequest",
+	    "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict "
+	    "decoding error: unknown field \"metadata.foo\", unknown field \"spec\"");
 	testenv_reply_free(&r);
 	expect_absent(e, CMS "/strict");
 }
@@ -482,7 +450,7 @@ static void test_patch_unknown_fields_follow_field_validation(void **state)
 	                     quoted) > 0);
 	r = testenv_as_admin(e, "PATCH", NODES "/typed-node?fieldValidation=Strict", MERGE,
 	                     "{\"spec\":{\"foo\":1}}");
-	assert_failure(&r, 422, "Invalid", want);
+	testenv_assert_status(&r, 422, "Invalid", want);
 	assert_patch_cause(&r);
 	testenv_reply_free(&r);
 
@@ -508,7 +476,7 @@ static void test_bad_field_validation_is_422_before_the_body(void **state)
 	                     "\"typed-cm2\"}}");
 	json_t *cause;
 
-	assert_failure(
+	testenv_assert_status(
 	    &r, 422, "Invalid",
 	    "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported "
 	    "value: \"strict\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"");
@@ -535,9 +503,10 @@ static void test_bad_field_validation_is_422_before_the_body(void **state)
 	               "value: \"x\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"");
 	ensure_node(e);
 	r = testenv_as_admin(e, "PATCH", NODES "/typed-node?fieldValidation=x", MERGE, "{not json");
-	assert_failure(&r, 422, "Invalid",
-	               "PatchOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported "
-	               "value: \"x\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"");
+	testenv_assert_status(
+	    &r, 422, "Invalid",
+	    "PatchOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported "
+	    "value: \"x\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"");
 	assert_string_equal(jx_str(r.body, "details.kind"), "PatchOptions");
 	assert_null(jx_get(r.body, "details.name"));
 	testenv_reply_free(&r);
@@ -737,5 +706,5 @@ int main(void)
 	    cmocka_unit_test(test_empty_omitempty_fields_are_dropped),
 	    cmocka_unit_test(test_times_are_canonical),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, testenv_teardown);
 }

@@ -30,13 +30,6 @@ static int setup(void **state)
 	return 0;
 }
 
-static int teardown(void **state)
-{
-	testenv_stop(*state);
-	free(*state);
-	return 0;
-}
-
 static void create_cm(struct testenv *e, const char *name, size_t value_len)
 {
 	char *value = malloc(value_len + 1), *body;
@@ -153,16 +146,11 @@ static bool pump_until_events(struct testenv *e, struct apiserver_exchange *x, c
  * caller goes away (the stream's resources freed: ASan checks). */
 static void test_watch_stream(void **state)
 {
-	static const char *const masters[] = {"system:masters", NULL};
 	struct testenv *e = *state;
-	struct apiserver_request rq = {.method = "GET",
-	                               .target = CMS "?watch=1&resourceVersion=0",
-	                               .user = "kubernetes-admin",
-	                               .groups = masters};
 	struct apiserver_exchange *x;
 
 	create_cm(e, "before", 1);
-	x = apiserver_exchange(e->api, &rq);
+	x = testenv_exchange_as_admin(e, "GET", CMS "?watch=1&resourceVersion=0", NULL, NULL);
 	assert_int_equal(apiserver_exchange_status(x), 200);
 	assert_false(apiserver_exchange_done(x));
 	assert_true(pump_until_events(e, x, "ADDED", 1));
@@ -178,13 +166,9 @@ static void test_watch_stream(void **state)
  * (watch.c's limit), and the server keeps serving everyone else. */
 static void test_stalled_watcher_is_closed(void **state)
 {
-	static const char *const masters[] = {"system:masters", NULL};
 	struct testenv *e = *state;
-	struct apiserver_request rq = {.method = "GET",
-	                               .target = CMS "?watch=1&resourceVersion=0",
-	                               .user = "kubernetes-admin",
-	                               .groups = masters};
-	struct apiserver_exchange *x = apiserver_exchange(e->api, &rq);
+	struct apiserver_exchange *x =
+	    testenv_exchange_as_admin(e, "GET", CMS "?watch=1&resourceVersion=0", NULL, NULL);
 	char name[32];
 	int i;
 
@@ -207,15 +191,8 @@ static void test_stalled_watcher_is_closed(void **state)
 static void test_client_gone_mid_write(void **state)
 {
 	struct testenv *e = *state;
-	static const char *const masters[] = {"system:masters", NULL};
-	const char *json[] = {"Content-Type", "application/json", NULL};
-	struct apiserver_request rq = {.method = "POST",
-	                               .target = CMS,
-	                               .headers = json,
-	                               .body = "{\"metadata\":{\"name\":\"orphaned\"}}",
-	                               .user = "kubernetes-admin",
-	                               .groups = masters};
-	struct apiserver_exchange *x = apiserver_exchange(e->api, &rq);
+	struct apiserver_exchange *x = testenv_exchange_as_admin(
+	    e, "POST", CMS, NULL, "{\"metadata\":{\"name\":\"orphaned\"}}");
 	struct testenv_reply r;
 
 	assert_false(apiserver_exchange_done(x)); /* waits for its commit */
@@ -237,5 +214,5 @@ int main(void)
 	    cmocka_unit_test(test_stalled_watcher_is_closed),
 	    cmocka_unit_test(test_client_gone_mid_write),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, testenv_teardown);
 }

@@ -2,8 +2,12 @@
 
 #include "controllers/controllers.h"
 #include "pki/cluster.h"
+#include "pki/pki.h"
 
+#include "base/alloc.h"
+#include "base/b64.h"
 #include "base/clock.h"
+#include "base/jx.h"
 #include "base/log.h"
 
 #include <stdarg.h>
@@ -25,25 +29,41 @@ const char *testenv_path(const struct testenv *e, const char *rel, char *buf, si
 	return buf;
 }
 
-static void start(struct testenv *e, const char *tag, bool listen);
+void testenv_quiet_logs(void)
+{
+	if (getenv("CUBE_TEST_V"))
+		log_set_verbosity(atoi(getenv("CUBE_TEST_V")));
+	else
+		log_set_fd(open("/dev/null", O_WRONLY | O_CLOEXEC));
+}
+
+static void start(struct testenv *e, const char *tag, bool listen,
+                  void (*tune)(struct apiserver_opts *o));
 
 void testenv_start(struct testenv *e, const char *tag)
 {
-	start(e, tag, true);
+	start(e, tag, true, NULL);
 }
 
 void testenv_start_inproc(struct testenv *e, const char *tag)
 {
-	start(e, tag, false);
+	start(e, tag, false, NULL);
 }
 
-static void start(struct testenv *e, const char *tag, bool listen)
+void testenv_start_inproc_tuned(struct testenv *e, const char *tag,
+                                void (*tune)(struct apiserver_opts *o))
+{
+	start(e, tag, false, tune);
+}
+
+static void start(struct testenv *e, const char *tag, bool listen,
+                  void (*tune)(struct apiserver_opts *o))
 {
 	struct cluster_pki_opts po = {.cluster_name = "kubernetes",
-				      .server = "https://127.0.0.1:6443",
-				      .key_type = PKI_KEY_ECDSA,
-				      .ca_validity_ns = CLUSTER_CA_VALIDITY,
-				      .validity_ns = CLUSTER_CERT_VALIDITY};
+	                              .server = "https://127.0.0.1:6443",
+	                              .key_type = PKI_KEY_ECDSA,
+	                              .ca_validity_ns = CLUSTER_CA_VALIDITY,
+	                              .validity_ns = CLUSTER_CERT_VALIDITY};
 	struct apiserver_opts ao;
 	char crt[128], key[128], ca[128], data[128], tok[128], conf[128], sak[128], sap[128];
 
@@ -63,14 +83,15 @@ static void start(struct testenv *e, const char *tag, bool listen)
 	ao.bootstrap_token_file = testenv_path(e, "pki/bootstrap-token", tok, sizeof(tok));
 	ao.service_account_signing_key_file = testenv_path(e, "pki/sa.key", sak, sizeof(sak));
 	ao.service_account_key_file = testenv_path(e, "pki/sa.pub", sap, sizeof(sap));
+	if (tune)
+		tune(&ao);
 	e->api = apiserver_new(e->loop, &ao);
 	assert_non_null(e->api);
 	if (!listen)
 		return;
 	snprintf(e->server, sizeof(e->server), "https://127.0.0.1:%d", apiserver_port(e->api));
-	assert_int_equal(kubeconfig_load(testenv_path(e, "admin.conf", conf, sizeof(conf)),
-					 &e->admin_kc),
-			 0);
+	assert_int_equal(
+	    kubeconfig_load(testenv_path(e, "admin.conf", conf, sizeof(conf)), &e->admin_kc), 0);
 	free(e->admin_kc.server);
 	e->admin_kc.server = strdup(e->server);
 	e->admin = rest_client_from_kubeconfig(e->loop, &e->admin_kc, "cube-unit-test");
@@ -80,6 +101,9 @@ static void start(struct testenv *e, const char *tag, bool listen)
 void testenv_stop(struct testenv *e)
 {
 	char cmd[128];
+	while (e->nkept)
+		free(e->kept[--e->nkept]);
+	free(e->kept);
 	if (e->admin)
 		rest_client_free(e->admin);
 	apiserver_free(e->api);
@@ -89,6 +113,13 @@ void testenv_stop(struct testenv *e)
 	/* CUBE_TEST_KEEP=1 leaves the directory (logs, certificates) to look at. */
 	if (!getenv("CUBE_TEST_KEEP"))
 		assert_int_equal(system(cmd), 0);
+}
+
+int testenv_teardown(void **state)
+{
+	testenv_stop(*state);
+	free(*state);
+	return 0;
 }
 
 /* ---- in-process requests ---------------------------------------------------- */
@@ -132,19 +163,39 @@ struct testenv_reply testenv_do(struct testenv *e, const struct apiserver_reques
 	return r;
 }
 
-struct testenv_reply testenv_as_admin(struct testenv *e, const char *method, const char *target,
-				      const char *content_type, const char *body)
+/* The request as the cluster admin; headers holds its Content-Type. */
+static struct apiserver_request as_admin(const char *method, const char *target,
+                                         const char *content_type, const char *body,
+                                         const char *headers[3])
 {
 	static const char *const masters[] = {"system:masters", NULL};
-	const char *headers[] = {"Content-Type",
-				 content_type ? content_type : "application/json", NULL};
-	struct apiserver_request rq = {.method = method,
-				       .target = target,
-				       .headers = body ? headers : NULL,
-				       .body = body,
-				       .user = "kubernetes-admin",
-				       .groups = masters};
+
+	headers[0] = "Content-Type";
+	headers[1] = content_type ? content_type : "application/json";
+	headers[2] = NULL;
+	return (struct apiserver_request){.method = method,
+	                                  .target = target,
+	                                  .headers = body ? headers : NULL,
+	                                  .body = body,
+	                                  .user = "kubernetes-admin",
+	                                  .groups = masters};
+}
+
+struct testenv_reply testenv_as_admin(struct testenv *e, const char *method, const char *target,
+                                      const char *content_type, const char *body)
+{
+	const char *headers[3];
+	struct apiserver_request rq = as_admin(method, target, content_type, body, headers);
 	return testenv_do(e, &rq);
+}
+
+struct apiserver_exchange *testenv_exchange_as_admin(struct testenv *e, const char *method,
+                                                     const char *target, const char *content_type,
+                                                     const char *body)
+{
+	const char *headers[3];
+	struct apiserver_request rq = as_admin(method, target, content_type, body, headers);
+	return apiserver_exchange(e->api, &rq);
 }
 
 void testenv_reply_free(struct testenv_reply *r)
@@ -193,7 +244,7 @@ static void on_result(void *arg, int status, json_t *body, const char *err)
 }
 
 struct testenv_result testenv_call_ct(struct testenv *e, const char *method, const char *path,
-				      const char *content_type, json_t *body)
+                                      const char *content_type, json_t *body)
 {
 	struct testenv_result r = {0};
 
@@ -215,15 +266,109 @@ struct testenv_result testenv_call_ct(struct testenv *e, const char *method, con
 }
 
 struct testenv_result testenv_call(struct testenv *e, const char *method, const char *path,
-				   json_t *body)
+                                   json_t *body)
 {
 	return testenv_call_ct(e, method, path, NULL, body);
 }
 
+/* ---- what the in-process tests share ---------------------------------------- */
+
+void *testenv_keep(struct testenv *e, void *p)
+{
+	e->kept = xrealloc(e->kept, (e->nkept + 1) * sizeof(*e->kept));
+	return e->kept[e->nkept++] = p;
+}
+
+const char *testenv_json(const char *fmt, ...)
+{
+	static char bufs[8][16384];
+	static unsigned next;
+	char *b = bufs[next++ % 8];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(b, sizeof(bufs[0]), fmt, ap);
+	va_end(ap);
+	assert_true(n < (int)sizeof(bufs[0]));
+	for (char *p = b; *p; p++)
+		if (*p == '\'')
+			*p = '"';
+	return b;
+}
+
+char *testenv_status_mismatch(const struct testenv_reply *r, int code, const char *reason,
+                              const char *message)
+{
+	const json_t *b = r->body;
+	char *why = NULL;
+
+	if (r->status != code || !b || jx_int(b, "code", 0) != code ||
+	    strcmp(jx_str(b, "kind") ?: "", "Status") ||
+	    strcmp(jx_str(b, "apiVersion") ?: "", "v1") ||
+	    strcmp(jx_str(b, "status") ?: "", "Failure") ||
+	    (reason ? strcmp(jx_str(b, "reason") ?: "", reason) != 0
+	            : jx_get(b, "reason") != NULL) ||
+	    (message && strcmp(jx_str(b, "message") ?: "", message)))
+		assert_true(asprintf(&why, "expected %d %s%s%s%s, got %d: %s", code,
+		                     reason ? reason : "(no reason)", message ? " \"" : "",
+		                     message ? message : "", message ? "\"" : "", r->status,
+		                     r->text ? r->text : "") > 0);
+	return why;
+}
+
+static void fail_at(char *why, const char *file, int line)
+{
+	print_error("ERROR: %s\n", why);
+	free(why);
+	_fail(file, line);
+}
+
+void testenv_expect_status_at(struct testenv_reply r, int code, const char *reason,
+                              const char *message, const char *file, int line)
+{
+	char *why = testenv_status_mismatch(&r, code, reason, message);
+
+	testenv_reply_free(&r);
+	if (why)
+		fail_at(why, file, line);
+}
+
+void testenv_assert_status_at(const struct testenv_reply *r, int code, const char *reason,
+                              const char *message, const char *file, int line)
+{
+	char *why = testenv_status_mismatch(r, code, reason, message);
+
+	if (why)
+		fail_at(why, file, line);
+}
+
+void testenv_expect_code_at(struct testenv_reply r, int code, const char *file, int line)
+{
+	int status = r.status;
+
+	if (status != code)
+		print_error("answer: %s\n", r.text);
+	testenv_reply_free(&r);
+	_assert_int_equal((LargestIntegralType)status, (LargestIntegralType)code, file, line);
+}
+
+char *testenv_csr_request(const char *cn, const char *const *orgs)
+{
+	EVP_PKEY *key = pki_key_new(PKI_KEY_ECDSA);
+	X509_REQ *req = pki_csr_new(key, cn, orgs, NULL, NULL, 0);
+	char *pem = pki_csr_pem(req), *b64 = b64_encode(pem, strlen(pem));
+
+	free(pem);
+	X509_REQ_free(req);
+	EVP_PKEY_free(key);
+	return b64;
+}
+
 struct controller_manager *testenv_cm_start(struct testenv *e, const char *tag,
-					    struct kubeconfig *kc, const char *controllers,
-					    bool virtual_clock,
-					    void (*tune)(struct controller_manager_opts *o))
+                                            struct kubeconfig *kc, const char *controllers,
+                                            bool virtual_clock,
+                                            void (*tune)(struct controller_manager_opts *o))
 {
 	struct controller_manager_opts o;
 	struct controller_manager *cm;
@@ -231,10 +376,7 @@ struct controller_manager *testenv_cm_start(struct testenv *e, const char *tag,
 
 	if (virtual_clock)
 		clock_use_virtual(clock_now());
-	if (getenv("CUBE_TEST_V"))
-		log_set_verbosity(atoi(getenv("CUBE_TEST_V")));
-	else
-		log_set_fd(open("/dev/null", O_WRONLY | O_CLOEXEC));
+	testenv_quiet_logs();
 	testenv_start(e, tag);
 	snprintf(path, sizeof(path), "%s/controller-manager.conf", e->dir);
 	assert_int_equal(kubeconfig_load(path, kc), 0);

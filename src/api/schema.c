@@ -646,6 +646,23 @@ static void conform_msg(struct conform *c, json_t *obj, const struct schema_msg 
 	}
 }
 
+bool schema_field_equal(const char *api_version, const char *kind, const char *field,
+                        const json_t *computed, const json_t *stored)
+{
+	const struct schema_msg *m = schema_kind_msg(api_version, kind);
+	const struct schema_field *f = m ? schema_field_by_name(m, field) : NULL;
+	json_t *copy;
+	bool equal;
+
+	if (!f || f->type != ST_MSG || (f->flags & SF_REP) || !json_is_object(computed))
+		return json_equal(computed, stored);
+	copy = json_deep_copy(computed);
+	schema_conform(copy, schema_msg_at(f->msg), SCHEMA_DROP, 0, NULL);
+	equal = json_equal(copy, stored);
+	json_decref(copy);
+	return equal;
+}
+
 int schema_conform(json_t *obj, const struct schema_msg *m, enum schema_unknown mode,
                    unsigned flags, json_t **unknown)
 {

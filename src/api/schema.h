@@ -130,4 +130,15 @@ enum schema_unknown {
 int schema_conform(json_t *obj, const struct schema_msg *m, enum schema_unknown mode,
                    unsigned flags, json_t **unknown);
 
+/*
+ * Is computed, a value for field `field` (say "status") of the kind, what
+ * the API server would store as `stored`? computed is decoded first as the
+ * typed decode does (empty omitempty fields dropped, quantities canonical),
+ * so a controller's freshly built status with its zero counts compares
+ * equal to the stored one without them. json_equal for kinds and fields
+ * cube has no schema for.
+ */
+bool schema_field_equal(const char *api_version, const char *kind, const char *field,
+                        const json_t *computed, const json_t *stored);
+
 #endif

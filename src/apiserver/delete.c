@@ -386,51 +386,58 @@ out:
 }
 
 /* The object r names, authorized and admitted for deletion; NULL once answered. */
-static json_t *deletion_target(struct req *r)
+/* The object r deletes (borrowed; NULL when absent), once r may delete
+ * it: authorization comes first, so a 404 tells the forbidden nothing.
+ * false when the 403 has been answered. */
+static bool deletion_allowed(struct req *r, json_t **old)
 {
 	char *key = object_key(r->res, r->ns, r->name);
-	json_t *old = cache_get(r->s->cache, key);
 
+	*old = cache_get(r->s->cache, key);
 	free(key);
-	/* Authorize first: a 404 must not tell the forbidden what exists. */
-	if (authz_request(r, old) < 0)
-		return NULL;
+	return authz_request(r, *old) == 0;
+}
+
+/* As upstream's delete handler: the options are validated (422) before
+ * the object is looked up (404); then admission. */
+static void delete_checked(struct req *r, json_t *old, struct delete_opts *o, json_t *answer)
+{
 	if (!old) {
+		json_decref(answer);
 		req_not_found(r);
-		return NULL;
+	} else if (admit(r, NULL, old) < 0) {
+		json_decref(answer);
+	} else {
+		delete_with(r, old, o, answer);
 	}
-	if (admit(r, NULL, old) < 0)
-		return NULL;
-	return old;
 }
 
 void handle_delete(struct req *r)
 {
-	json_t *old = deletion_target(r), *body;
+	json_t *old, *body;
 	struct delete_opts o;
 	bool failed;
 
-	if (!old)
+	if (!deletion_allowed(r, &old))
 		return;
 	body = read_body_opts(r, &failed);
 	if (failed)
 		return;
 	if (read_opts(r, body, &o) == 0)
-		delete_with(r, old, &o, NULL);
+		delete_checked(r, old, &o, NULL);
 	json_decref(body);
 	json_decref(o.doc);
 }
 
 void handle_eviction(struct req *r)
 {
-	json_t *old = deletion_target(r), *body;
+	json_t *old, *body;
 	struct delete_opts o;
 
-	if (!old || !(body = body_object(r)))
+	if (!deletion_allowed(r, &old) || !(body = body_object(r)))
 		return;
 	if (read_opts(r, json_object_get(body, "deleteOptions"), &o) == 0)
-		delete_with(r, old, &o,
-			    status_success(201, NULL, NULL, NULL, NULL));
+		delete_checked(r, old, &o, status_success(201, NULL, NULL, NULL, NULL));
 	json_decref(body);
 	json_decref(o.doc);
 }

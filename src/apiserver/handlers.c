@@ -460,7 +460,9 @@ static int admit_and_validate(struct req *r, json_t *obj, const json_t *old)
 	struct validation v;
 	const char *name = jx_str(obj, "metadata.name");
 
-	if (r->res->defaults && !r->sub)
+	/* Upstream defaults every decoded body; a status update's is a whole
+	 * object too (a namespace's phase, its name label). */
+	if (r->res->defaults && (!r->sub || is(r->sub->name, "status")))
 		r->res->defaults(obj);
 	if (admit(r, obj, old) < 0)
 		return ERR_FORBIDDEN;
@@ -487,10 +489,11 @@ static int admit_and_validate(struct req *r, json_t *obj, const json_t *old)
 
 void serve_selfsubjectreview(struct req *r)
 {
-	json_t *body = body_object(r), *out;
+	json_t *body, *out;
 
-	if (!body)
-		return; /* a body that does not decode is answered as any */
+	/* Anyone authenticated may (system:basic-user); anonymous may not. */
+	if (authz_request(r, NULL) < 0 || !(body = body_object(r)))
+		return;
 	json_decref(body);
 	out = json_pack("{s:s,s:s,s:{s:n},s:{s:o}}", "kind", "SelfSubjectReview",
 				"apiVersion", "authentication.k8s.io/v1", "metadata",
@@ -501,18 +504,22 @@ void serve_selfsubjectreview(struct req *r)
 
 void handle_binding(struct req *r)
 {
-	json_t *body = body_object(r), *pod, *copy;
+	json_t *body, *pod, *copy;
 	const char *target;
-	char *key;
+	char *key = object_key(r->res, r->ns, r->name);
 
-	if (!body)
-		return;
-	key = object_key(r->res, r->ns, r->name);
 	pod = cache_get(r->s->cache, key);
+	/* Authorize first (before the body, as upstream's filter): a 404 must
+	 * not tell the forbidden what exists. */
+	if (authz_request(r, pod) < 0) {
+		free(key);
+		return;
+	}
+	if (!(body = body_object(r))) {
+		free(key);
+		return;
+	}
 	target = jx_str(body, "target.name");
-	/* Authorize first: a 404 must not tell the forbidden what exists. */
-	if (authz_request(r, pod) < 0)
-		goto out;
 	if (!pod) {
 		req_not_found(r);
 		goto out;
@@ -635,12 +642,17 @@ static json_t *merge_for_sub(struct req *r, const json_t *old, json_t *body)
 		for (const char *const *k = r->kind->status_keeps; k && *k; k++) {
 			json_t *v = jx_get(old, *k);
 			if (v)
-				jx_set(out, *k, json_incref(v));
+				jx_set(out, *k, json_deep_copy(v));
 			else
 				jx_del(out, *k);
 		}
+		for (const char *const *k = r->kind->status_backfills; k && *k; k++)
+			if (!jx_get(out, *k) && jx_get(old, *k))
+				jx_set(out, *k, json_deep_copy(jx_get(old, *k)));
+		/* Copies: defaulting and admission edit the new object, never the
+		 * stored one. */
 		if (json_object_get(old, "spec"))
-			json_object_set(out, "spec", json_object_get(old, "spec"));
+			json_object_set_new(out, "spec", json_deep_copy(json_object_get(old, "spec")));
 		else
 			json_object_del(out, "spec");
 	} else if (is(sub, "approval")) {
@@ -722,6 +734,26 @@ void csr_update_rules(struct req *r, json_t *next, const json_t *old, struct val
 			      "certificate can only be set on an approved, non-failed request");
 }
 
+/* The body's kind and name are the URL's (upstream's update handler checks
+ * both, 400, before it looks the object up). A Scale body is not the
+ * resource's kind; merge_for_sub reads its replicas. 0, or answered. */
+static int check_update_body(struct req *r, json_t *body)
+{
+	const char *bn = jx_str(body, "metadata.name");
+	char msg[512];
+
+	if (r->sub && is(r->sub->name, "scale"))
+		return 0;
+	if (check_identity(r, body, r->res->kind, r->res->group, r->res->version) < 0)
+		return ERR_INVALID;
+	if (is(bn, r->name))
+		return 0;
+	snprintf(msg, sizeof(msg), "the name of the object (%s) does not match the name on the URL (%s)",
+		 bn ? bn : "", r->name);
+	req_fail(r, ERR_INVALID, msg);
+	return ERR_INVALID;
+}
+
 /* Shared tail of update and patch: body is the client's intended object. */
 static void update_with(struct req *r, const json_t *old, json_t *body, bool check_rv)
 {
@@ -733,21 +765,10 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 		reply_conflict(r);
 		return;
 	}
-	/* A Scale body is not the resource's kind; merge_for_sub reads its replicas. */
 	bool scale = r->sub && is(r->sub->name, "scale");
-	if (!scale && check_identity(r, body, r->res->kind, r->res->group, r->res->version) < 0)
+
+	if (check_update_body(r, body) < 0)
 		return;
-	{
-		const char *bn = jx_str(body, "metadata.name");
-		if (bn && *bn && !is(bn, r->name) && !scale) {
-			char msg[512];
-			snprintf(msg, sizeof(msg),
-				 "the name of the object (%s) does not match the name on the URL (%s)",
-				 bn, r->name);
-			req_fail(r, ERR_INVALID, msg);
-			return;
-		}
-	}
 	{
 		/* uid is immutable: an update (or patch, as controllers' adoption
 		 * patches do) naming another object's uid is refused, not merged. */
@@ -830,6 +851,10 @@ static void handle_update(struct req *r)
 	 * 422 and 400) before the object is looked up (404). */
 	if (authz_request(r, old) < 0 || !(body = body_object(r)))
 		return;
+	if (check_update_body(r, body) < 0) {
+		json_decref(body);
+		return;
+	}
 	if (!old) {
 		json_decref(body);
 		req_not_found(r);

@@ -257,6 +257,8 @@ struct kind_rules {
 	/* Paths a status update keeps from the stored object besides spec
 	 * (upstream's status strategy PrepareForUpdate). */
 	const char *const *status_keeps;
+	/* ... and paths it takes from the stored object when the body has none. */
+	const char *const *status_backfills;
 };
 /* Never NULL: kinds with nothing special share empty rules. */
 const struct kind_rules *kind_rules_of(const struct resource *res);

@@ -23,12 +23,15 @@ static void namespace_deleting(json_t *ns)
 static const char *const cluster_namespaces[] = {"default", "kube-system", "kube-public", NULL};
 /* Old kubelets corrupted owner references through pods/status. */
 static const char *const pod_status_keeps[] = {"metadata.ownerReferences", NULL};
+/* The QoS class is set at creation; old kubelets dropped it from status. */
+static const char *const pod_status_backfills[] = {"status.qosClass", NULL};
 static const char *const deployment_status_keeps[] = {"metadata.labels", NULL};
 
 static const struct kind_rules kinds[] = {
     {.plural = "pods",
      .admit = admit_pod,
      .status_keeps = pod_status_keeps,
+     .status_backfills = pod_status_backfills,
      .sub_creates = {{"binding", handle_binding}, {"eviction", handle_eviction}}},
     {.plural = "nodes", .admit = admit_node},
     {.group = "apps", .plural = "deployments", .status_keeps = deployment_status_keeps},

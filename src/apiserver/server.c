@@ -478,7 +478,8 @@ void req_serve(struct apiserver *s, const struct req_transport *tp, void *conn,
 	q = uri ? evhttp_uri_get_query(uri) : NULL;
 	r->path = evhttp_uridecode(path && *path ? path : "/", 0, NULL);
 	if (!uri || (q && evhttp_parse_query_str(q, &r->query) < 0)) {
-		evhttp_uri_free(uri);
+		if (uri) /* libevent's free takes no NULL */
+			evhttp_uri_free(uri);
 		req_fail(r, ERR_INVALID, "malformed query string");
 		return;
 	}

@@ -35,6 +35,7 @@
 #include "controllers/internal.h"
 #include "controllers/keyed.h"
 
+#include "api/schema.h"
 #include "api/taints.h"
 
 #include "base/clock.h"
@@ -491,7 +492,8 @@ static void sync_ds(void *ctl, struct ksync *s)
 			json_object_set_new(st, "numberUnavailable", json_integer(unavailable));
 		if (min_ready > 0 && avail < ready)
 			ksync_requeue_after(s, min_ready * NS_PER_SEC);
-		if (json_equal(st, json_object_get(ds, "status"))) {
+		if (schema_field_equal("apps/v1", "DaemonSet", "status", st,
+		                       json_object_get(ds, "status"))) {
 			json_decref(st);
 			return;
 		}

@@ -38,6 +38,7 @@
 #include "controllers/internal.h"
 #include "controllers/keyed.h"
 
+#include "api/schema.h"
 #include "api/selector.h"
 
 #include "base/clock.h"
@@ -697,7 +698,7 @@ static void write_status(void *ctl, struct ksync *s)
 		}
 	}
 	json_object_set_new(st, "conditions", conds);
-	if (old && json_equal(st, old)) {
+	if (old && schema_field_equal("apps/v1", "Deployment", "status", st, old)) {
 		json_decref(st);
 		return;
 	}

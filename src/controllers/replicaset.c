@@ -30,6 +30,7 @@
 #include "controllers/internal.h"
 #include "controllers/keyed.h"
 
+#include "api/schema.h"
 #include "api/selector.h"
 
 #include "base/clock.h"
@@ -532,7 +533,7 @@ static void write_status(void *ctl, struct ksync *s)
 	/* Minimum availability comes with time: look again then. */
 	if (min_ready > 0 && avail < ready)
 		ksync_requeue_after(s, min_ready * NS_PER_SEC);
-	if (old && json_equal(st, old)) {
+	if (old && schema_field_equal("apps/v1", "ReplicaSet", "status", st, old)) {
 		json_decref(st);
 		return;
 	}

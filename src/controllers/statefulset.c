@@ -34,6 +34,7 @@
 #include "controllers/internal.h"
 #include "controllers/keyed.h"
 
+#include "api/schema.h"
 #include "api/selector.h"
 
 #include "base/clock.h"
@@ -295,7 +296,7 @@ static void write_status(struct ksync *s, struct run *r, json_t **by_ord, int st
 		json_object_set(st, "conditions", json_object_get(old, "conditions"));
 	if (min_ready > 0 && avail < ready)
 		ksync_requeue_after(s, min_ready * NS_PER_SEC);
-	if (old && json_equal(st, old)) {
+	if (old && schema_field_equal("apps/v1", "StatefulSet", "status", st, old)) {
 		json_decref(st);
 		return;
 	}

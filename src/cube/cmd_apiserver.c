@@ -97,14 +97,19 @@ int cmd_apiserver(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			o.secure_port = atoi(optarg);
+		{
+			char *end;
+			long port = strtol(optarg, &end, 10);
 			/* 0 picks a free port (cube's); the rest as upstream. */
-			if (o.secure_port < 0 || o.secure_port > 65535)
+			if (*end || end == optarg || port < 0 || port > 65535)
 				return cli_usage_error("apiserver",
 						       "--secure-port %s must be between 1 and "
-						       "65535, inclusive",
+						       "65535, inclusive. It cannot be turned off "
+						       "with 0 (cube's 0 picks a free port)",
 						       optarg);
+			o.secure_port = (int)port;
 			break;
+		}
 		case 'b': o.bind_address = optarg; break;
 		case 'c': o.tls_cert_file = optarg; break;
 		case 'k': o.tls_private_key_file = optarg; break;

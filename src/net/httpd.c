@@ -1,5 +1,6 @@
 #include "net/httpd.h"
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/hmap.h"
 #include "base/log.h"
@@ -43,6 +44,7 @@ struct httpd {
 	size_t nconns;      /* connections alive */
 	struct conn *conns; /* ... on a list: they may outlive the server (below) */
 	struct hmap unauth; /* peer address → connections without credentials (intptr_t) */
+	int64_t last_refusal_log; /* mono time of the last refusal logged */
 };
 
 /*
@@ -175,12 +177,23 @@ static void arm(struct conn *c, int seconds)
 	evtimer_add(c->deadline, &tv);
 }
 
+/* Refusals are logged at most once a second (a storm of them would be a
+ * flood of lines); true when this one may be. */
+static bool refusal_logged(struct httpd *h)
+{
+	int64_t now = clock_mono();
+
+	if (now - h->last_refusal_log < NS_PER_SEC)
+		return false;
+	h->last_refusal_log = now;
+	return true;
+}
+
 /* The connection's first plaintext: who it is, and whether there is room. */
 static int conn_start(struct conn *c)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	size_t unauth;
 
 	c->started = true;
 	snprintf(c->peer, sizeof(c->peer), "?");
@@ -191,20 +204,12 @@ static int conn_start(struct conn *c)
 		                     : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
 		                 c->peer, sizeof(c->peer));
 	if (c->h->nconns > c->h->max_conns) {
-		LOG_WARN("http: closing the connection from %s: %zu connections open, the limit "
-		         "is %zu",
-		         c->peer, c->h->nconns, c->h->max_conns);
+		if (refusal_logged(c->h))
+			LOG_WARN("http: closing the connection from %s: %zu connections open, the "
+			         "limit is %zu",
+			         c->peer, c->h->nconns, c->h->max_conns);
 		return -1;
 	}
-	unauth = (size_t)(intptr_t)hmap_get(&c->h->unauth, c->peer);
-	if (unauth >= c->h->max_unauth) {
-		LOG_WARN("http: closing the connection from %s: %zu of its connections show no "
-		         "credentials yet, the limit is %zu",
-		         c->peer, unauth, c->h->max_unauth);
-		return -1;
-	}
-	c->counted = true;
-	unauth_add(c, 1);
 	return 0;
 }
 
@@ -229,8 +234,16 @@ static char *find_header(const char *head, size_t n, const char *name)
 	return NULL;
 }
 
-/* The first request's headers are in: does it show credentials? */
-static void inspect(struct conn *c)
+/*
+ * The first request's headers are in: does it show credentials? A
+ * connection without them counts against its peer until it closes, and is
+ * refused when the peer already holds the limit of such connections.
+ * Connections are judged here, never earlier: one address may be a
+ * thousand clients with credentials (hollow kubelets on 127.0.0.1), whose
+ * connections must not be turned away for the anonymous ones beside them.
+ * 0, or -1 when the connection is to be closed.
+ */
+static int inspect(struct conn *c)
 {
 	struct evhttp_connection *evcon = NULL;
 	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
@@ -243,11 +256,17 @@ static void inspect(struct conn *c)
 		ok = SSL_get0_peer_certificate(ssl) && SSL_get_verify_result(ssl) == X509_V_OK;
 	free(auth);
 	c->held = false;
-	if (ok) {
-		if (c->counted)
-			unauth_add(c, -1);
-		c->counted = false;
-	} else {
+	if (!ok) {
+		size_t unauth = (size_t)(intptr_t)hmap_get(&c->h->unauth, c->peer);
+		if (unauth >= c->h->max_unauth) {
+			if (refusal_logged(c->h))
+				LOG_WARN("http: closing the connection from %s: %zu of its "
+				         "connections show no credentials, the limit is %zu",
+				         c->peer, unauth, c->h->max_unauth);
+			return -1;
+		}
+		c->counted = true;
+		unauth_add(c, 1);
 		/* evhttp's callback argument is its connection. It checks a body
 		 * against the limit once its read callback — deferred, so after
 		 * this — has parsed the headers. */
@@ -256,6 +275,7 @@ static void inspect(struct conn *c)
 			evhttp_connection_set_max_body_size(evcon, HTTPD_PREAUTH_MAX_BODY);
 	}
 	arm(c, c->h->request_timeout_s);
+	return 0;
 }
 
 /*
@@ -270,6 +290,7 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
 	struct evbuffer_ptr at;
 	size_t n;
 	char *end;
+	int rc;
 
 	if (!c->h || !info->n_added || !c->held)
 		return;
@@ -289,11 +310,13 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
 		return;
 	if (end)
 		c->nhead = (size_t)(end - c->head) + 4;
-	inspect(c);
+	rc = inspect(c);
 	free(c->head);
 	c->head = NULL;
 	evbuffer_remove_cb_entry(in, c->watch);
 	c->watch = NULL;
+	if (rc < 0)
+		conn_drop(c, BEV_EVENT_ERROR);
 }
 
 static struct bufferevent *make_bev(struct event_base *base, void *arg)

@@ -310,6 +310,51 @@ static void test_dry_run_value_must_be_all(void **state)
 	    "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: "
 	    "[]string{\"yes\"}: supported values: \"All\"");
 	assert_null(stored(e, CMS "/maybe"));
+	/* DeleteOptions too, before the object is looked up (404). */
+	testenv_expect_status(
+	    admin(e, "DELETE", CMS "/nothing?dryRun=bogus", NULL, NULL), 422, "Invalid",
+	    "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: "
+	    "[]string{\"bogus\"}: supported values: \"All\"");
+}
+
+/* ---- status updates ----------------------------------------------------------------------- */
+
+/* A status update is a whole object, as upstream's status strategies take
+ * it: the body's metadata and status (defaulted: a namespace keeps its name
+ * label and phase), the stored spec, and what the kind's strategy keeps or
+ * backfills (a pod's qosClass, which old kubelets dropped). */
+static void test_status_updates_as_upstreams_strategies(void **state)
+{
+	struct testenv *e = *state;
+	json_t *obj;
+
+	testenv_expect_code(
+	    admin(e, "POST", "/api/v1/namespaces", NULL, J("{'metadata':{'name':'st'}}")), 201);
+	testenv_expect_code(admin(e, "PUT", "/api/v1/namespaces/st/status", NULL,
+	                          J("{'metadata':{'name':'st'},'status':{}}")),
+	                    200);
+	obj = stored(e, "/api/v1/namespaces/st");
+	assert_string_equal(jx_str(obj, "status.phase"), "Active");
+	assert_string_equal(json_string_value(json_object_get(jx_get(obj, "metadata.labels"),
+	                                                      "kubernetes.io/metadata.name")),
+	                    "st");
+	json_decref(obj);
+
+	testenv_expect_code(admin(e, "POST", "/api/v1/namespaces/default/pods", NULL,
+	                          J("{'metadata':{'name':'sp'},'spec':{'containers':[{'name':'c',"
+	                            "'image':'i'}]}}")),
+	                    201);
+	testenv_expect_code(admin(e, "PUT", "/api/v1/namespaces/default/pods/sp/status", NULL,
+	                          J("{'metadata':{'name':'sp','labels':{'a':'b'}},"
+	                            "'spec':{'containers':[{'name':'x','image':'y'}]},"
+	                            "'status':{'phase':'Running'}}")),
+	                    200);
+	obj = stored(e, "/api/v1/namespaces/default/pods/sp");
+	assert_string_equal(jx_str(obj, "status.phase"), "Running");
+	assert_string_equal(jx_str(obj, "status.qosClass"), "BestEffort");
+	assert_string_equal(jx_str(obj, "metadata.labels.a"), "b");
+	assert_string_equal(jx_str(json_array_get(jx_get(obj, "spec.containers"), 0), "name"), "c");
+	json_decref(obj);
 }
 
 /* ---- finalizers -------------------------------------------------------------------------- */
@@ -656,6 +701,7 @@ int main(void)
 	    T(test_dry_run_namespace_delete_leaves_it_active),
 	    T(test_dry_run_eviction_deletes_nothing),
 	    T(test_dry_run_value_must_be_all),
+	    T(test_status_updates_as_upstreams_strategies),
 	    T(test_delete_held_by_a_finalizer_answers_with_the_object),
 	    T(test_csr_name_is_any_path_segment),
 	    T(test_csr_name_with_a_slash_in_the_url_is_another_path),

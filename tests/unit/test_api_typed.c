@@ -535,6 +535,14 @@ static void test_update_checks_options_and_body_before_the_object(void **state)
 	               "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: "
 	               "cannot unmarshal number into Go struct field ConfigMap.data of type "
 	               "string");
+	/* checkName, also before the lookup; an empty name is not the URL's. */
+	expect_failure(e, "PUT", CMS "/missing", NULL, "{\"metadata\":{\"name\":\"other\"}}", 400,
+	               "BadRequest",
+	               "the name of the object (other) does not match the name on the URL "
+	               "(missing)");
+	expect_failure(e, "PUT", CMS "/missing", NULL, "{\"metadata\":{\"name\":\"\"}}", 400,
+	               "BadRequest",
+	               "the name of the object () does not match the name on the URL (missing)");
 }
 
 /* ---- what is stored: canonical quantities and times, null as zero ----------- */

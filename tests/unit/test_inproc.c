@@ -203,6 +203,16 @@ static void test_client_gone_mid_write(void **state)
 	testenv_reply_free(&r);
 }
 
+/* A target no URI parser takes is a 400, not a crash (libevent's free
+ * takes no NULL). */
+static void test_unparsable_target(void **state)
+{
+	struct testenv *e = *state;
+	struct testenv_reply r = testenv_as_admin(e, "GET", "http://[::1/x", NULL, NULL);
+	assert_int_equal(r.status, 400);
+	testenv_reply_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -213,6 +223,7 @@ int main(void)
 	    cmocka_unit_test(test_watch_stream),
 	    cmocka_unit_test(test_stalled_watcher_is_closed),
 	    cmocka_unit_test(test_client_gone_mid_write),
+	    cmocka_unit_test(test_unparsable_target),
 	};
 	return cmocka_run_group_tests(tests, setup, testenv_teardown);
 }

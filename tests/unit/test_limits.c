@@ -14,6 +14,7 @@
 
 #include "testenv.h"
 
+#include "base/clock.h"
 #include "base/jx.h"
 #include "net/httpd.h"
 #include "net/tls.h"
@@ -171,8 +172,7 @@ static void test_nesting_beyond_the_parsers_depth(void **state)
 static void test_continue_tokens_are_read_within_bounds(void **state)
 {
 	struct testenv *e = *state;
-	static const char *const bad[] = {"L3Jl", "AAAA", "%3D%3D%3D%3D",
-	                                  "L3JlZ2lzdHJ5LwBh"};
+	static const char *const bad[] = {"L3Jl", "AAAA", "%3D%3D%3D%3D", "L3JlZ2lzdHJ5LwBh"};
 	char path[128];
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -248,6 +248,94 @@ static void test_a_trickle_cannot_hold_a_connection(void **state)
 	SSL_CTX_free(ctx);
 }
 
+struct answered {
+	int status, done;
+};
+
+static void on_answer(void *arg, int status, json_t *body, const char *err)
+{
+	struct answered *a = arg;
+	(void)body;
+	(void)err;
+	a->status = status;
+	a->done = 1;
+}
+
+/* GET / from n clients at once (certificates when cert_pem): how many got
+ * 200. The clients stay connected (keep-alive) until freed by the caller. */
+static int burst(struct testenv *e, struct rest_client **c, int n, const char *server,
+                 const char *cert_pem, const char *key_pem)
+{
+	struct answered a[32] = {{0}};
+	int ok = 0;
+
+	assert_true(n <= 32);
+	for (int i = 0; i < n; i++) {
+		c[i] = rest_client_new(e->loop, &(struct rest_config){.server = server,
+		                                                      .ca_pem = e->admin_kc.ca_data,
+		                                                      .cert_pem = cert_pem,
+		                                                      .key_pem = key_pem});
+		rest_do(c[i], "GET", "/", NULL, on_answer, &a[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		for (int k = 0; k < 20000 && !a[i].done; k++)
+			testenv_pump(e, 1);
+		ok += a[i].status == 200;
+	}
+	return ok;
+}
+
+/* As the API server judges them: a client certificate the CA signed. */
+static bool cert_ok(void *arg, SSL *ssl, const char *authorization)
+{
+	const struct tls_identity *id = ssl ? tls_peer_identity(ssl, clock_now()) : NULL;
+	(void)arg;
+	(void)authorization;
+	return id && id->present && id->verify_err == 0;
+}
+
+/* The per-peer cap counts connections that have shown no credentials and
+ * turns away only those: four anonymous keep-alive connections fill it and
+ * a fifth is closed, while twenty clients with certificates from the same
+ * address still get through (refusing every new connection of a full
+ * peer kept a thousand hollow kubelets on 127.0.0.1 from bootstrapping:
+ * their anonymous requests filled the cap); when an anonymous connection
+ * goes, its place is free again. */
+static void test_per_peer_cap_counts_connections_without_credentials(void **state)
+{
+	struct testenv *e = *state;
+	char crt[160], key[160], ca[160], server[64];
+	SSL_CTX *ctx = tls_server_ctx(testenv_path(e, "pki/apiserver.crt", crt, sizeof(crt)),
+	                              testenv_path(e, "pki/apiserver.key", key, sizeof(key)),
+	                              testenv_path(e, "pki/ca.crt", ca, sizeof(ca)));
+	struct httpd_opts o = {.bind_address = "127.0.0.1",
+	                       .max_body = 1 << 20,
+	                       .max_headers = 64 << 10,
+	                       .idle_timeout_s = 30,
+	                       .credentials_ok = cert_ok,
+	                       .max_unauthenticated_per_peer = 4};
+	struct httpd *h = httpd_new(e->loop, ctx, &o, answer, NULL);
+	struct rest_client *anon[32], *certs[32], *late;
+
+	assert_non_null(h);
+	snprintf(server, sizeof(server), "https://127.0.0.1:%d", httpd_port(h));
+	assert_int_equal(burst(e, anon, 4, server, NULL, NULL), 4);
+	assert_int_equal(burst(e, &late, 1, server, NULL, NULL), 0);
+	assert_int_equal(burst(e, certs, 20, server, e->admin_kc.cert_data, e->admin_kc.key_data),
+	                 20);
+	rest_client_free(late);
+	rest_client_free(anon[0]);
+	testenv_pump(e, 3); /* the server sees the close */
+	assert_int_equal(burst(e, &anon[0], 1, server, NULL, NULL), 1);
+	for (int i = 0; i < 20; i++)
+		rest_client_free(certs[i]);
+	for (int i = 0; i < 4; i++)
+		rest_client_free(anon[i]);
+	testenv_pump(e, 3);
+	httpd_free(h);
+	SSL_CTX_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +344,7 @@ int main(void)
 	    cmocka_unit_test(test_json_patch_copy_bomb),
 	    cmocka_unit_test(test_nesting_beyond_the_parsers_depth),
 	    cmocka_unit_test(test_a_trickle_cannot_hold_a_connection),
+	    cmocka_unit_test(test_per_peer_cap_counts_connections_without_credentials),
 	    cmocka_unit_test(test_continue_tokens_are_read_within_bounds),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

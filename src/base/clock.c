@@ -1,4 +1,5 @@
 #include "base/clock.h"
+#include "base/log.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,6 +22,7 @@ struct timer {
 	struct timer_set *set;
 	timer_cb cb;
 	void *arg;
+	const struct log_scope *scope; /* current when the timer was made */
 	int64_t deadline;
 	uint64_t seq;    /* arming order: breaks ties between equal deadlines */
 	ptrdiff_t index; /* position in the heap, -1 when not armed */
@@ -255,8 +257,10 @@ int timers_run(struct timer_set *s)
 	/* A callback may arm, cancel or free timers, this one included. */
 	while (s->len && s->heap[0]->deadline <= now) {
 		struct timer *t = s->heap[0];
+		const struct log_scope *prev = log_scope_enter(t->scope);
 		heap_remove(s, t);
-		t->cb(t->arg);
+		t->cb(t->arg); /* may free t */
+		log_scope_enter(prev);
 		fired++;
 	}
 	return fired;
@@ -270,6 +274,7 @@ struct timer *timer_new(struct timer_set *s, timer_cb cb, void *arg)
 	t->set = s;
 	t->cb = cb;
 	t->arg = arg;
+	t->scope = log_scope_current();
 	t->index = -1;
 	return t;
 }

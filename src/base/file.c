@@ -3,6 +3,7 @@
 #include "base/err.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,7 +87,8 @@ static int fsync_dir(const char *path)
 	return 0;
 }
 
-int file_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
+static int write_replace(const char *path, const void *data, size_t len, mode_t mode,
+			 bool durable)
 {
 	char tmp[4096];
 	const char *p = data;
@@ -107,7 +109,7 @@ int file_write_atomic(const char *path, const void *data, size_t len, mode_t mod
 		p += w;
 		len -= (size_t)w;
 	}
-	if (fsync(fd) < 0)
+	if (durable && fsync(fd) < 0)
 		goto fail;
 	close(fd);
 	if (rename(tmp, path) < 0) {
@@ -115,12 +117,22 @@ int file_write_atomic(const char *path, const void *data, size_t len, mode_t mod
 		unlink(tmp);
 		return err_set(ERR_IO, "rename %s: %s", path, strerror(e));
 	}
-	return fsync_dir(path);
+	return durable ? fsync_dir(path) : 0;
 fail:;
 	int e = errno;
 	close(fd);
 	unlink(tmp);
 	return err_set(ERR_IO, "write %s: %s", tmp, strerror(e));
+}
+
+int file_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+	return write_replace(path, data, len, mode, true);
+}
+
+int file_replace(const char *path, const void *data, size_t len, mode_t mode)
+{
+	return write_replace(path, data, len, mode, false);
 }
 
 int file_mkdirs(const char *path, mode_t mode)

@@ -18,6 +18,9 @@
  * (ERR_NOTFOUND for a missing file, ERR_IO otherwise, ERR_TOOLARGE past max). */
 int file_read(const char *path, char **out, size_t *len, size_t max);
 int file_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
+/* The same replacement (readers see the old file or the new one), without
+ * the fsyncs: for files rebuilt at every start, which a crash may lose. */
+int file_replace(const char *path, const void *data, size_t len, mode_t mode);
 /* mkdir -p with `mode` for the directories it creates. */
 int file_mkdirs(const char *path, mode_t mode);
 int file_exists(const char *path);

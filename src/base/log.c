@@ -1,6 +1,10 @@
 #include "base/log.h"
 
 #include "base/clock.h"
+#include "base/err.h"
+
+#include <errno.h>
+#include <fcntl.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +15,58 @@
 
 int log_verbosity;
 static int log_fd = 2;
+static __thread const struct log_scope *scope;
+
+const struct log_scope *log_scope_current(void)
+{
+	return scope;
+}
+
+const struct log_scope *log_scope_enter(const struct log_scope *s)
+{
+	const struct log_scope *prev = scope;
+	scope = s;
+	return prev;
+}
+
+static int open_log(const char *path)
+{
+	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+}
+
+int log_scope_open(struct log_scope *s, const char *path)
+{
+	s->path = NULL;
+	s->fd = open_log(path);
+	return s->fd < 0 ? err_set(ERR_IO, "open %s: %s", path, strerror(errno)) : 0;
+}
+
+void log_scope_init_path(struct log_scope *s, const char *path)
+{
+	s->fd = -1;
+	if (!(s->path = strdup(path)))
+		abort();
+}
+
+void log_scope_close(struct log_scope *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s->path);
+	s->fd = -1;
+	s->path = NULL;
+}
+
+static void scope_write(const struct log_scope *s, const char *buf, size_t n)
+{
+	int fd = s->fd >= 0 ? s->fd : s->path ? open_log(s->path) : -1;
+
+	if (fd >= 0 && write(fd, buf, n) < 0) {
+		/* The main stream has the line. */
+	}
+	if (fd >= 0 && s->fd < 0)
+		close(fd);
+}
 
 void log_set_verbosity(int v)
 {
@@ -51,6 +107,8 @@ void log_vwrite(char sev, const char *file, int line, const char *fmt, va_list a
 	if (write(log_fd, buf, n) < 0) {
 		/* Nowhere left to report it. */
 	}
+	if (scope)
+		scope_write(scope, buf, n);
 }
 
 void log_write(char sev, const char *file, int line, const char *fmt, ...)

@@ -12,7 +12,16 @@
  * disabled debug line costs one comparison. LOG_FATAL exits with status 255
  * after logging, as klog.Fatal does.
  *
- * Thread-safety: any thread; each line is written with one write(2).
+ * A log scope sends the lines written while it is current to one more
+ * file: a hollow kubelet's <root-dir>/<name>/kubelet.log, a component's
+ * log — what journalctl -u kubelet shows for one real node. The scope is
+ * the thread's (log_scope_enter); work that starts later from code running
+ * in a scope — timers (base/clock.h) and REST calls and watches
+ * (client/rest.h) — takes the scope with it, so everything one kubelet
+ * does on a loop it shares with thousands logs to that kubelet's file.
+ *
+ * Thread-safety: any thread; each line is written with one write(2) per
+ * destination. A scope must outlive the timers and calls made in it.
  */
 #ifndef CUBE_BASE_LOG_H
 #define CUBE_BASE_LOG_H
@@ -32,6 +41,24 @@ void log_write(char sev, const char *file, int line, const char *fmt, ...)
 void log_vwrite(char sev, const char *file, int line, const char *fmt, va_list ap);
 _Noreturn void log_fatal(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+struct log_scope {
+	int fd;     /* the scope's file held open (O_APPEND), or -1 */
+	char *path; /* else opened for each line: no descriptor held (ten
+	               thousand hollow kubelets would hold ten thousand) */
+};
+
+/* The scope current on this thread (NULL: none). */
+const struct log_scope *log_scope_current(void);
+/* Make s current on this thread (NULL: none); returns the one it replaces,
+ * for log_scope_enter(prev) when the work is done. */
+const struct log_scope *log_scope_enter(const struct log_scope *s);
+/* A scope writing to path (created 0640, appended to), held open: 0, or
+ * an error. */
+int log_scope_open(struct log_scope *s, const char *path);
+/* The same, opening path for each line (rarely written scopes). */
+void log_scope_init_path(struct log_scope *s, const char *path);
+void log_scope_close(struct log_scope *s);
 
 /* s as klog writes a quoted value: `"`, `\` and newlines escaped. Into
  * out (n bytes, truncated), returned. */

@@ -46,6 +46,9 @@ struct rest_call {
 	rest_cb cb;
 	void *arg;
 	struct rest_watch *w;
+	/* The log scope current when the call was made: its callbacks (and
+	 * what they start) run in it. */
+	const struct log_scope *scope;
 	struct rest_call *next;
 };
 
@@ -98,6 +101,7 @@ static void watch_free(struct rest_watch *w)
 static void call_abandon(struct rest_call *call, const char *why, bool report)
 {
 	struct rest_watch *w = call->w;
+	const struct log_scope *prev = log_scope_enter(call->scope);
 	if (call->req)
 		evhttp_cancel_request(call->req);
 	if (w) {
@@ -108,6 +112,7 @@ static void call_abandon(struct rest_call *call, const char *why, bool report)
 		call->cb(call->arg, 0, NULL, why);
 	}
 	free(call);
+	log_scope_enter(prev);
 }
 
 static void conn_free(struct conn *k, bool report)
@@ -247,6 +252,7 @@ static struct rest_call *call_new(struct conn *k, rest_cb cb, void *arg)
 		abort();
 	call->cb = cb;
 	call->arg = arg;
+	call->scope = log_scope_current();
 	if (k)
 		call_attach(k, call);
 	return call;
@@ -288,9 +294,8 @@ static void add_headers(struct rest_client *c, struct evhttp_request *req, const
 	}
 }
 
-static void on_reply(struct evhttp_request *req, void *arg)
+static void reply_in_scope(struct evhttp_request *req, struct rest_call *call)
 {
-	struct rest_call *call = arg;
 	struct conn *k = call->conn;
 	int status = req ? evhttp_request_get_response_code(req) : 0;
 	json_t *body = NULL;
@@ -313,6 +318,14 @@ static void on_reply(struct evhttp_request *req, void *arg)
 		json_decref(body);
 	}
 	free(call);
+}
+
+static void on_reply(struct evhttp_request *req, void *arg)
+{
+	struct rest_call *call = arg;
+	const struct log_scope *prev = log_scope_enter(call->scope);
+	reply_in_scope(req, call); /* frees call when the call is over */
+	log_scope_enter(prev);
 }
 
 static enum evhttp_cmd_type method_of(const char *m)
@@ -422,8 +435,11 @@ void rest_fail_held(struct rest_client *c, const char *err)
 	while (list) {
 		struct held *h = list;
 		list = h->next;
-		if (h->call->cb)
+		if (h->call->cb) {
+			const struct log_scope *prev = log_scope_enter(h->call->scope);
 			h->call->cb(h->call->arg, 0, NULL, err);
+			log_scope_enter(prev);
+		}
 		free(h->call);
 		held_free(h);
 	}
@@ -472,9 +488,8 @@ void rest_cancel(struct rest_call *call)
 
 /* ---- watches ----------------------------------------------------------------------- */
 
-static void on_chunk(struct evhttp_request *req, void *arg)
+static void chunk_in_scope(struct evhttp_request *req, struct rest_call *call)
 {
-	struct rest_call *call = arg;
 	struct rest_watch *w = call->w;
 	char *line;
 	size_t len;
@@ -490,9 +505,16 @@ static void on_chunk(struct evhttp_request *req, void *arg)
 	}
 }
 
-static void on_watch_end(struct evhttp_request *req, void *arg)
+static void on_chunk(struct evhttp_request *req, void *arg)
 {
 	struct rest_call *call = arg;
+	const struct log_scope *prev = log_scope_enter(call->scope);
+	chunk_in_scope(req, call); /* frees call when the call is over */
+	log_scope_enter(prev);
+}
+
+static void watch_end_in_scope(struct evhttp_request *req, struct rest_call *call)
+{
 	struct rest_watch *w = call->w;
 	struct conn *k = call->conn;
 	int status = req ? evhttp_request_get_response_code(req) : 0;
@@ -504,6 +526,14 @@ static void on_watch_end(struct evhttp_request *req, void *arg)
 		w->on_end(w->arg, status, status ? NULL : transport_error(k, err, sizeof(err)));
 	watch_free(w);
 	free(call);
+}
+
+static void on_watch_end(struct evhttp_request *req, void *arg)
+{
+	struct rest_call *call = arg;
+	const struct log_scope *prev = log_scope_enter(call->scope);
+	watch_end_in_scope(req, call); /* frees call when the call is over */
+	log_scope_enter(prev);
 }
 
 struct rest_watch *rest_watch(struct rest_client *c, const char *path, rest_event_cb on_event,

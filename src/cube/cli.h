@@ -70,5 +70,6 @@ int cmd_up(int argc, char **argv);
 int cmd_controller_manager(int argc, char **argv);
 int cmd_kubelet(int argc, char **argv);
 int cmd_scheduler(int argc, char **argv);
+int cmd_logs(int argc, char **argv);
 
 #endif

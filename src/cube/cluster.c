@@ -33,6 +33,7 @@ struct component {
 	bool ready;
 	int rc;
 	char err[1024];
+	struct log_scope log; /* <dir>/logs/<name>.log: this thread's lines */
 };
 
 struct cluster {
@@ -42,11 +43,23 @@ struct cluster {
 	int port;
 };
 
+static char *path_in(struct cluster *cl, const char *rel);
+
 static void *component_main(void *arg)
 {
 	struct component *c = arg;
+	char *dir = path_in(c->cl, "logs"), *file;
 	int rc;
 
+	/* Everything this component's thread logs also goes to its own file
+	 * (`cube logs <component>`); a kubelet's lines to its node's. */
+	if (asprintf(&file, "%s/%s.log", dir, c->name) < 0)
+		abort();
+	c->log.fd = -1;
+	if (file_mkdirs(dir, 0700) == 0 && log_scope_open(&c->log, file) == 0)
+		log_scope_enter(&c->log);
+	free(file);
+	free(dir);
 	c->loop = loop_new();
 	rc = c->start(c);
 	pthread_mutex_lock(&c->mu);
@@ -61,6 +74,8 @@ static void *component_main(void *arg)
 	if (c->stop)
 		c->stop(c);
 	loop_free(c->loop);
+	log_scope_enter(NULL);
+	log_scope_close(&c->log);
 	return NULL;
 }
 

@@ -38,6 +38,7 @@ static const char main_usage[] =
 	"  kubelet             the node agent: bootstrap, certificate rotation, heartbeats, pods\n"
 	"  pki init            create a cluster's PKI (CA, serving and client certs, kubeconfigs)\n"
 	"  certs               check-expiration, inspect, verify, sign-csr, new-csr\n"
+	"  logs                a component's or a node's kubelet log (cube up's data dir)\n"
 	"  version             print cube's version\n"
 	"\n"
 	"Global flags:\n"
@@ -66,6 +67,7 @@ static const struct cli_command commands[] = {
 	{"kubelet", "the node agent", cmd_kubelet, NULL},
 	{"pki", "cluster PKI: init", cmd_pki, NULL},
 	{"certs", "certificate tools", cmd_certs, NULL},
+	{"logs", "a component's log from a cube up cluster", cmd_logs, NULL},
 	{"version", "print the version", cmd_version, NULL},
 	{NULL, NULL, NULL, NULL},
 };

@@ -170,8 +170,8 @@ static int apply_field(struct kubelet_config *c, const char *k, const json_t *v)
 		return want_int(v, k, 1, &c->node_lease_duration_s);
 	if (!strcmp(k, "maxPods"))
 		return want_int(v, k, 0, &c->max_pods);
-	if (!strcmp(k, "port"))
-		return want_int(v, k, 0, &c->port);
+	if (!strcmp(k, "port")) /* cube's: 0 no server, -1 any free port */
+		return want_int(v, k, -1, &c->port);
 	if (!strcmp(k, "address"))
 		return want_string(v, k, &c->address);
 	if (!strcmp(k, "tlsCertFile"))
@@ -205,6 +205,42 @@ int kubelet_config_apply(struct kubelet_config *c, const json_t *doc)
 			       av);
 	json_object_foreach((json_t *)doc, k, v) if ((rc = apply_field(c, k, v)) < 0) return rc;
 	return 0;
+}
+
+json_t *kubelet_config_json(const struct kubelet_config *c)
+{
+	char upd[DURATION_BUF], rep[DURATION_BUF];
+	json_t *doc = json_pack(
+	    "{s:s,s:s,s:s,s:i,s:b,s:b,s:s,s:s,s:i,s:i}", "apiVersion",
+	    "kubelet.config.k8s.io/v1beta1", "kind", "KubeletConfiguration", "address",
+	    c->address ? c->address : "", "port", c->port, "rotateCertificates",
+	    c->rotate_certificates, "serverTLSBootstrap", c->server_tls_bootstrap,
+	    "nodeStatusUpdateFrequency", duration_format(c->node_status_update_frequency_ns, upd),
+	    "nodeStatusReportFrequency", duration_format(c->node_status_report_frequency_ns, rep),
+	    "nodeLeaseDurationSeconds", c->node_lease_duration_s, "maxPods", c->max_pods);
+
+	if (c->tls_cert_file)
+		json_object_set_new(doc, "tlsCertFile", json_string(c->tls_cert_file));
+	if (c->tls_private_key_file)
+		json_object_set_new(doc, "tlsPrivateKeyFile", json_string(c->tls_private_key_file));
+	if (json_array_size(c->register_with_taints))
+		json_object_set_new(doc, "registerWithTaints", json_deep_copy(c->register_with_taints));
+	/* cube's own field (upstream's kubelet would ignore it). */
+	json_object_set_new(doc, "selfHeal", json_boolean(c->self_heal));
+	return doc;
+}
+
+int kubelet_config_write(const struct kubelet_config *c, const char *path)
+{
+	json_t *doc = kubelet_config_json(c);
+	char *text = yj_emit(doc);
+	/* Rewritten at every start: no fsync (a thousand nodes would wait on
+	 * two thousand of them). */
+	int rc = file_replace(path, text, strlen(text), 0644);
+
+	free(text);
+	json_decref(doc);
+	return rc < 0 ? err_wrap(rc, "writing %s", path) : 0;
 }
 
 int kubelet_config_load(struct kubelet_config *c, const char *path)

@@ -4,6 +4,15 @@
  * certificates, rest client and TLS connections, Lease, status and pods;
  * they share nothing but the loop and the process.
  *
+ * Each directory also holds kubelet.log — every line this kubelet logs, as
+ * journalctl -u kubelet shows one node's (its timers and REST calls carry
+ * its log scope, base/log.h) — and config.yaml, the KubeletConfiguration that
+ * kubelet runs with (written from the pool's settings when the pool
+ * starts), as /var/lib/kubelet/config.yaml holds a kubeadm node's: the
+ * runbook's `grep -i rotate .../config.yaml` reads it, and an edit takes
+ * effect when that kubelet restarts after an exit, as a real one's does
+ * (the pool's next start writes it afresh from its settings).
+ *
  * Where one kubelet would end its process (the expired-certificate
  * watchdog), the pool logs the same line and restarts that kubelet alone
  * ten seconds later — what systemd's Restart=always with kubeadm's
@@ -25,6 +34,8 @@
 struct slot {
 	struct kubelet_pool *pool;
 	struct kubelet_config cfg;
+	char *config_file;    /* <root-dir>/<name>/config.yaml */
+	struct log_scope log; /* <root-dir>/<name>/kubelet.log: this kubelet's lines */
 	struct kubelet *k;
 	struct timer *restart;
 };
@@ -44,10 +55,50 @@ static void pool_on_exit(void *arg, struct kubelet *k, int status)
 	timer_after(s->restart, RESTART_NS);
 }
 
+/* A restart reads config.yaml again, as a real kubelet's start does; a
+ * file that no longer loads keeps the settings it ran with. */
+static void reload_config(struct slot *s)
+{
+	struct kubelet_config c;
+
+	kubelet_config_copy(&c, &s->cfg);
+	if (kubelet_config_load(&c, s->config_file) < 0) {
+		LOG_ERROR("\"Hollow kubelet keeps its configuration\" node=\"%s\" err=\"%s\"",
+			  s->cfg.node_name, err_msg());
+		kubelet_config_free(&c);
+		return;
+	}
+	kubelet_config_free(&s->cfg);
+	s->cfg = c;
+}
+
+static void restart(void *arg);
+
+/* The slot's directory, config.yaml, kubelet.log and kubelet; what it
+ * makes (the restart timer, the kubelet's timers) is in its log scope. */
+static int slot_open(struct slot *s)
+{
+	char *log = file_join(s->cfg.root_dir, "kubelet.log");
+	const struct log_scope *prev;
+	int rc;
+
+	log_scope_init_path(&s->log, log);
+	free(log);
+	if ((rc = file_mkdirs(s->cfg.root_dir, 0700)) < 0 ||
+	    (rc = kubelet_config_write(&s->cfg, s->config_file)) < 0)
+		return rc;
+	prev = log_scope_enter(&s->log);
+	s->restart = loop_timer(s->pool->loop, restart, s);
+	s->k = kubelet_new(s->pool->loop, &s->cfg);
+	log_scope_enter(prev);
+	return s->k ? 0 : ERR_INVALID;
+}
+
 static void restart(void *arg)
 {
 	struct slot *s = arg;
 
+	reload_config(s);
 	kubelet_free(s->k);
 	s->k = kubelet_new(s->pool->loop, &s->cfg);
 	if (!s->k || kubelet_start(s->k) < 0) {
@@ -66,6 +117,8 @@ struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_co
 		abort();
 	p->loop = loop;
 	p->n = n;
+	for (int i = 0; i < n; i++)
+		p->slots[i].log.fd = -1; /* what pool_free may close */
 	for (int i = 0; i < n; i++) {
 		struct slot *s = &p->slots[i];
 		char name[256], *dir, *sub;
@@ -89,8 +142,8 @@ struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_co
 		s->cfg.on_exit = pool_on_exit;
 		s->cfg.on_exit_arg = s;
 		s->pool = p;
-		s->restart = loop_timer(loop, restart, s);
-		if (!(s->k = kubelet_new(loop, &s->cfg))) {
+		s->config_file = file_join(s->cfg.root_dir, "config.yaml");
+		if (slot_open(s) < 0) {
 			kubelet_pool_free(p);
 			return NULL;
 		}
@@ -100,10 +153,15 @@ struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_co
 
 int kubelet_pool_start(struct kubelet_pool *p)
 {
-	int rc;
-	for (int i = 0; i < p->n; i++)
+	int rc = 0;
+	for (int i = 0; i < p->n && rc == 0; i++) {
+		const struct log_scope *prev = log_scope_enter(&p->slots[i].log);
 		if ((rc = kubelet_start(p->slots[i].k)) < 0)
-			return err_wrap(rc, "%s", kubelet_name(p->slots[i].k));
+			rc = err_wrap(rc, "%s", kubelet_name(p->slots[i].k));
+		log_scope_enter(prev);
+	}
+	if (rc < 0)
+		return rc;
 	LOG_INFO("\"Started hollow kubelets\" count=%d", p->n);
 	return 0;
 }
@@ -123,9 +181,13 @@ void kubelet_pool_free(struct kubelet_pool *p)
 	if (!p)
 		return;
 	for (int i = 0; i < p->n; i++) {
+		const struct log_scope *prev = log_scope_enter(&p->slots[i].log);
 		kubelet_free(p->slots[i].k);
 		timer_free(p->slots[i].restart);
+		log_scope_enter(prev);
+		log_scope_close(&p->slots[i].log);
 		kubelet_config_free(&p->slots[i].cfg);
+		free(p->slots[i].config_file);
 	}
 	free(p->slots);
 	free(p);

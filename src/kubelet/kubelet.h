@@ -99,6 +99,11 @@ void kubelet_config_set(char **field, const char *v);
  * 0, or ERR_INVALID / ERR_PARSE / ERR_NOTFOUND with err_msg().
  */
 int kubelet_config_load(struct kubelet_config *c, const char *path);
+/* The KubeletConfiguration (kubelet.config.k8s.io/v1beta1) c runs with:
+ * what kubelet_config_apply reads back to the same settings. New reference. */
+json_t *kubelet_config_json(const struct kubelet_config *c);
+/* That document as YAML at path (replaced atomically, not synced; 0644). */
+int kubelet_config_write(const struct kubelet_config *c, const char *path);
 int kubelet_config_apply(struct kubelet_config *c, const json_t *doc);
 /* Derived defaults: node name, cert dir, kubeconfig, report frequency. */
 void kubelet_config_finish(struct kubelet_config *c);

@@ -1,7 +1,8 @@
 /*
  * The kubelet's HTTPS server: /healthz, /metrics (this kubelet's registry:
- * the certificate manager's TTL gauges and renewal counters) and /pods (the
- * pods bound to the node, as the informer sees them).
+ * the certificate manager's TTL gauges and renewal counters), /configz (the
+ * KubeletConfiguration it runs with) and /pods (the pods bound to the node,
+ * as the informer sees them).
  *
  * Its certificate, as upstream picks it: with serverTLSBootstrap, the serving
  * certificate manager's current one, chosen at each handshake — until one
@@ -64,6 +65,18 @@ static void handle(struct evhttp_request *req, void *arg)
 		char *text = metrics_render(s->k->metrics);
 		httpd_reply(req, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", text);
 		free(text);
+	} else if (!strcmp(path, "/configz")) {
+		/* upstream's configz: the running KubeletConfiguration under
+		 * "kubeletconfig", without apiVersion and kind. */
+		json_t *cfg = kubelet_config_json(&s->k->cfg), *doc;
+		char *text;
+		json_object_del(cfg, "apiVersion");
+		json_object_del(cfg, "kind");
+		doc = json_pack("{s:o}", "kubeletconfig", cfg);
+		text = jx_dump(doc);
+		httpd_reply(req, 200, "OK", "application/json", text);
+		free(text);
+		json_decref(doc);
 	} else if (!strcmp(path, "/pods") || !strcmp(path, "/pods/")) {
 		json_t *list = s->k->pods ? pods_list(s->k->pods)
 					  : json_pack("{s:s,s:s,s:{},s:[]}", "kind", "PodList",

@@ -141,6 +141,24 @@ def test_up_nodes_ready_and_bootstrap_csrs_issued(up, run):
         subject = run("openssl", "x509", "-in", link, "-noout", "-subject").stdout
         assert f"CN = system:node:{node}" in subject, subject
         run("openssl", "verify", "-CAfile", u.data / "pki" / "ca.crt", link)
+        # The runbook's `grep -i rotate /var/lib/kubelet/config.yaml`.
+        conf = u.data / "nodes" / node / "config.yaml"
+        rotate = run("grep", "-i", "rotate", conf).stdout
+        assert "rotateCertificates: true" in rotate, rotate
+        assert "kind: KubeletConfiguration" in conf.read_text()
+    # Each node's kubelet has its own log (the runbook's journalctl -u
+    # kubelet): its own lines, certificate ones among them, no other node's.
+    logs = run(u.cube, "logs", "--data-dir", u.data, "--node", "node-1").stdout
+    assert 'Attempting to register node" node="node-1"' in logs, logs
+    assert 'node="node-2"' not in logs and 'node="node-0"' not in logs, logs
+    assert re.search(r"(?i)certificate|tls|x509", logs), logs
+    assert (u.data / "nodes" / "node-1" / "kubelet.log").read_text() == logs
+    last = run(u.cube, "logs", "--data-dir", u.data, "apiserver", "-n", "2").stdout
+    assert len(last.splitlines()) == 2 and last.startswith("I"), last
+    api = (u.data / "logs" / "apiserver.log").read_text()
+    assert "Serving securely on" in api and 'node="node-1"' not in api
+    bad = run(u.cube, "logs", "--data-dir", u.data, "etcd", check=False)
+    assert bad.returncode == 2 and "no component \"etcd\"" in bad.stderr, bad.stderr
     assert u.stop() == 0
 
 

@@ -888,17 +888,21 @@ static bool serving_issued(struct world *w, void *arg)
 
 struct probe {
 	int status, done;
+	json_t *body; /* a JSON answer, or NULL */
 };
 
 static void on_probe(void *arg, int status, json_t *body, const char *err)
 {
 	struct probe *p = arg;
+	(void)err;
 	p->status = status;
+	p->body = json_incref(body);
 	p->done = 1;
 }
 
-/* GET path from the kubelet's server, trusting only the cluster CA. */
-static int probe_kubelet(struct world *w, const char *path)
+/* GET path from the kubelet's server, trusting only the cluster CA; the
+ * JSON answer into *body when body is not NULL (the caller's). */
+static int probe_kubelet_json(struct world *w, const char *path, json_t **body)
 {
 	char server[64];
 	struct probe p = {0};
@@ -911,7 +915,16 @@ static int probe_kubelet(struct world *w, const char *path)
 	for (int i = 0; i < 20000 && !p.done; i++)
 		pump(w, 1);
 	rest_client_free(c);
+	if (body)
+		*body = p.body;
+	else
+		json_decref(p.body);
 	return p.status;
+}
+
+static int probe_kubelet(struct world *w, const char *path)
+{
+	return probe_kubelet_json(w, path, NULL);
 }
 
 /* serverTLSBootstrap on the first run after a background bootstrap: the
@@ -968,6 +981,47 @@ static void test_serving_certificate(void **state)
 	assert_int_equal(probe_kubelet(w, "/pods"), 200);
 	assert_int_equal(probe_kubelet(w, "/metrics"), 200);
 	assert_int_equal(probe_kubelet(w, "/nope"), 404);
+	/* /configz: the configuration it runs with, as upstream nests it. */
+	{
+		json_t *z = NULL;
+		assert_int_equal(probe_kubelet_json(w, "/configz", &z), 200);
+		assert_true(jx_bool(z, "kubeletconfig.serverTLSBootstrap", false));
+		assert_true(jx_bool(z, "kubeletconfig.rotateCertificates", false));
+		assert_string_equal(jx_str(z, "kubeletconfig.nodeStatusUpdateFrequency"), "10s");
+		assert_null(jx_get(z, "kubeletconfig.kind"));
+		json_decref(z);
+	}
+}
+
+/* The KubeletConfiguration a kubelet runs with reads back to the same
+ * settings: what config.yaml and /configz show is what is in force. */
+static void test_config_document_round_trips(void **state)
+{
+	struct kubelet_config a, b;
+	json_t *da, *db;
+	(void)state;
+
+	kubelet_config_init(&a);
+	a.rotate_certificates = true;
+	a.self_heal = true;
+	a.node_status_update_frequency_ns = 90 * NS_PER_SEC;
+	a.node_status_report_frequency_ns = 5 * NS_PER_MIN;
+	a.node_lease_duration_s = 7;
+	a.port = -1;
+	a.register_with_taints = json_pack("[{s:s,s:s}]", "key", "k", "effect", "NoSchedule");
+	da = kubelet_config_json(&a);
+	assert_string_equal(jx_str(da, "nodeStatusUpdateFrequency"), "1m30s");
+	assert_string_equal(jx_str(da, "nodeStatusReportFrequency"), "5m0s");
+	kubelet_config_init(&b);
+	assert_int_equal(kubelet_config_apply(&b, da), 0);
+	db = kubelet_config_json(&b);
+	assert_true(json_equal(da, db));
+	assert_int_equal(b.node_lease_duration_s, 7);
+	assert_true(b.rotate_certificates && b.self_heal && !b.server_tls_bootstrap);
+	json_decref(da);
+	json_decref(db);
+	kubelet_config_free(&a);
+	kubelet_config_free(&b);
 }
 
 /* Three hollow kubelets on this loop, one taking over an existing Node:
@@ -1006,6 +1060,17 @@ static void test_hollow(void **state)
 		assert_true(readlink(path, certs[i], 511) > 0);
 		assert_true(wait_for(w, lease_exists, name, 100 * NS_PER_MS, 5 * NS_PER_SEC));
 	}
+	/* Each node's config.yaml is the configuration it runs with (the
+	 * runbook's `grep -i rotate /var/lib/kubelet/config.yaml`). */
+	for (int i = 0; i < 3; i++) {
+		char path[256];
+		struct kubelet_config f;
+		snprintf(path, sizeof(path), "%s/kubelet/hollow-%d/config.yaml", w->env.dir, i);
+		kubelet_config_init(&f);
+		assert_int_equal(kubelet_config_load(&f, path), 0);
+		assert_true(f.rotate_certificates);
+		kubelet_config_free(&f);
+	}
 	assert_string_not_equal(certs[0], certs[1]);
 	assert_string_not_equal(certs[1], certs[2]);
 	node = get(w, "/api/v1/nodes/hollow-1");
@@ -1042,6 +1107,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_self_heal_rotating, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_serving_certificate, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hollow, setup, teardown),
+		cmocka_unit_test(test_config_document_round_trips),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

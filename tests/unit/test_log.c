@@ -10,6 +10,7 @@
 #include "base/log.h"
 
 #include <regex.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -88,11 +89,80 @@ static void test_verbosity_checked_before_arguments(void **state)
 	assert_null(strstr(out, "debug"));
 }
 
+static char *file_text(const char *path)
+{
+	static char buf[8192];
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+static const struct log_scope *seen_scope;
+
+static void in_timer(void *arg)
+{
+	(void)arg;
+	seen_scope = log_scope_current();
+	LOG_INFO("from the timer");
+}
+
+/* A scope's lines go to its file as well as the main stream; a timer made
+ * in a scope fires in it, whatever is current when it fires; a path scope
+ * holds no descriptor between lines. */
+static void test_scopes(void **state)
+{
+	char dir[] = "/tmp/cube-log-XXXXXX", held[64], by_path[64];
+	struct log_scope a, b;
+	struct timer_set *set = timers_new();
+	struct timer *t;
+	(void)state;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(held, sizeof(held), "%s/a.log", dir);
+	snprintf(by_path, sizeof(by_path), "%s/b.log", dir);
+	assert_int_equal(log_scope_open(&a, held), 0);
+	log_scope_init_path(&b, by_path);
+	assert_int_equal(b.fd, -1);
+
+	assert_null(log_scope_enter(&a));
+	LOG_INFO("in a");
+	t = timer_new(set, in_timer, NULL);
+	assert_ptr_equal(log_scope_enter(&b), &a);
+	LOG_INFO("in b");
+	timer_after(t, NS_PER_SEC);
+	clock_advance(2 * NS_PER_SEC);
+	timers_run(set);
+	assert_ptr_equal(seen_scope, &a);
+	assert_ptr_equal(log_scope_current(), &b); /* restored after the timer */
+	assert_ptr_equal(log_scope_enter(NULL), &b);
+	LOG_INFO("in none");
+
+	assert_non_null(strstr(file_text(held), "] in a\n"));
+	assert_non_null(strstr(file_text(held), "] from the timer\n"));
+	assert_null(strstr(file_text(held), "in b"));
+	assert_non_null(strstr(file_text(by_path), "] in b\n"));
+	assert_null(strstr(file_text(by_path), "timer"));
+	assert_null(strstr(file_text(held), "in none"));
+	assert_non_null(strstr(drain(), "] in none\n")); /* the main stream has them all */
+
+	timer_free(t);
+	timers_free(set);
+	log_scope_close(&a);
+	log_scope_close(&b);
+	unlink(held);
+	unlink(by_path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_klog_header),
 		cmocka_unit_test(test_verbosity_checked_before_arguments),
+		cmocka_unit_test(test_scopes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -205,16 +205,22 @@ static bool closed_by_server(int fd)
 	return n == 0 || (n < 0 && errno != EAGAIN);
 }
 
+/* The API server's serving certificate and client CA, for a test server. */
+static SSL_CTX *serving_ctx(struct testenv *e)
+{
+	char crt[160], key[160], ca[160];
+	return tls_server_ctx(testenv_path(e, "pki/apiserver.crt", crt, sizeof(crt)),
+	                      testenv_path(e, "pki/apiserver.key", key, sizeof(key)),
+	                      testenv_path(e, "pki/ca.crt", ca, sizeof(ca)));
+}
+
 /* A byte every 200 ms keeps libevent's inactivity timeout (here 30 s) from
  * ever firing; the header deadline (here 1 s, from the accept, TLS
  * handshake included) closes the connection all the same. */
 static void test_a_trickle_cannot_hold_a_connection(void **state)
 {
 	struct testenv *e = *state;
-	char crt[160], key[160], ca[160];
-	SSL_CTX *ctx = tls_server_ctx(testenv_path(e, "pki/apiserver.crt", crt, sizeof(crt)),
-	                              testenv_path(e, "pki/apiserver.key", key, sizeof(key)),
-	                              testenv_path(e, "pki/ca.crt", ca, sizeof(ca)));
+	SSL_CTX *ctx = serving_ctx(e);
 	struct httpd_opts o = {.bind_address = "127.0.0.1",
 	                       .max_body = 1 << 20,
 	                       .max_headers = 64 << 10,
@@ -304,10 +310,8 @@ static bool cert_ok(void *arg, SSL *ssl, const char *authorization)
 static void test_per_peer_cap_counts_connections_without_credentials(void **state)
 {
 	struct testenv *e = *state;
-	char crt[160], key[160], ca[160], server[64];
-	SSL_CTX *ctx = tls_server_ctx(testenv_path(e, "pki/apiserver.crt", crt, sizeof(crt)),
-	                              testenv_path(e, "pki/apiserver.key", key, sizeof(key)),
-	                              testenv_path(e, "pki/ca.crt", ca, sizeof(ca)));
+	char server[64];
+	SSL_CTX *ctx = serving_ctx(e);
 	struct httpd_opts o = {.bind_address = "127.0.0.1",
 	                       .max_body = 1 << 20,
 	                       .max_headers = 64 << 10,

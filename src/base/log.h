@@ -16,8 +16,9 @@
  * file: a hollow kubelet's <root-dir>/<name>/kubelet.log, a component's
  * log — what journalctl -u kubelet shows for one real node. The scope is
  * the thread's (log_scope_enter); work that starts later from code running
- * in a scope — timers (base/clock.h) and REST calls and watches
- * (client/rest.h) — takes the scope with it, so everything one kubelet
+ * in a scope — timers (base/clock.h), REST calls and watches
+ * (client/rest.h), an HTTPS server's handler (net/httpd.h) — takes the
+ * scope with it, so everything one kubelet
  * does on a loop it shares with thousands logs to that kubelet's file.
  *
  * Thread-safety: any thread; each line is written with one write(2) per

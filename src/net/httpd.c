@@ -34,6 +34,7 @@ struct httpd {
 	int backoff_ms;
 	SSL_CTX *tls;
 	httpd_handler handler;
+	const struct log_scope *scope; /* current at httpd_new: the handler runs in it */
 	void *arg;
 	int port;
 	char address[64];
@@ -400,7 +401,11 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	/* The first request is in whole: no deadline but evhttp's from now. */
 	if (c)
 		evtimer_del(c->deadline);
-	h->handler(req, h->arg);
+	{
+		const struct log_scope *prev = log_scope_enter(h->scope);
+		h->handler(req, h->arg);
+		log_scope_enter(prev);
+	}
 }
 
 struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts *o,
@@ -425,6 +430,7 @@ struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts
 	                                                : HTTPD_MAX_UNAUTH_PER_PEER;
 	h->max_conns = o->max_connections ? o->max_connections : fd_budget();
 	h->handler = handler;
+	h->scope = log_scope_current();
 	h->arg = arg;
 	h->http = evhttp_new(loop_base(loop));
 	evhttp_set_bevcb(h->http, make_bev, h);

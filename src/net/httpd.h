@@ -20,6 +20,9 @@
  * once; when accept() itself fails (EMFILE) the listener pauses and backs
  * off as Go's server does.
  *
+ * The handler runs in the log scope current at httpd_new (base/log.h): a
+ * hollow kubelet's server logs to that kubelet's file.
+ *
  * Ownership: the server is the caller's (httpd_free); the SSL_CTX is
  * borrowed and must outlive it. Threads: the loop's thread only.
  */

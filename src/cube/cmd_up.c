@@ -19,6 +19,7 @@
 #include "base/loop.h"
 #include "base/timeutil.h"
 
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -45,6 +46,8 @@ static const char up_usage[] =
 	"Start a whole cluster in this process: the API server, the controller manager\n"
 	"and N hollow kubelets that bootstrap with a token, get their certificates from\n"
 	"CSRs, rotate them, and heartbeat. Shows progress until every node is Ready,\n"
+	"while the components log to DIR/logs/ (cube.log has every line) and each\n"
+	"kubelet to DIR/nodes/NAME/kubelet.log (`cube logs`; -v N logs here too);\n"
 	"prints the KUBECONFIG line, and runs until Ctrl-C. Run it again on the same\n"
 	"--data-dir to resume the same cluster.\n"
 	"\n"
@@ -162,6 +165,24 @@ static int wait_for_signal(struct cluster *cl, const char *dir, int want)
 	return 0;
 }
 
+/* The console is for progress: the whole klog stream goes to
+ * <dir>/logs/cube.log instead (each component's and node's lines also to
+ * their own files). 0, or the console keeps the stream. */
+static int quiet_console(const char *dir)
+{
+	char *logs = file_join(dir, "logs"), *path = file_join(logs, "cube.log");
+	int fd = file_mkdirs(logs, 0700) == 0
+	             ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640)
+	             : -1;
+
+	free(logs);
+	free(path);
+	if (fd < 0)
+		return -1;
+	log_set_fd(fd);
+	return 0;
+}
+
 static int dur_flag(const char *cmd, const char *flag, const char *v, int64_t *out)
 {
 	if (duration_parse(v, out) < 0 || *out <= 0)
@@ -238,6 +259,8 @@ int cmd_up(int argc, char **argv)
 	struct cluster_opts o = {.dir = "cube-data", .bind_address = "127.0.0.1", .port = 6443,
 				 .nodes = 3, .node_prefix = "node-"};
 	struct cluster *cl;
+	/* cube -v N up, or up -v N: the klog stream on the console too. */
+	bool console_klog = log_verbosity > 0;
 	int c, r = 0;
 
 	while (r == 0 && (c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
@@ -257,7 +280,10 @@ int cmd_up(int argc, char **argv)
 		case 'x': r = dur_flag("up", "--exit-after", optarg, &o.exit_after_ns); break;
 		case 'H': o.self_heal = true; break;
 		case 'S': o.server_tls_bootstrap = true; break;
-		case 'v': log_set_verbosity(atoi(optarg)); break;
+		case 'v':
+			log_set_verbosity(atoi(optarg));
+			console_klog = true;
+			break;
 		case 'h': return cli_help(up_usage);
 		default:
 			if ((r = control_plane_flag("up", opts, c, optarg, &o)) < 0)
@@ -268,6 +294,10 @@ int cmd_up(int argc, char **argv)
 		return r;
 	printf("Starting a cluster with %d node%s in %s ...\n", o.nodes, o.nodes == 1 ? "" : "s",
 	       o.dir);
+	if (!console_klog && quiet_console(o.dir) == 0)
+		printf("  logs in %s/logs/ and %s/nodes/*/kubelet.log: `cube logs --data-dir %s "
+		       "COMPONENT`, or -v N to see them here\n",
+		       o.dir, o.dir, o.dir);
 	fflush(stdout);
 	if (!(cl = cluster_start(&o)))
 		return cli_fail("%s", err_msg());

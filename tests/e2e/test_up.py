@@ -40,8 +40,14 @@ class Up:
                         check=check, timeout=30)
 
     def output(self):
+        """The console: progress, not the klog stream."""
         self.log.flush()
         return (self.data.parent / f"{self.data.name}.log").read_text(errors="replace")
+
+    def logs(self, component):
+        """A component's klog lines (DATA/logs/<component>.log)."""
+        path = self.data / "logs" / f"{component}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self):
         self.proc.send_signal(signal.SIGINT)
@@ -130,6 +136,11 @@ def test_up_nodes_ready_and_bootstrap_csrs_issued(up, run):
                "kubernetes.io/kube-apiserver-client-kubelet" in l for l in boot), table
     assert not [l for l in table if l.startswith("node-csr-")], table
     wait_for(lambda: "export KUBECONFIG=" in u.output(), 10, "the KUBECONFIG line")
+    # The console shows progress; the klog stream is in the log files.
+    console = u.output()
+    assert "nodes Ready" in console and "logs in " in console, console
+    assert not re.search(r"^[IWE]\d{4} ", console, re.M), console
+    assert "Serving securely on" in (u.data / "logs" / "cube.log").read_text()
     for node in NODES:
         pki = u.data / "nodes" / node / "pki"
         link = pki / "kubelet-client-current.pem"
@@ -311,7 +322,7 @@ def test_up_kubelet_with_a_foreign_ca_certificate_never_returns(up, run, tmp):
 
     again = up("--node-monitor-period", "1s", "--node-monitor-grace-period", "5s", data=data)
     wait_for(lambda: re.search(r"Unable to authenticate the request.*x509: certificate "
-                               r"signed by unknown authority", again.output()),
+                               r"signed by unknown authority", again.logs("apiserver")),
              30, "the unknown-authority line")
     wait_for(lambda: ready_nodes(again) == {"node-0", "node-2"} and "node-1" in
              again.kubectl("get", "nodes").stdout, 30, "node-1 NotReady, the others Ready")
@@ -368,7 +379,8 @@ def test_up_deleted_rotation_binding_is_the_seeds_failure_chain(up, run):
     assert time.monotonic() - deleted_at > 60, "NotReady before any certificate could expire"
     assert pending_renewals() == set(NODES)
     assert re.search(r'"Unable to authenticate the request" err="verifying certificate .*'
-                     r'x509: certificate has expired', u.output()), u.output()[-3000:]
+                     r'x509: certificate has expired', u.logs("apiserver")), \
+        u.logs("apiserver")[-3000:]
 
     u.kubectl("create", "clusterrolebinding", ROTATION, f"--clusterrole={SELFNODECLIENT}",
               "--group=system:nodes")

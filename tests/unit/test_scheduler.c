@@ -268,6 +268,11 @@ static void test_fit_error_texts(void **state)
 
 }
 
+static bool is_str(const char *a, const char *b)
+{
+	return a && !strcmp(a, b);
+}
+
 static void test_preemption(void **state)
 {
 	struct world *w = *state;
@@ -279,7 +284,21 @@ static void test_preemption(void **state)
 	pod(w, "high", "1", 1000, NULL);
 	settle(w, 1);
 	/* The victim is deleted (no kubelet here: it stays Terminating) and
-	 * "high" is nominated to its node. */
+	 * "high" is nominated to its node: a status patch, then a delete, each
+	 * a commit away — waited for with a bound, not guessed by a quiet
+	 * spell (a loaded machine stretches the loop's pauses). */
+	for (int i = 0; i < 500; i++) {
+		json_t *high = get_pod(w, "high");
+		bool nominated = is_str(jx_str(high, "status.nominatedNodeName"), "only");
+		bool gone;
+		json_decref(high);
+		p = get_pod(w, "low");
+		gone = !p || jx_get(p, "metadata.deletionTimestamp");
+		json_decref(p);
+		if (gone && nominated)
+			break;
+		testenv_pump(&w->env, 1);
+	}
 	p = get_pod(w, "low");
 	assert_true(!p || jx_get(p, "metadata.deletionTimestamp"));
 	if (p) {

@@ -45,9 +45,13 @@ static int64_t ts_ns(clockid_t id)
 
 int64_t clock_now(void)
 {
+	/* A node's skewed clock (cube fault clock-skew) is its log scope's. */
+	const struct log_scope *s = log_scope_current();
+	int64_t off = atomic_load(&wall_offset) + (s ? s->clock_skew_ns : 0);
+
 	if (atomic_load(&virt_on))
-		return atomic_load(&virt_wall) + atomic_load(&wall_offset);
-	return ts_ns(CLOCK_REALTIME) + atomic_load(&wall_offset);
+		return atomic_load(&virt_wall) + off;
+	return ts_ns(CLOCK_REALTIME) + off;
 }
 
 void clock_set_offset(int64_t offset_ns)

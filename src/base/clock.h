@@ -46,6 +46,9 @@ int64_t clock_now_sec(void);
  */
 void clock_set_offset(int64_t offset_ns);
 int64_t clock_offset(void);
+/* One node's clock can be off too: clock_now() adds the current log scope's
+ * clock_skew_ns (base/log.h), so a hollow kubelet whose scope is skewed
+ * reads its own wrong time in everything it does (cube fault clock-skew). */
 
 bool clock_is_virtual(void);
 /* Switch the process to a virtual clock standing at wall time `wall_ns`. */

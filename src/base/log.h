@@ -30,6 +30,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 extern int log_verbosity;
 
@@ -47,6 +48,10 @@ struct log_scope {
 	int fd;     /* the scope's file held open (O_APPEND), or -1 */
 	char *path; /* else opened for each line: no descriptor held (ten
 	               thousand hollow kubelets would hold ten thousand) */
+	/* The scope is one node's (or component's) context, and a node has its
+	 * own clock: clock_now() adds this while the scope is current (a
+	 * skewed machine clock; 0 normally). Written on the scope's thread. */
+	int64_t clock_skew_ns;
 };
 
 /* The scope current on this thread (NULL: none). */

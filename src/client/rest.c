@@ -66,6 +66,8 @@ struct rest_client {
 	int port, max_conns, timeout_s;
 	struct conn *conns;
 	bool holding;
+	bool unreachable;  /* rest_set_unreachable: every connection fails ... */
+	char unreachable_why[320]; /* ... with this (connections point at it) */
 	struct held *held, **held_tail;
 	void (*on_unauthorized)(void *arg);
 	void *unauthorized_arg;
@@ -226,8 +228,15 @@ static struct conn *conn_pick(struct rest_client *c)
 static const char *transport_error(struct conn *k, char *buf, size_t n)
 {
 	unsigned long e = bufferevent_get_openssl_error(k->bev);
-	/* Library 0 is the socket below TLS (refused, reset), not TLS itself. */
-	if (e && ERR_GET_LIB(e) != 0) {
+	SSL *ssl = bufferevent_openssl_get_ssl(k->bev);
+	const char *why = ssl ? tls_verify_failure(ssl) : NULL;
+
+	if (why) {
+		/* Go's words, which the runbook greps for: the server's
+		 * certificate judged at this client's clock. */
+		snprintf(buf, n, "tls: failed to verify certificate: %s", why);
+	} else if (e && ERR_GET_LIB(e) != 0) {
+		/* Library 0 is the socket below TLS (refused, reset), not TLS itself. */
 		char ossl[256];
 		ERR_error_string_n(e, ossl, sizeof(ossl));
 		snprintf(buf, n, "tls: %s", ossl);
@@ -348,6 +357,11 @@ static void call_send(struct rest_client *c, struct rest_call *call, const char 
 	struct conn *k = conn_pick(c);
 
 	call_attach(k, call);
+	if (c->unreachable) {
+		/* No route: the connection fails before a byte is sent. */
+		conn_retire(k, c->unreachable_why);
+		return;
+	}
 	call->req = evhttp_request_new(on_reply, call);
 	add_headers(c, call->req, body ? (content_type ? content_type : "application/json") : NULL);
 	if (body) {
@@ -474,6 +488,43 @@ struct rest_client *rest_client_derive(const struct rest_client *c, const char *
 	return rest_client_new(c->loop, &cfg);
 }
 
+struct sync_call {
+	struct loop *loop;
+	int status;
+	json_t *body;
+	char *err;
+	bool done;
+};
+
+static void on_sync(void *arg, int status, json_t *body, const char *err)
+{
+	struct sync_call *s = arg;
+	s->status = status;
+	s->body = json_incref(body);
+	s->err = err ? strdup(err) : NULL;
+	s->done = true;
+	loop_stop(s->loop);
+}
+
+int rest_do_sync(struct rest_client *c, const char *method, const char *path, const json_t *body,
+		 json_t **out, char **err)
+{
+	struct sync_call s = {.loop = c->loop};
+
+	rest_do(c, method, path, body, on_sync, &s);
+	while (!s.done)
+		loop_run(c->loop);
+	if (out)
+		*out = s.body;
+	else
+		json_decref(s.body);
+	if (err)
+		*err = s.err;
+	else
+		free(s.err);
+	return s.status;
+}
+
 struct rest_call *rest_do(struct rest_client *c, const char *method, const char *path,
 			  const json_t *body, rest_cb cb, void *arg)
 {
@@ -551,6 +602,10 @@ struct rest_watch *rest_watch(struct rest_client *c, const char *path, rest_even
 	w->arg = arg;
 	w->line = evbuffer_new();
 	call->w = w;
+	if (c->unreachable) {
+		conn_retire(k, c->unreachable_why);
+		return w;
+	}
 	call->req = evhttp_request_new(on_watch_end, call);
 	evhttp_request_set_chunked_cb(call->req, on_chunk);
 	add_headers(c, call->req, NULL);
@@ -661,6 +716,23 @@ void rest_close_all(struct rest_client *c)
 	/* Requests and watches in flight fail on a later turn; their owners retry. */
 	for (struct conn *k = c->conns; k; k = k->next)
 		conn_retire(k, "connection closed to start using new credentials");
+}
+
+void rest_set_unreachable(struct rest_client *c, bool on)
+{
+	c->unreachable = on;
+	if (!on)
+		return;
+	/* What Go's dialer says when the route to the server is gone. */
+	snprintf(c->unreachable_why, sizeof(c->unreachable_why),
+		 "dial tcp %s:%d: connect: network is unreachable", c->host, c->port);
+	for (struct conn *k = c->conns; k; k = k->next)
+		conn_retire(k, c->unreachable_why);
+}
+
+bool rest_unreachable(const struct rest_client *c)
+{
+	return c->unreachable;
 }
 
 int rest_set_client_cert(struct rest_client *c, const char *cert_pem, const char *key_pem)

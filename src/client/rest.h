@@ -65,6 +65,16 @@ int rest_set_client_cert(struct rest_client *c, const char *cert_pem, const char
 void rest_clear_client_cert(struct rest_client *c);
 /* Close every connection (e.g. after credentials changed elsewhere). */
 void rest_close_all(struct rest_client *c);
+/*
+ * A network partition between this client and its server (cube fault
+ * partition): while on, open connections are cut and every request and
+ * watch fails on the next turn with Go's "dial tcp HOST:PORT: connect:
+ * network is unreachable", as when the route is gone; off, connections are
+ * made again as usual. The client's owner retries as it would for any
+ * transport error.
+ */
+void rest_set_unreachable(struct rest_client *c, bool on);
+bool rest_unreachable(const struct rest_client *c);
 
 /*
  * Bearer credentials that come and go (the controller manager's service
@@ -98,6 +108,14 @@ struct rest_call *rest_do_ct(struct rest_client *c, const char *method, const ch
 			     const char *content_type, const json_t *body, rest_cb cb, void *arg);
 /* The callback will not run (the request itself may still complete). */
 void rest_cancel(struct rest_call *call);
+/*
+ * A blocking call for command-line tools: runs the client's loop (which
+ * nothing else may be running) until the reply. The HTTP status, or 0 with
+ * *err (malloc'd) on a transport failure; *out the body (new reference, may
+ * be NULL). out and err may be NULL.
+ */
+int rest_do_sync(struct rest_client *c, const char *method, const char *path, const json_t *body,
+		 json_t **out, char **err);
 
 struct rest_watch;
 typedef void (*rest_event_cb)(void *arg, const char *type, json_t *object);

@@ -71,5 +71,9 @@ int cmd_controller_manager(int argc, char **argv);
 int cmd_kubelet(int argc, char **argv);
 int cmd_scheduler(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
+int cmd_fault(int argc, char **argv);
+int cmd_restart(int argc, char **argv);
+int cmd_scenario(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ struct cluster {
 	char server[64];
 	struct component api, cm, sched, kubelets;
 	int port;
+	char *controllers; /* the controller manager's --controllers now (NULL: "*") */
 };
 
 static char *path_in(struct cluster *cl, const char *rel);
@@ -179,8 +181,8 @@ static int cm_start(struct component *c)
 		o.cluster_signing_duration_ns = cl->o.cert_ttl_ns;
 	o.approve_kubelet_serving = cl->o.approve_kubelet_serving;
 	o.use_service_account_credentials = true; /* as kubeadm's manifest */
-	if (cl->o.controllers)
-		o.controllers = cl->o.controllers;
+	if (cl->controllers)
+		o.controllers = cl->controllers;
 	if (cl->o.node_monitor_period_ns > 0)
 		o.nlc.node_monitor_period_ns = cl->o.node_monitor_period_ns;
 	if (cl->o.node_monitor_grace_period_ns > 0)
@@ -338,6 +340,7 @@ struct cluster *cluster_start(const struct cluster_opts *o)
 	if (!cl)
 		abort();
 	cl->o = *o;
+	cl->controllers = o->controllers ? strdup(o->controllers) : NULL;
 	cl->api = (struct component){.name = "apiserver", .start = api_start, .stop = api_stop};
 	cl->cm = (struct component){.name = "controller-manager", .start = cm_start,
 				    .stop = cm_stop};
@@ -388,5 +391,172 @@ void cluster_stop(struct cluster *c)
 	component_halt(&c->sched);
 	component_halt(&c->cm);
 	component_halt(&c->api);
+	free(c->controllers);
 	free(c);
+}
+
+/* ---- the supervisor: what cube fault and cube restart ask for ---------------- */
+
+/* Stop a component and start it again with what cl says now. */
+static int component_restart(struct component *c)
+{
+	struct cluster *cl = c->cl;
+
+	component_halt(c);
+	c->ready = false;
+	c->rc = 0;
+	c->state = NULL;
+	return component_run(c, cl);
+}
+
+/* A call run on a component's own thread, the caller waiting for it. */
+struct on_thread {
+	struct component *c;
+	json_t *(*fn)(struct component *c, const json_t *words);
+	const json_t *words;
+	json_t *reply;
+	bool done;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+};
+
+static void on_thread_run(void *arg)
+{
+	struct on_thread *t = arg;
+	json_t *r = t->fn(t->c, t->words);
+
+	pthread_mutex_lock(&t->mu);
+	t->reply = r;
+	t->done = true;
+	pthread_cond_signal(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+}
+
+static json_t *run_on_thread(struct component *c,
+			     json_t *(*fn)(struct component *c, const json_t *words),
+			     const json_t *words)
+{
+	struct on_thread t = {.c = c, .fn = fn, .words = words};
+
+	pthread_mutex_init(&t.mu, NULL);
+	pthread_cond_init(&t.cv, NULL);
+	loop_defer(c->loop, on_thread_run, &t);
+	pthread_mutex_lock(&t.mu);
+	while (!t.done)
+		pthread_cond_wait(&t.cv, &t.mu);
+	pthread_mutex_unlock(&t.mu);
+	pthread_mutex_destroy(&t.mu);
+	pthread_cond_destroy(&t.cv);
+	return t.reply;
+}
+
+static json_t *fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *fail(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:s}", "error", msg);
+}
+
+static const char *word(const json_t *words, size_t i)
+{
+	return json_string_value(json_array_get(words, i));
+}
+
+/* On the kubelets' thread: ["kubelet", op, NODE], ["partition"|"heal", NODE],
+ * ["clock-skew", NODE, NS], ["nodes"]. */
+static json_t *kubelet_command(struct component *c, const json_t *words)
+{
+	static const struct {
+		const char *verb, *op;
+		enum kubelet_pool_op code;
+	} ops[] = {
+	    {"kubelet", "stop", KUBELET_POOL_STOP},
+	    {"kubelet", "start", KUBELET_POOL_START},
+	    {"kubelet", "restart", KUBELET_POOL_RESTART},
+	    {"partition", NULL, KUBELET_POOL_PARTITION},
+	    {"heal", NULL, KUBELET_POOL_HEAL},
+	    {"clock-skew", NULL, KUBELET_POOL_CLOCK_SKEW},
+	};
+	const char *verb = word(words, 0);
+	size_t at = !strcmp(verb, "kubelet") ? 2 : 1;
+	const char *node = word(words, at), *arg = word(words, at + 1);
+
+	if (!strcmp(verb, "nodes"))
+		return json_pack("{s:o}", "nodes", kubelet_pool_status(c->state));
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		int64_t n = 0;
+		if (strcmp(ops[i].verb, verb) || (ops[i].op && strcmp(ops[i].op, word(words, 1) ?: "")))
+			continue;
+		if (!node)
+			return fail("%s: which node?", verb);
+		if (ops[i].code == KUBELET_POOL_CLOCK_SKEW) {
+			char *end;
+			n = arg ? strtoll(arg, &end, 10) : 0;
+			if (!arg || !*arg || *end)
+				return fail("clock-skew: the skew in ns, not \"%s\"", arg ?: "");
+		}
+		if (kubelet_pool_control(c->state, node, ops[i].code, n) < 0)
+			return fail("%s", err_msg());
+		return json_pack("{s:b}", "ok", true);
+	}
+	return fail("kubelet: stop, start or restart, not \"%s\"", word(words, 1) ?: "");
+}
+
+static json_t *status(struct cluster *cl)
+{
+	json_t *r = json_pack("{s:i, s:s}", "port", cl->port, "controllers",
+			      cl->controllers ? cl->controllers : "*");
+	if (cl->kubelets.th) {
+		json_t *words = json_pack("[s]", "nodes"), *nodes =
+		    run_on_thread(&cl->kubelets, kubelet_command, words);
+		json_object_set(r, "nodes", json_object_get(nodes, "nodes"));
+		json_decref(nodes);
+		json_decref(words);
+	}
+	return r;
+}
+
+/* ["controller-manager", "restart", CONTROLLERS?]: CONTROLLERS replaces
+ * --controllers (what editing its manifest does); "" is the default. */
+static json_t *restart_cm(struct cluster *cl, const char *controllers)
+{
+	if (controllers) {
+		if (*controllers && controller_manager_check_controllers(controllers) < 0)
+			return fail("%s", err_msg());
+		free(cl->controllers);
+		cl->controllers = *controllers ? strdup(controllers) : NULL;
+	}
+	LOG_INFO("\"Restarting the controller manager\" controllers=\"%s\"",
+		 cl->controllers ? cl->controllers : "*");
+	if (component_restart(&cl->cm) < 0)
+		return fail("%s", err_msg());
+	return json_pack("{s:b, s:s}", "ok", true, "controllers",
+			 cl->controllers ? cl->controllers : "*");
+}
+
+json_t *cluster_control(struct cluster *cl, const json_t *words)
+{
+	const char *verb = word(words, 0);
+
+	if (!strcmp(verb, "ping"))
+		return json_pack("{s:b}", "ok", true);
+	if (!strcmp(verb, "status"))
+		return status(cl);
+	if (!strcmp(verb, "controller-manager") && !strcmp(word(words, 1) ?: "", "restart"))
+		return restart_cm(cl, word(words, 2));
+	if (!strcmp(verb, "scheduler") && !strcmp(word(words, 1) ?: "", "restart"))
+		return component_restart(&cl->sched) < 0 ? fail("%s", err_msg())
+							 : json_pack("{s:b}", "ok", true);
+	if (!strcmp(verb, "kubelet") || !strcmp(verb, "partition") || !strcmp(verb, "heal") ||
+	    !strcmp(verb, "clock-skew")) {
+		if (!cl->kubelets.th)
+			return fail("this cluster runs no kubelets");
+		return run_on_thread(&cl->kubelets, kubelet_command, words);
+	}
+	return fail("unknown command \"%s\"", verb);
 }

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 struct cluster_opts {
 	const char *dir;          /* cluster dir: PKI, kubeconfigs, data/, nodes/ */
 	const char *bind_address; /* API server */
@@ -40,5 +42,16 @@ struct cluster *cluster_start(const struct cluster_opts *o);
 int cluster_port(const struct cluster *c);
 /* Stop everything (kubelets first), join the threads, free. */
 void cluster_stop(struct cluster *c);
+
+/*
+ * The supervisor's commands, the words of a control.h request: "ping";
+ * "status" ({port, controllers, nodes: [{name, active, partitioned,
+ * clockSkewSeconds}]}); "kubelet stop|start|restart NODE"; "partition NODE";
+ * "heal NODE"; "clock-skew NODE NS"; "controller-manager restart
+ * [CONTROLLERS]"; "scheduler restart". A new reference; {"error": ...} on
+ * failure. Main thread; kubelet commands run on the kubelets' thread while
+ * the caller waits.
+ */
+json_t *cluster_control(struct cluster *c, const json_t *words);
 
 #endif

@@ -5,6 +5,7 @@
  */
 #include "cube/cli.h"
 #include "cube/cluster.h"
+#include "cube/control.h"
 
 #include "controllers/controllers.h"
 
@@ -140,10 +141,38 @@ static void on_tick(void *arg)
 	rest_do(p->client, "GET", "/api/v1/nodes", NULL, on_nodes, p);
 }
 
-/* Run the main loop until SIGINT/SIGTERM, with progress if want > 0. */
-static int wait_for_signal(struct cluster *cl, const char *dir, int want)
+/* ---- the supervisor: cube.sock (control.h) ---------------------------------- */
+
+static json_t *supervise(void *arg, const json_t *words)
 {
-	struct loop *loop = loop_new();
+	struct cluster **cl = arg;
+	return cluster_control(*cl, words);
+}
+
+/* Start the cluster with its supervisor socket on loop; refuses when
+ * another cube already runs on dir. */
+static struct cluster *start(struct loop *loop, const struct cluster_opts *o,
+			     struct cluster **cl, struct control **ctl)
+{
+	char *path = control_path(o->dir);
+
+	if (file_mkdirs(o->dir, 0700) < 0 ||
+	    !(*ctl = control_listen(loop, path, supervise, cl))) {
+		free(path);
+		return NULL;
+	}
+	free(path);
+	if (!(*cl = cluster_start(o))) {
+		control_free(*ctl);
+		*ctl = NULL;
+	}
+	return *cl;
+}
+
+/* Run the main loop until SIGINT/SIGTERM, with progress if want > 0. */
+static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control *ctl,
+			   const char *dir, int want)
+{
 	struct progress p = {.loop = loop, .want = want, .shown = -1, .start = clock_mono(),
 			     .dir = dir};
 	struct kubeconfig kc;
@@ -159,6 +188,7 @@ static int wait_for_signal(struct cluster *cl, const char *dir, int want)
 	cli_run_until_signal(loop);
 	timer_free(p.tick);
 	rest_client_free(p.client);
+	control_free(ctl);
 	loop_free(loop);
 	cluster_stop(cl);
 	LOG_INFO("\"Shutdown complete\"");
@@ -258,7 +288,9 @@ int cmd_up(int argc, char **argv)
 	};
 	struct cluster_opts o = {.dir = "cube-data", .bind_address = "127.0.0.1", .port = 6443,
 				 .nodes = 3, .node_prefix = "node-"};
-	struct cluster *cl;
+	struct cluster *cl = NULL;
+	struct control *ctl;
+	struct loop *loop;
 	/* cube -v N up, or up -v N: the klog stream on the console too. */
 	bool console_klog = log_verbosity > 0;
 	int c, r = 0;
@@ -294,16 +326,19 @@ int cmd_up(int argc, char **argv)
 		return r;
 	printf("Starting a cluster with %d node%s in %s ...\n", o.nodes, o.nodes == 1 ? "" : "s",
 	       o.dir);
+	loop = loop_new();
 	if (!console_klog && quiet_console(o.dir) == 0)
 		printf("  logs in %s/logs/ and %s/nodes/*/kubelet.log: `cube logs --data-dir %s "
 		       "COMPONENT`, or -v N to see them here\n",
 		       o.dir, o.dir, o.dir);
 	fflush(stdout);
-	if (!(cl = cluster_start(&o)))
+	if (!start(loop, &o, &cl, &ctl)) {
+		loop_free(loop);
 		return cli_fail("%s", err_msg());
+	}
 	printf("  API server on https://127.0.0.1:%d\n", cluster_port(cl));
 	fflush(stdout);
-	return wait_for_signal(cl, o.dir, o.nodes);
+	return wait_for_signal(loop, cl, ctl, o.dir, o.nodes);
 }
 
 int cmd_server(int argc, char **argv)
@@ -326,7 +361,9 @@ int cmd_server(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct cluster_opts o = {.dir = "cube-data", .bind_address = "127.0.0.1", .port = 6443};
-	struct cluster *cl;
+	struct cluster *cl = NULL;
+	struct control *ctl;
+	struct loop *loop;
 	int c, r = 0;
 
 	while (r == 0 && (c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
@@ -345,9 +382,12 @@ int cmd_server(int argc, char **argv)
 	}
 	if (r)
 		return r;
-	if (!(cl = cluster_start(&o)))
+	loop = loop_new();
+	if (!start(loop, &o, &cl, &ctl)) {
+		loop_free(loop);
 		return cli_fail("%s", err_msg());
+	}
 	LOG_INFO("\"cube server is up\" apiserver=\"https://127.0.0.1:%d\" kubeconfig=\"%s/admin.conf\"",
 		 cluster_port(cl), o.dir);
-	return wait_for_signal(cl, o.dir, 0);
+	return wait_for_signal(loop, cl, ctl, o.dir, 0);
 }

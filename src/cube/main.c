@@ -39,6 +39,12 @@ static const char main_usage[] =
 	"  pki init            create a cluster's PKI (CA, serving and client certs, kubeconfigs)\n"
 	"  certs               check-expiration, inspect, verify, sign-csr, new-csr\n"
 	"  logs                a component's or a node's kubelet log (cube up's data dir)\n"
+	"  fault               break a running cube up cluster: expired or foreign certificates,\n"
+	"                      no rotation, no approver, no RBAC binding, partitions, clock skew\n"
+	"  restart             restart a node's kubelet or a control-plane component (cube up)\n"
+	"  scenario            play the seeds' failures on a fresh cluster: timeline, diagnosis,\n"
+	"                      expected timings, an HTML report\n"
+	"  demo                rotation, scenario 1 and recovery plan 1, narrated (make demo)\n"
 	"  version             print cube's version\n"
 	"\n"
 	"Global flags:\n"
@@ -68,6 +74,10 @@ static const struct cli_command commands[] = {
 	{"pki", "cluster PKI: init", cmd_pki, NULL},
 	{"certs", "certificate tools", cmd_certs, NULL},
 	{"logs", "a component's log from a cube up cluster", cmd_logs, NULL},
+	{"fault", "inject a fault into a cube up cluster", cmd_fault, NULL},
+	{"restart", "restart a kubelet or component of a cube up cluster", cmd_restart, NULL},
+	{"scenario", "play a failure scenario on a fresh cluster", cmd_scenario, NULL},
+	{"demo", "rotation, scenario 1 and recovery plan 1", cmd_demo, NULL},
 	{"version", "print the version", cmd_version, NULL},
 	{NULL, NULL, NULL, NULL},
 };

@@ -36,8 +36,10 @@ struct slot {
 	struct kubelet_config cfg;
 	char *config_file;    /* <root-dir>/<name>/config.yaml */
 	struct log_scope log; /* <root-dir>/<name>/kubelet.log: this kubelet's lines */
-	struct kubelet *k;
+	struct kubelet *k;    /* NULL while stopped */
 	struct timer *restart;
+	bool stopped;         /* kubelet_pool_control STOP: no restart until START */
+	bool unreachable;     /* partitioned from the API server */
 };
 
 struct kubelet_pool {
@@ -101,6 +103,8 @@ static void restart(void *arg)
 	reload_config(s);
 	kubelet_free(s->k);
 	s->k = kubelet_new(s->pool->loop, &s->cfg);
+	if (s->k)
+		kubelet_set_unreachable(s->k, s->unreachable);
 	if (!s->k || kubelet_start(s->k) < 0) {
 		LOG_ERROR("\"Hollow kubelet failed to start; retrying\" node=\"%s\" err=\"%s\"",
 			  s->cfg.node_name, err_msg());
@@ -174,6 +178,81 @@ int kubelet_pool_size(const struct kubelet_pool *p)
 struct kubelet *kubelet_pool_get(const struct kubelet_pool *p, int i)
 {
 	return i >= 0 && i < p->n ? p->slots[i].k : NULL;
+}
+
+static struct slot *slot_named(const struct kubelet_pool *p, const char *name)
+{
+	for (int i = 0; i < p->n; i++)
+		if (!strcmp(p->slots[i].cfg.node_name, name))
+			return &p->slots[i];
+	return NULL;
+}
+
+static void slot_stop(struct slot *s)
+{
+	timer_cancel(s->restart);
+	kubelet_free(s->k);
+	s->k = NULL;
+}
+
+int kubelet_pool_control(struct kubelet_pool *p, const char *name, enum kubelet_pool_op op,
+			 int64_t arg)
+{
+	struct slot *s = slot_named(p, name);
+	const struct log_scope *prev;
+
+	if (!s)
+		return err_set(ERR_NOTFOUND, "no kubelet for node \"%s\" here", name);
+	prev = log_scope_enter(&s->log);
+	switch (op) {
+	case KUBELET_POOL_STOP:
+		LOG_INFO("\"Stopping kubelet\" node=\"%s\"", name);
+		slot_stop(s);
+		s->stopped = true;
+		break;
+	case KUBELET_POOL_START:
+		if (s->stopped || !s->k) {
+			s->stopped = false;
+			LOG_INFO("\"Starting kubelet\" node=\"%s\"", name);
+			restart(s);
+		}
+		break;
+	case KUBELET_POOL_RESTART:
+		/* systemctl restart: stop, then start with config.yaml read again. */
+		LOG_INFO("\"Restarting kubelet\" node=\"%s\"", name);
+		slot_stop(s);
+		s->stopped = false;
+		restart(s);
+		break;
+	case KUBELET_POOL_PARTITION:
+	case KUBELET_POOL_HEAL:
+		s->unreachable = op == KUBELET_POOL_PARTITION;
+		LOG_INFO("\"%s\" node=\"%s\"",
+			 s->unreachable ? "Network partition: the API server is unreachable"
+					: "Network partition healed", name);
+		if (s->k)
+			kubelet_set_unreachable(s->k, s->unreachable);
+		break;
+	case KUBELET_POOL_CLOCK_SKEW:
+		s->log.clock_skew_ns = arg;
+		break;
+	}
+	log_scope_enter(prev);
+	return 0;
+}
+
+json_t *kubelet_pool_status(const struct kubelet_pool *p)
+{
+	json_t *out = json_array();
+
+	for (int i = 0; i < p->n; i++) {
+		const struct slot *s = &p->slots[i];
+		json_array_append_new(out, json_pack("{s:s, s:b, s:b, s:I}", "name", s->cfg.node_name,
+						     "active", s->k != NULL, "partitioned",
+						     s->unreachable, "clockSkewSeconds",
+						     (json_int_t)(s->log.clock_skew_ns / NS_PER_SEC)));
+	}
+	return out;
 }
 
 void kubelet_pool_free(struct kubelet_pool *p)

@@ -65,6 +65,7 @@ struct kubelet {
 	bool has_cert;                  /* one has been seen: check every 10 s, not 1 s */
 	int64_t start_mono;
 	bool running, exited;
+	bool unreachable;               /* kubelet_set_unreachable: its clients' too */
 	char *boot_id, *machine_id, *system_uuid;
 };
 

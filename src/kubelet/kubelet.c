@@ -161,6 +161,8 @@ static struct rest_client *kubeconfig_client(struct kubelet *k)
 		return NULL;
 	k->kc_client = rest_client_from_kubeconfig(k->loop, &kc, USER_AGENT);
 	kubeconfig_free(&kc);
+	if (k->kc_client)
+		rest_set_unreachable(k->kc_client, k->unreachable);
 	return k->kc_client;
 }
 
@@ -450,6 +452,8 @@ static struct rest_client *node_client(struct kubelet *k)
 	rc.cert_pem = cert_pem;
 	rc.key_pem = key_pem;
 	c = rest_client_new(k->loop, &rc);
+	if (c)
+		rest_set_unreachable(c, k->unreachable);
 	if (key_pem)
 		OPENSSL_cleanse(key_pem, strlen(key_pem));
 	free(key_pem);
@@ -654,9 +658,20 @@ int kubelet_start(struct kubelet *k)
 		k->boot_client = rest_client_from_kubeconfig(k->loop, &k->boot, USER_AGENT);
 		if (!k->boot_client)
 			return err_wrap(ERR_INVALID, "unable to load bootstrap kubeconfig");
+		rest_set_unreachable(k->boot_client, k->unreachable);
 	}
 	k->running = true;
 	return k->cfg.rotate_certificates ? start_background(k) : start_foreground(k);
+}
+
+void kubelet_set_unreachable(struct kubelet *k, bool on)
+{
+	struct rest_client *clients[] = {k->client, k->boot_client, k->kc_client};
+
+	k->unreachable = on;
+	for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++)
+		if (clients[i])
+			rest_set_unreachable(clients[i], on);
 }
 
 void kubelet_free(struct kubelet *k)

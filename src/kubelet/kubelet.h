@@ -119,6 +119,10 @@ int kubelet_start(struct kubelet *k);
 void kubelet_free(struct kubelet *k);
 
 const char *kubelet_name(const struct kubelet *k);
+/* A network partition between this kubelet and the API server (rest.h's
+ * rest_set_unreachable on every client it has or makes): on, its requests
+ * fail as when the route is gone; off, it reconnects as after any outage. */
+void kubelet_set_unreachable(struct kubelet *k, bool on);
 /* The HTTPS port actually bound, or 0 when none. */
 int kubelet_port(const struct kubelet *k);
 
@@ -146,6 +150,27 @@ struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_co
 int kubelet_pool_start(struct kubelet_pool *p);
 void kubelet_pool_free(struct kubelet_pool *p);
 int kubelet_pool_size(const struct kubelet_pool *p);
+/* The i-th kubelet, NULL while it is stopped. */
 struct kubelet *kubelet_pool_get(const struct kubelet_pool *p, int i);
+
+/*
+ * What an operator does to one node's kubelet — systemctl stop/start/
+ * restart (a start reads config.yaml again), a network partition from the
+ * API server and its healing, the machine's clock set off by arg ns (0:
+ * right again; base/clock.h) — by node name. 0, or ERR_NOTFOUND. A stopped
+ * kubelet stays stopped (no restart after 10 s) until START or RESTART.
+ */
+enum kubelet_pool_op {
+	KUBELET_POOL_STOP,
+	KUBELET_POOL_START,
+	KUBELET_POOL_RESTART,
+	KUBELET_POOL_PARTITION,
+	KUBELET_POOL_HEAL,
+	KUBELET_POOL_CLOCK_SKEW,
+};
+int kubelet_pool_control(struct kubelet_pool *p, const char *name, enum kubelet_pool_op op,
+			 int64_t arg);
+/* [{name, active, partitioned, clockSkewSeconds}] per node (new reference). */
+json_t *kubelet_pool_status(const struct kubelet_pool *p);
 
 #endif

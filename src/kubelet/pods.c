@@ -112,7 +112,27 @@ static void forget(struct pods *p, const char *key)
 	state_free(hmap_del(&p->states, key));
 }
 
-/* A pod IP from this node's own /24 of 10.244.0.0/16. */
+/* Does a pod of this node hold ip — one this kubelet runs, or one the API
+ * says has it (a restarted kubelet has not seen them all yet)? */
+static bool ip_in_use(struct pods *p, const struct pod_state *self, const char *ip)
+{
+	size_t it = 0, n;
+	const char *key;
+	void *v;
+	json_t **objs;
+	bool used = false;
+
+	while (!used && hmap_next(&p->states, &it, &key, &v))
+		used = v != self && !strcmp(((struct pod_state *)v)->ip, ip);
+	n = used ? 0 : informer_list(p->inf, &objs);
+	for (size_t i = 0; i < n && !used; i++)
+		used = !strcmp(jx_str(objs[i], "status.podIP") ?: "", ip);
+	if (n)
+		free(objs);
+	return used;
+}
+
+/* A pod IP from this node's own /24 of 10.244.0.0/16, not in use. */
 static void assign_ip(struct pods *p, struct pod_state *st, const json_t *pod)
 {
 	const char *had = jx_str(pod, "status.podIP");
@@ -124,7 +144,11 @@ static void assign_ip(struct pods *p, struct pod_state *st, const json_t *pod)
 		return;
 	}
 	EVP_Digest(p->k->cfg.node_name, strlen(p->k->cfg.node_name), h, &n, EVP_sha256(), NULL);
-	snprintf(st->ip, sizeof(st->ip), "10.244.%u.%u", h[0], 2 + p->next_ip++ % 253);
+	for (int tries = 0; tries < 253; tries++) {
+		snprintf(st->ip, sizeof(st->ip), "10.244.%u.%u", h[0], 2 + p->next_ip++ % 253);
+		if (!ip_in_use(p, st, st->ip))
+			return;
+	}
 }
 
 /* ---- what a container runs ----------------------------------------------------------- */

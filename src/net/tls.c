@@ -2,14 +2,15 @@
 
 #include "pki/pki.h"
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/file.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
-#include <stdio.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,41 @@ static int add_pem_certs(X509_STORE *store, const char *pem)
 	return 0;
 }
 
+/* ---- why a client's handshake failed, in Go's words --------------------------- */
+
+static pthread_once_t verify_once = PTHREAD_ONCE_INIT;
+static int verify_idx = -1;
+
+static void free_msg(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	free(ptr);
+}
+
+static void verify_idx_init(void)
+{
+	verify_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, free_msg);
+}
+
+/* The first failure OpenSSL reports is explained while its certificate is
+ * at hand; the handshake then fails as before. */
+static int client_verify(int ok, X509_STORE_CTX *x)
+{
+	SSL *ssl = X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx());
+	int64_t at = (int64_t)X509_VERIFY_PARAM_get_time(X509_STORE_CTX_get0_param(x));
+
+	if (ok || !ssl || verify_idx < 0 || SSL_get_ex_data(ssl, verify_idx))
+		return ok;
+	pki_verify_explain(X509_STORE_CTX_get_error(x), X509_STORE_CTX_get_current_cert(x),
+			   at * NS_PER_SEC);
+	SSL_set_ex_data(ssl, verify_idx, strdup(err_msg()));
+	return ok;
+}
+
+const char *tls_verify_failure(const SSL *ssl)
+{
+	return verify_idx >= 0 ? SSL_get_ex_data(ssl, verify_idx) : NULL;
+}
+
 SSL_CTX *tls_client_ctx(const char *ca_pem, const char *cert_pem, const char *key_pem)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
@@ -136,7 +172,8 @@ SSL_CTX *tls_client_ctx(const char *ca_pem, const char *cert_pem, const char *ke
 	if (ca_pem) {
 		if (add_pem_certs(SSL_CTX_get_cert_store(ctx), ca_pem) < 0)
 			goto fail;
-		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+		pthread_once(&verify_once, verify_idx_init);
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, client_verify);
 	}
 	if (cert_pem && key_pem) {
 		X509 *cert = pki_cert_parse(cert_pem, strlen(cert_pem));

@@ -27,6 +27,10 @@
 SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, const char *client_ca_file);
 /* For clients: trust ca_pem (PEM text); optional client cert+key PEM. */
 SSL_CTX *tls_client_ctx(const char *ca_pem, const char *cert_pem, const char *key_pem);
+/* After a client handshake failed verifying the server: Go's x509 text
+ * ("x509: certificate has expired or is not yet valid: current time ... is
+ * after ..."), kept on the SSL; NULL when verification did not fail. */
+const char *tls_verify_failure(const SSL *ssl);
 
 struct tls_identity {
 	bool present;      /* the peer sent a certificate */

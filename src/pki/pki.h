@@ -207,6 +207,9 @@ enum pki_purpose { PKI_PURPOSE_ANY, PKI_PURPOSE_CLIENT, PKI_PURPOSE_SERVER };
  */
 int pki_verify(X509 *cert, STACK_OF(X509) *intermediates, STACK_OF(X509) *roots, int64_t at_ns,
 	       enum pki_purpose purpose);
+/* Go's text for OpenSSL's verify result e about cert (NULL: unknown) at
+ * at_ns, as pki_verify's err_msg(); returns its error code. */
+int pki_verify_explain(int e, X509 *cert, int64_t at_ns);
 /* Convenience: one root. */
 int pki_verify_with(X509 *cert, X509 *root, int64_t at_ns, enum pki_purpose purpose);
 

@@ -78,14 +78,20 @@ static const struct finding *verdict_pick(const struct verdict *v)
 /* Go's crypto/x509 wording for what OpenSSL found. */
 static int verify_error(const struct finding *f, int64_t at_ns)
 {
-	int e = f->err;
-	X509 *bad = f->cert;
+	return pki_verify_explain(f->err, f->cert, at_ns);
+}
+
+int pki_verify_explain(int e, X509 *bad, int64_t at_ns)
+{
 	char now[TIME_BUF], edge[TIME_BUF];
 
 	switch (e) {
 	case X509_V_ERR_CERT_HAS_EXPIRED:
 	case X509_V_ERR_CERT_NOT_YET_VALID: {
 		bool expired = e == X509_V_ERR_CERT_HAS_EXPIRED;
+		if (!bad)
+			return err_set(ERR_EXPIRED,
+				       "x509: certificate has expired or is not yet valid");
 		time_format_rfc3339_local(at_ns, now);
 		time_format_rfc3339(expired ? pki_cert_not_after(bad) : pki_cert_not_before(bad),
 				    edge);

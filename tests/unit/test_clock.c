@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/loop.h"
 
 #include <pthread.h>
@@ -179,6 +180,25 @@ static void test_offset_shifts_wall_not_mono(void **state)
 	assert_int_equal(clock_now(), T0);
 }
 
+/* A node's own clock: the log scope current on the thread is skewed, the
+ * process's clock and mono time are not. */
+static void test_scope_skew(void **state)
+{
+	struct log_scope node = {.fd = -1, .clock_skew_ns = -2 * NS_PER_HOUR};
+	const struct log_scope *prev;
+	int64_t mono = clock_mono();
+
+	prev = log_scope_enter(&node);
+	assert_int_equal(clock_now(), T0 - 2 * NS_PER_HOUR);
+	assert_int_equal(clock_now_sec(), (T0 - 2 * NS_PER_HOUR) / NS_PER_SEC);
+	assert_int_equal(clock_mono(), mono);
+	clock_set_offset(NS_PER_DAY); /* both add up */
+	assert_int_equal(clock_now(), T0 + NS_PER_DAY - 2 * NS_PER_HOUR);
+	clock_set_offset(0);
+	log_scope_enter(prev);
+	assert_int_equal(clock_now(), T0);
+}
+
 /* ---- the loop on the real clock ---- */
 
 struct stopper {
@@ -262,6 +282,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_timers_across_sets_interleave, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_scope_skew, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_offset_shifts_wall_not_mono, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_real_timer_fires, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_defer_from_another_thread, setup,

@@ -1096,6 +1096,96 @@ static void test_hollow(void **state)
 		free(certs[i]);
 }
 
+static bool lease_of_moved(struct world *w, const char *name, const char *since)
+{
+	char *now = renew_time(w, name);
+	bool moved = now && strcmp(now, since);
+	free(now);
+	return moved;
+}
+
+static bool ctl0_moved(struct world *w, void *since)
+{
+	return lease_of_moved(w, "ctl-0", since);
+}
+
+/* What an operator does to one hollow kubelet (kubelet_pool_control):
+ * partition and heal, stop and start, restart reading config.yaml, a
+ * skewed clock. */
+static void test_hollow_control(void **state)
+{
+	struct world *w = *state;
+	struct kubelet_config c, f;
+	struct kubelet_pool *p;
+	char conf[256], *t;
+	json_t *st, *lease;
+	int64_t renew;
+
+	w->client_ttl_ns = 3600 * NS_PER_SEC;
+	config(w, &c, "ignored");
+	c.rotate_certificates = true;
+	p = kubelet_pool_new(w->env.loop, &c, 2, "ctl-");
+	kubelet_config_free(&c);
+	assert_int_equal(kubelet_pool_start(p), 0);
+	assert_true(wait_for(w, node_ready, "ctl-0", 100 * NS_PER_MS, 10 * NS_PER_SEC));
+	assert_true(wait_for(w, node_ready, "ctl-1", 100 * NS_PER_MS, 10 * NS_PER_SEC));
+	assert_true(wait_for(w, lease_exists, "ctl-0", 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	assert_int_equal(kubelet_pool_control(p, "ctl-9", KUBELET_POOL_STOP, 0), ERR_NOTFOUND);
+
+	/* Partitioned: no renewal gets through; healed, they do again. */
+	assert_int_equal(kubelet_pool_control(p, "ctl-0", KUBELET_POOL_PARTITION, 0), 0);
+	pump(w, SETTLE);
+	t = renew_time(w, "ctl-0");
+	advance(w, 30 * NS_PER_SEC, 5 * NS_PER_SEC);
+	assert_false(lease_of_moved(w, "ctl-0", t));
+	assert_true(log_has(w, "connect: network is unreachable"));
+	st = kubelet_pool_status(p);
+	assert_true(jx_bool(json_array_get(st, 0), "partitioned", false));
+	assert_false(jx_bool(json_array_get(st, 1), "partitioned", true));
+	json_decref(st);
+	assert_int_equal(kubelet_pool_control(p, "ctl-0", KUBELET_POOL_HEAL, 0), 0);
+	assert_true(wait_for(w, ctl0_moved, t, 2 * NS_PER_SEC, 30 * NS_PER_SEC));
+	free(t);
+
+	/* Stopped stays stopped; started runs again. */
+	assert_int_equal(kubelet_pool_control(p, "ctl-1", KUBELET_POOL_STOP, 0), 0);
+	assert_null(kubelet_pool_get(p, 1));
+	advance(w, 30 * NS_PER_SEC, 10 * NS_PER_SEC);
+	assert_null(kubelet_pool_get(p, 1));
+	assert_int_equal(kubelet_pool_control(p, "ctl-1", KUBELET_POOL_START, 0), 0);
+	assert_non_null(kubelet_pool_get(p, 1));
+	assert_true(log_has(w, "\"Starting kubelet\" node=\"ctl-1\""));
+
+	/* A restart reads config.yaml again: rotation off, no background
+	 * bootstrap this time. */
+	snprintf(conf, sizeof(conf), "%s/kubelet/ctl-0/config.yaml", w->env.dir);
+	kubelet_config_init(&f);
+	assert_int_equal(kubelet_config_load(&f, conf), 0);
+	f.rotate_certificates = false;
+	assert_int_equal(kubelet_config_write(&f, conf), 0);
+	kubelet_config_free(&f);
+	assert_int_equal(log_count(w, "will bootstrap in background\" node=\"ctl-0\""), 1);
+	assert_int_equal(kubelet_pool_control(p, "ctl-0", KUBELET_POOL_RESTART, 0), 0);
+	assert_true(log_has(w, "\"Restarting kubelet\" node=\"ctl-0\""));
+	assert_true(wait_for(w, node_ready, "ctl-0", 100 * NS_PER_MS, 10 * NS_PER_SEC));
+	assert_int_equal(log_count(w, "will bootstrap in background\" node=\"ctl-0\""), 1);
+
+	/* A clock 400 days ahead: the Lease it renews says so. */
+	assert_int_equal(kubelet_pool_control(p, "ctl-0", KUBELET_POOL_CLOCK_SKEW, 400 * NS_PER_DAY),
+			 0);
+	st = kubelet_pool_status(p);
+	assert_int_equal(jx_int(json_array_get(st, 0), "clockSkewSeconds", 0), 400 * 86400);
+	json_decref(st);
+	t = renew_time(w, "ctl-0");
+	assert_true(wait_for(w, ctl0_moved, t, 2 * NS_PER_SEC, 30 * NS_PER_SEC));
+	free(t);
+	lease = get(w, LEASE "ctl-0");
+	assert_int_equal(time_parse_rfc3339(jx_str(lease, "spec.renewTime"), &renew), 0);
+	assert_true(renew > clock_now() + 399 * NS_PER_DAY);
+	json_decref(lease);
+	kubelet_pool_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1107,6 +1197,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_self_heal_rotating, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_serving_certificate, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hollow, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hollow_control, setup, teardown),
 		cmocka_unit_test(test_config_document_round_trips),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,7 @@
 #include "client/rest.h"
 #include "pki/cluster.h"
 #include "pki/kubeconfig.h"
+#include "pki/pki.h"
 
 #include "base/clock.h"
 #include "base/jx.h"
@@ -323,6 +324,67 @@ static void test_hold_and_token(void **state)
 	rest_client_free(c);
 }
 
+/* A partition: every request and watch fails at once as an unroutable
+ * dial does; healed, the same client works again. */
+static void test_unreachable(void **state)
+{
+	struct world *w = *state;
+	struct result r;
+	struct watched s = {0};
+	char want[128];
+
+	snprintf(want, sizeof(want), "dial tcp 127.0.0.1:%s: connect: network is unreachable",
+		 strrchr(w->env.server, ':') + 1);
+	call(w, "GET", "/api/v1/namespaces", NULL, &r);
+	assert_int_equal(r.status, 200);
+	json_decref(r.body);
+	rest_set_unreachable(w->env.admin, true);
+	assert_true(rest_unreachable(w->env.admin));
+	call(w, "GET", "/api/v1/namespaces", NULL, &r);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(r.err, want);
+	rest_watch(w->env.admin, "/api/v1/namespaces?watch=true", on_event, on_end, &s);
+	spin_until(w, &s.ended);
+	assert_int_equal(s.end_status, 0);
+	rest_set_unreachable(w->env.admin, false);
+	call(w, "GET", "/api/v1/namespaces", NULL, &r);
+	assert_int_equal(r.status, 200);
+	json_decref(r.body);
+}
+
+/* When the server's certificate does not verify, the error is Go's:
+ * what the runbook greps kubelet logs for. */
+static void test_server_certificate_errors(void **state)
+{
+	struct world *w = *state;
+	struct result r;
+	EVP_PKEY *key = pki_key_new(PKI_KEY_ECDSA);
+	X509 *ca = pki_ca_new(key, "foreign-ca", NS_PER_DAY);
+	char *pem = pki_cert_pem(ca);
+	struct rest_config cfg = {.server = w->env.server, .ca_pem = pem};
+	struct rest_client *c = rest_client_new(w->env.loop, &cfg);
+
+	memset(&r, 0, sizeof(r));
+	rest_do(c, "GET", "/version", NULL, on_result, &r);
+	spin_until(w, &r.done);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(r.err, "tls: failed to verify certificate: x509: certificate signed by "
+				   "unknown authority");
+	rest_client_free(c);
+
+	/* 400 days on, the server's one-year certificate has expired. */
+	clock_set_offset(400 * NS_PER_DAY);
+	call(w, "GET", "/version", NULL, &r);
+	clock_set_offset(0);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.err, "tls: failed to verify certificate: x509: certificate has "
+				      "expired or is not yet valid: current time "));
+	assert_non_null(strstr(r.err, " is after "));
+	free(pem);
+	X509_free(ca);
+	EVP_PKEY_free(key);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -331,6 +393,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stop_watch_from_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_informer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hold_and_token, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_server_certificate_errors, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

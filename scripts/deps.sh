@@ -5,7 +5,8 @@
 set -eu
 
 BUILD="build-essential pkg-config cmake libssl-dev libevent-dev libjansson-dev libyaml-dev libsqlite3-dev"
-TEST="libcmocka-dev openssl curl python3 python3-pytest python3-yaml python3-kubernetes"
+# chromium: the scenario report is checked as a person opens it (headless).
+TEST="libcmocka-dev openssl curl python3 python3-pytest python3-yaml python3-kubernetes chromium"
 
 # `deps.sh bench` adds what bench/ compares against.
 BENCH="nginx-light"

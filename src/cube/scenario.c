@@ -98,6 +98,11 @@ const struct scen_timings *scen_timings(const struct scen *s)
 	return s->o.timings;
 }
 
+int scen_nodes(const struct scen *s)
+{
+	return s->o.nodes;
+}
+
 const char *scen_dir(const struct scen *s)
 {
 	return s->r.dir;

@@ -50,6 +50,7 @@ int scen_finish(struct scen *s);
 
 const struct scen_timings *scen_timings(const struct scen *s);
 const char *scen_dir(const struct scen *s);
+int scen_nodes(const struct scen *s);
 /* Seconds since the scenario started, on the observer's clock. */
 double scen_now(const struct scen *s);
 

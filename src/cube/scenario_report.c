@@ -21,7 +21,7 @@
 #define W 1100   /* the SVG's width */
 #define LEFT 120 /* lane labels */
 #define RIGHT 20
-#define TOP 40 /* action numbers */
+#define TOP 72 /* action numbers, in up to three rows */
 #define LANE_H 58
 #define ROW_H 26
 
@@ -130,8 +130,11 @@ static void lane(struct sbuf *b, const struct scen_record *r, const struct lane 
 			sbuf_addf(b, "%.1f,%.1f %.1f,%.1f ", x0, py, x1, py);
 		}
 		sbuf_add(b, "\"/>");
+		/* A count is labelled where it changes and lasts long enough to read. */
 		for (size_t i = 0; i < l->n; i++)
-			if (i == 0 || l->v[i].pods != l->v[i - 1].pods)
+			if ((i == 0 || l->v[i].pods != l->v[i - 1].pods) &&
+			    x_of(r, i + 1 < l->n ? l->v[i + 1].t : r->end) - x_of(r, l->v[i].t) >=
+			        12)
 				sbuf_addf(b, "<text x=\"%.1f\" y=\"%.1f\" class=\"podn\">%d</text>",
 				          x_of(r, l->v[i].t) + 2,
 				          base - h * l->v[i].pods / max_pods - 2, l->v[i].pods);
@@ -171,24 +174,37 @@ static void markers(struct sbuf *b, const struct scen_record *r, double y)
 	}
 }
 
+/* Numbered circles above the lanes, a dashed line down; circles that
+ * would overlap the previous one go on a row above. */
 static void actions(struct sbuf *b, const struct scen_record *r, double bottom)
 {
-	int n = 0;
+	double last_x = -100;
+	int n = 0, row = 0;
 
 	for (size_t i = 0; i < r->entries.n; i++) {
 		const struct entry *e = &r->entries.v[i];
-		double x = x_of(r, e->t);
+		double x = x_of(r, e->t), cy;
 		if (e->kind != E_ACTION)
 			continue;
 		n++;
+		row = x - last_x < 20 ? (row + 1) % 3 : 0;
+		last_x = x;
+		cy = TOP - 12 - 20 * row;
 		sbuf_addf(b,
-		          "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" class=\"act\"/>"
-		          "<circle cx=\"%.1f\" cy=\"%d\" r=\"9\" class=\"actdot\"><title>",
-		          x, TOP - 10, x, bottom, x, TOP - 14);
+		          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"act\"/>"
+		          "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"9\" class=\"actdot\"><title>",
+		          x, cy, x, bottom, x, cy);
 		esc(b, e->text);
-		sbuf_addf(b, "</title></circle><text x=\"%.1f\" y=\"%d\" class=\"actn\">%d</text>",
-		          x, TOP - 10, n);
+		sbuf_addf(b,
+		          "</title></circle><text x=\"%.1f\" y=\"%.1f\" class=\"actn\">%d</text>",
+		          x, cy + 4, n);
 	}
+}
+
+static int by_node(const void *a, const void *b)
+{
+	return strcmp((*(const struct lane *const *)a)->node,
+	              (*(const struct lane *const *)b)->node);
 }
 
 static void svg(struct sbuf *b, const struct scen_record *r)
@@ -206,8 +222,16 @@ static void svg(struct sbuf *b, const struct scen_record *r)
 	          "viewBox=\"0 0 %d %.0f\" id=\"timeline\">",
 	          W, bottom + 24, W, bottom + 24);
 	axis(b, r, bottom);
+	/* Lanes in the nodes' name order, whatever order they were seen in. */
+	const struct lane **sorted = calloc(r->lanes.n + 1, sizeof(*sorted));
+	if (!sorted)
+		abort();
+	for (size_t i = 0; i < r->lanes.n; i++)
+		sorted[i] = &r->lanes.v[i];
+	qsort(sorted, r->lanes.n, sizeof(*sorted), by_node);
 	for (size_t i = 0; i < r->lanes.n; i++, y += LANE_H)
-		lane(b, r, &r->lanes.v[i], y + 4, max_pods);
+		lane(b, r, sorted[i], y + 4, max_pods);
+	free(sorted);
 	markers(b, r, y);
 	actions(b, r, bottom);
 	sbuf_add(b, "</svg>\n");

@@ -110,19 +110,15 @@ const char *scen_dir(const struct scen *s)
 
 /* ---- the timeline --------------------------------------------------------------- */
 
-static void entry(struct scen *s, enum entry_kind kind, const char *who, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void entry(struct scen *s, enum entry_kind kind, const char *who, const char *fmt, ...)
+static void ventry(struct scen *s, enum entry_kind kind, const char *who, const char *fmt,
+                   va_list ap)
 {
 	struct entry *e = VEC_PUSH(s->r.entries);
-	va_list ap;
 
 	e->t = scen_now(s);
 	e->kind = kind;
 	e->who = strdup(who);
-	va_start(ap, fmt);
 	e->text = vfmt(fmt, ap);
-	va_end(ap);
 	if (kind == E_SAY)
 		printf("\n%s\n", e->text);
 	else if (!s->o.quiet || kind == E_ACTION)
@@ -130,28 +126,33 @@ static void entry(struct scen *s, enum entry_kind kind, const char *who, const c
 	fflush(stdout);
 }
 
+static void entry(struct scen *s, enum entry_kind kind, const char *who, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void entry(struct scen *s, enum entry_kind kind, const char *who, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	ventry(s, kind, who, fmt, ap);
+	va_end(ap);
+}
+
 void scen_say(struct scen *s, const char *fmt, ...)
 {
 	va_list ap;
-	char *text;
 
 	va_start(ap, fmt);
-	text = vfmt(fmt, ap);
+	ventry(s, E_SAY, "", fmt, ap);
 	va_end(ap);
-	entry(s, E_SAY, "", "%s", text);
-	free(text);
 }
 
 void scen_mark(struct scen *s, const char *fmt, ...)
 {
 	va_list ap;
-	char *text;
 
 	va_start(ap, fmt);
-	text = vfmt(fmt, ap);
+	ventry(s, E_ACTION, "action", fmt, ap);
 	va_end(ap);
-	entry(s, E_ACTION, "action", "%s", text);
-	free(text);
 }
 
 static struct lane *lane_for(struct scen *s, const char *node)
@@ -179,12 +180,7 @@ static void sample(struct scen *s, struct lane *l, const char *ready, unsigned t
 
 	if (last && !strcmp(last->ready, ready) && last->taints == taints && last->pods == pods)
 		return;
-	if (l->n == l->cap) {
-		l->cap = l->cap ? 2 * l->cap : 16;
-		if (!(l->v = realloc(l->v, l->cap * sizeof(*l->v))))
-			abort();
-	}
-	n = &l->v[l->n++];
+	n = VEC_PUSH(*l);
 	n->t = scen_now(s);
 	snprintf(n->ready, sizeof(n->ready), "%s", ready);
 	n->taints = taints;
@@ -503,12 +499,6 @@ static void on_tick(void *arg)
 	timer_after(s->tick, 100 * NS_PER_MS);
 }
 
-/* Run the loop until stop() holds for the caller's flag. */
-static void run_loop(struct scen *s)
-{
-	loop_run(s->loop);
-}
-
 double scen_wait(struct scen *s, const char *what, scen_cond cond, void *arg, double timeout_s)
 {
 	s->cond = cond;
@@ -518,7 +508,7 @@ double scen_wait(struct scen *s, const char *what, scen_cond cond, void *arg, do
 	if (!cond(s, arg)) {
 		timer_after(s->tick, 0);
 		while (!s->held && !s->timed_out)
-			run_loop(s);
+			loop_run(s->loop);
 		timer_cancel(s->tick);
 	} else {
 		s->held = true;
@@ -643,7 +633,7 @@ int scen_sh(struct scen *s, bool diagnose, const char *cmd, char **out)
 	p.ev = event_new(loop_base(s->loop), fds[0], EV_READ | EV_PERSIST, on_pipe, &p);
 	event_add(p.ev, NULL);
 	while (!p.eof)
-		run_loop(s);
+		loop_run(s->loop);
 	event_free(p.ev);
 	close(fds[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -737,12 +727,6 @@ out:
 	return rc;
 }
 
-static void dur_arg(char *buf, size_t n, int64_t ns)
-{
-	char d[DURATION_BUF];
-	snprintf(buf, n, "%s", duration_format(ns, d));
-}
-
 static int spawn_cluster(struct scen *s)
 {
 	const struct scen_timings *t = s->o.timings;
@@ -754,9 +738,9 @@ static int spawn_cluster(struct scen *s)
 	if (fd < 0)
 		return err_set(ERR_IO, "console.log: %s", strerror(errno));
 	snprintf(nodes, sizeof(nodes), "%d", s->o.nodes);
-	dur_arg(period, sizeof(period), t->monitor_period_ns);
-	dur_arg(grace, sizeof(grace), t->grace_ns);
-	dur_arg(status, sizeof(status), t->status_update_ns);
+	duration_format(t->monitor_period_ns, period);
+	duration_format(t->grace_ns, grace);
+	duration_format(t->status_update_ns, status);
 	snprintf(lease, sizeof(lease), "%d", t->lease_duration_s);
 	snprintf(tol, sizeof(tol), "%d", t->toleration_s);
 	fflush(stdout);

@@ -175,6 +175,21 @@ def test_clock_skew_restart_and_errors(cluster, run, cube, tmp):
     fault(u, "clear")
     wait_for(lambda: "node-1" in ready_nodes(u), 60, "node-1 Ready after clear")
 
+    # expire-all: every node's certificate replaced; stop-kubelet: its
+    # kubelet stops and stays stopped until clear starts it.
+    before = {n: cert_file(u.data, n) for n in NODES}
+    fault(u, "expire-all", "--in", "1h")
+    assert all(cert_file(u.data, n) != before[n] for n in NODES)
+    fault(u, "stop-kubelet", "node-0")
+    assert '"Stopping kubelet" node="node-0"' in kubelet_log(u, "node-0")
+    listed = fault(u, "list").stdout
+    assert len(re.findall(r"^expire-cert\s", listed, re.M)) == 3, listed
+    assert re.search(r"^stop-kubelet\s+node-0", listed, re.M), listed
+    out = fault(u, "clear").stdout
+    assert "node-0: kubelet started" in out, out
+    assert all(cert_file(u.data, n) == before[n] for n in NODES)
+    wait_for(lambda: ready_nodes(u) == set(NODES), 60, "3 Ready nodes after clear")
+
     out = run(cube, "restart", "--data-dir", u.data, "node-2", "controller-manager").stdout
     assert "node-2: kubelet restarted" in out and "controller-manager restarted" in out, out
     assert "Restarting kubelet" in kubelet_log(u, "node-2")

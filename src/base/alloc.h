@@ -50,4 +50,15 @@ static inline char *xmemdup(const void *s, size_t n)
 	return p;
 }
 
+/*
+ * Append a zeroed element to a vector struct { T *v; size_t n, cap; } and
+ * return a pointer to it (the storage doubles as it grows).
+ */
+#define VEC_PUSH(vec)                                                                              \
+	(((vec).n == (vec).cap                                                                     \
+	      ? (void)((vec).cap = (vec).cap ? 2 * (vec).cap : 16,                                 \
+	               (vec).v = xrealloc((vec).v, (vec).cap * sizeof(*(vec).v)))                  \
+	      : (void)0),                                                                          \
+	 memset(&(vec).v[(vec).n], 0, sizeof(*(vec).v)), &(vec).v[(vec).n++])
+
 #endif

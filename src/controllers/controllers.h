@@ -31,7 +31,9 @@
 #include "base/loop.h"
 #include "net/secureserve.h"
 
+#include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct kubeconfig;
@@ -56,6 +58,15 @@ enum zone_state nlc_zone_state(int ready, int not_ready, double unhealthy_thresh
 /* The zone's NoExecute tainting rate (nodes per second) in state s. */
 double nlc_zone_qps(const struct nlc_opts *o, enum zone_state s, int zone_size, bool all_full);
 const char *nlc_zone_state_name(enum zone_state s);
+/* upstream's GetZoneKey: "region:\\x00:zone" from the stable topology labels,
+ * else the beta failure-domain ones; "" when the node has neither. */
+void nlc_zone_key(const json_t *node, char *buf, size_t n);
+
+/* The SubjectAccessReview the CSR approver asks for the requestor recorded
+ * in csr (user, uid, groups, extra): may it create
+ * certificatesigningrequests/<subresource> ("selfnodeclient", "nodeclient").
+ * New reference. */
+json_t *csrapproving_review(const json_t *csr, const char *subresource);
 
 struct controller_manager_opts {
 	const char *kubeconfig;      /* --kubeconfig: path to load ... */

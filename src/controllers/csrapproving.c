@@ -100,8 +100,7 @@ struct sar {
 
 static void ask_one(struct csrapproving *c, struct job *j);
 
-/* The SubjectAccessReview for the requestor recorded in the CSR. */
-static json_t *review_for(const json_t *csr, const char *subresource)
+json_t *csrapproving_review(const json_t *csr, const char *subresource)
 {
 	json_t *spec = json_pack("{s:{s:s,s:s,s:s,s:s}}", "resourceAttributes", "group",
 				 "certificates.k8s.io", "resource", "certificatesigningrequests",
@@ -151,7 +150,7 @@ static void ask_one(struct csrapproving *c, struct job *j)
 {
 	struct sar *q = j->aux;
 	const char *sub = q->self ? "selfnodeclient" : "nodeclient";
-	json_t *review = review_for(j->csr, sub);
+	json_t *review = csrapproving_review(j->csr, sub);
 	size_t n = strlen(q->tried);
 
 	snprintf(q->tried + n, sizeof(q->tried) - n, "%s%s", n ? " " : "", sub);

@@ -159,8 +159,7 @@ static const char *label(const json_t *node, const char *key)
 	return json_string_value(json_object_get(jx_get(node, "metadata.labels"), key));
 }
 
-/* upstream's GetZoneKey: region and zone, stable labels before beta ones. */
-static void zone_key(const json_t *node, char *buf, size_t n)
+void nlc_zone_key(const json_t *node, char *buf, size_t n)
 {
 	const char *region = label(node, "topology.kubernetes.io/region");
 	const char *zone = label(node, "topology.kubernetes.io/zone");
@@ -581,7 +580,7 @@ static void no_execute_outcome(struct taint_write *t, bool ok)
 	if (t->op != OP_SET_NO_EXECUTE || !t->from_queue ||
 	    !(node = informer_get(c->nodes, t->node)))
 		return;
-	zone_key(node, zk, sizeof(zk));
+	nlc_zone_key(node, zk, sizeof(zk));
 	if (ok) {
 		metrics_inc(metrics_with(c->m_evictions, zk));
 		return;
@@ -941,7 +940,7 @@ static void handle_disruption(struct nodelifecycle *c, json_t **all, size_t n,
 			 "disruption mode\"");
 		for (size_t i = 0; i < n; i++) {
 			char zk[512];
-			zone_key(all[i], zk, sizeof(zk));
+			nlc_zone_key(all[i], zk, sizeof(zk));
 			dequeue(zone_of(c, zk), node_name(all[i]));
 			untaint_no_execute(c, all[i]);
 		}
@@ -996,7 +995,7 @@ static void on_monitor(void *arg)
 		char zk[512];
 		int *cnt;
 
-		zone_key(all[i], zk, sizeof(zk));
+		nlc_zone_key(all[i], zk, sizeof(zk));
 		/* processTaintBaseEviction sees the Ready status from before this
 		 * pass's own update: a node marked Unknown now is queued next pass. */
 		process_no_execute(c, all[i], zone_of(c, zk), observed);

@@ -75,5 +75,6 @@ int cmd_fault(int argc, char **argv);
 int cmd_restart(int argc, char **argv);
 int cmd_scenario(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 
 #endif

@@ -46,7 +46,7 @@ void cluster_stop(struct cluster *c);
 /*
  * The supervisor's commands, the words of a control.h request: "ping";
  * "status" ({port, controllers, nodes: [{name, active, partitioned,
- * clockSkewSeconds}]}); "kubelet stop|start|restart NODE"; "partition NODE";
+ * clockSkewSeconds, time}]}); "kubelet stop|start|restart NODE"; "partition NODE";
  * "heal NODE"; "clock-skew NODE NS"; "controller-manager restart
  * [CONTROLLERS]"; "scheduler restart". A new reference; {"error": ...} on
  * failure. Main thread; kubelet commands run on the kubelets' thread while

@@ -45,6 +45,8 @@ static const char main_usage[] =
 	"  scenario            play the seeds' failures on a fresh cluster: timeline, diagnosis,\n"
 	"                      expected timings, an HTML report\n"
 	"  demo                rotation, scenario 1 and recovery plan 1, narrated (make demo)\n"
+	"  doctor              diagnose a cluster: each failure mode of the seeds' table found,\n"
+	"                      with its evidence, root cause and fix\n"
 	"  version             print cube's version\n"
 	"\n"
 	"Global flags:\n"
@@ -78,6 +80,7 @@ static const struct cli_command commands[] = {
 	{"restart", "restart a kubelet or component of a cube up cluster", cmd_restart, NULL},
 	{"scenario", "play a failure scenario on a fresh cluster", cmd_scenario, NULL},
 	{"demo", "rotation, scenario 1 and recovery plan 1", cmd_demo, NULL},
+	{"doctor", "diagnose a cluster: the seeds' failure table", cmd_doctor, NULL},
 	{"version", "print the version", cmd_version, NULL},
 	{NULL, NULL, NULL, NULL},
 };

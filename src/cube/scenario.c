@@ -4,6 +4,7 @@
 #include "client/rest.h"
 #include "pki/kubeconfig.h"
 
+#include "base/alloc.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/file.h"
@@ -72,13 +73,6 @@ struct scen {
 	int64_t deadline;
 	struct timer *tick;
 };
-
-#define VEC_PUSH(vec)                                                                              \
-	(((vec).n == (vec).cap ? ((vec).cap = (vec).cap ? 2 * (vec).cap : 16,                      \
-	                          (vec).v = realloc((vec).v, (vec).cap * sizeof(*(vec).v)),        \
-	                          (vec).v ? (void)0 : abort())                                     \
-	                       : (void)0),                                                         \
-	 memset(&(vec).v[(vec).n], 0, sizeof(*(vec).v)), &(vec).v[(vec).n++])
 
 static char *vfmt(const char *fmt, va_list ap)
 {

@@ -24,6 +24,7 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "base/timeutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,10 +248,17 @@ json_t *kubelet_pool_status(const struct kubelet_pool *p)
 
 	for (int i = 0; i < p->n; i++) {
 		const struct slot *s = &p->slots[i];
-		json_array_append_new(out, json_pack("{s:s, s:b, s:b, s:I}", "name", s->cfg.node_name,
-						     "active", s->k != NULL, "partitioned",
-						     s->unreachable, "clockSkewSeconds",
-						     (json_int_t)(s->log.clock_skew_ns / NS_PER_SEC)));
+		const struct log_scope *prev = log_scope_enter(&s->log);
+		char now[TIME_BUF];
+
+		/* What `date` on the node would say: its own clock. */
+		time_format_rfc3339_micro(clock_now(), now);
+		log_scope_enter(prev);
+		json_array_append_new(out, json_pack("{s:s, s:b, s:b, s:I, s:s}", "name",
+						     s->cfg.node_name, "active", s->k != NULL,
+						     "partitioned", s->unreachable, "clockSkewSeconds",
+						     (json_int_t)(s->log.clock_skew_ns / NS_PER_SEC),
+						     "time", now));
 	}
 	return out;
 }

@@ -170,7 +170,8 @@ enum kubelet_pool_op {
 };
 int kubelet_pool_control(struct kubelet_pool *p, const char *name, enum kubelet_pool_op op,
 			 int64_t arg);
-/* [{name, active, partitioned, clockSkewSeconds}] per node (new reference). */
+/* [{name, active, partitioned, clockSkewSeconds, time}] per node, time being
+ * the node's own clock now (RFC 3339, µs); a new reference. */
 json_t *kubelet_pool_status(const struct kubelet_pool *p);
 
 #endif

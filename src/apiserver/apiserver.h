@@ -49,6 +49,15 @@ struct apiserver_opts {
 	const char *service_account_issuer;
 	const char *api_audiences;
 	int64_t service_account_max_token_expiration_s;
+	/* The way to the kubelets (nodes/proxy, pods/log): the client pair
+	 * (kubeadm's apiserver-kubelet-client), the CA their serving
+	 * certificates are verified with (NULL: not verified, as upstream),
+	 * and the order of node address types (default Hostname,InternalDNS,
+	 * InternalIP,ExternalDNS,ExternalIP). */
+	const char *kubelet_client_certificate;
+	const char *kubelet_client_key;
+	const char *kubelet_certificate_authority;
+	const char *kubelet_preferred_address_types;
 };
 
 /* kubeadm's --service-account-issuer. */

@@ -993,5 +993,7 @@ void handle_resource(struct req *r)
 		req_fail(r, ERR_NOTFOUND, "the server could not find the requested resource");
 		return;
 	}
+	if (r->sub && is(r->sub->name, "proxy"))
+		serve = proxy_serve_node;
 	serve(r);
 }

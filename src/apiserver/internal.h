@@ -38,6 +38,7 @@ struct apiserver {
 	struct gc *gc;      /* the garbage collector (gc.c) */
 	struct rv_wait *rv_waits;      /* reads held for a revision (read.c) */
 	struct cache_watch *rv_watch;  /* tells them of commits */
+	struct proxy *proxy;           /* the way to the kubelets (proxy.c) */
 };
 
 struct user_info {
@@ -131,6 +132,8 @@ void req_stream_send(struct req *r, const char *data, size_t n);
 size_t req_stream_unsent(struct req *r);
 void req_stream_end(struct req *r, int drain_s);
 void req_reply(struct req *r, int code, json_t *body);           /* steals body, ends r */
+/* A reply of bytes as they are (ct NULL: none given), ends r. */
+void req_reply_bytes(struct req *r, int code, const char *ct, const char *body, size_t len);
 void req_fail(struct req *r, int err, const char *message);      /* Status from err */
 void req_fail_status(struct req *r, json_t *status);             /* steals status */
 void req_not_found(struct req *r);                               /* "<res> \"name\" not found" */
@@ -290,6 +293,11 @@ const json_t *policy_node_rules(void);
 /* gc.c: the garbage collector, on the cache's events (see there). */
 int gc_start(struct apiserver *s);
 void gc_stop(struct apiserver *s);
+
+/* proxy.c: nodes/{name}/proxy/... and pods/{name}/log, to the kubelets. */
+int proxy_init(struct apiserver *s);
+void proxy_free(struct apiserver *s); /* requests in flight get 503 */
+void proxy_serve_node(struct req *r);
 
 /* watch.c */
 void watch_serve(struct req *r);

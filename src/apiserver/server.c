@@ -127,16 +127,22 @@ void req_stream_end(struct req *r, int drain_s)
 	r->gone = true;
 }
 
-static void reply_text(struct req *r, int code, const char *ct, const char *text)
+void req_reply_bytes(struct req *r, int code, const char *ct, const char *body, size_t len)
 {
 	struct evbuffer *out = evbuffer_new();
-	evbuffer_add(out, text, strlen(text));
-	req_set_header(r, "Content-Type", ct);
+	evbuffer_add(out, body, len);
+	if (ct)
+		req_set_header(r, "Content-Type", ct);
 	if (!r->gone)
 		r->tp->reply(r, code, out);
 	evbuffer_free(out);
 	r->code = code;
 	req_done(r);
+}
+
+static void reply_text(struct req *r, int code, const char *ct, const char *text)
+{
+	req_reply_bytes(r, code, ct, text, strlen(text));
 }
 
 void req_reply(struct req *r, int code, json_t *body)
@@ -371,6 +377,9 @@ static int route(struct req *r)
 		goto out;
 	if (i < n)
 		i++;
+	/* A proxy's path goes on: it is the kubelet's. */
+	if (r->sub && is(r->sub->name, "proxy"))
+		i = n;
 	if (i != n || (r->res->namespaced && r->name && !r->ns) ||
 	    (!r->res->namespaced && r->ns))
 		goto out;
@@ -679,7 +688,7 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 							      o->tls_private_key_file,
 							      o->client_ca_file)))
 		goto fail;
-	if (satoken_init(s) < 0)
+	if (satoken_init(s) < 0 || proxy_init(s) < 0)
 		goto fail;
 	if (file_mkdirs(o->data_dir, 0700) < 0)
 		goto fail;
@@ -725,6 +734,7 @@ void apiserver_free(struct apiserver *s)
 		return;
 	watch_close_all(s);
 	rv_waits_cancel(s);
+	proxy_free(s);
 	httpd_free(s->httpd);
 	/* Before the store closes: what its last writes tell the collector
 	 * must not become writes of its own. */

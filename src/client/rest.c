@@ -49,6 +49,9 @@ struct rest_call {
 	/* The log scope current when the call was made: its callbacks (and
 	 * what they start) run in it. */
 	const struct log_scope *scope;
+	/* rest_do_raw's: the reply's bytes, not JSON (cb is NULL then). */
+	rest_raw_cb raw;
+	char accept[128];
 	struct rest_call *next;
 };
 
@@ -112,6 +115,8 @@ static void call_abandon(struct rest_call *call, const char *why, bool report)
 		watch_free(w);
 	} else if (report && call->cb) {
 		call->cb(call->arg, 0, NULL, why);
+	} else if (report && call->raw) {
+		call->raw(call->arg, 0, NULL, NULL, 0, why);
 	}
 	free(call);
 	log_scope_enter(prev);
@@ -280,14 +285,15 @@ static void conn_nodelay(struct conn *k)
 
 /* ---- requests ------------------------------------------------------------------- */
 
-static void add_headers(struct rest_client *c, struct evhttp_request *req, const char *ct)
+static void add_headers(struct rest_client *c, struct evhttp_request *req, const char *ct,
+			const char *accept)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 	char host[300];
 
 	snprintf(host, sizeof(host), "%s:%d", c->host, c->port);
 	evhttp_add_header(h, "Host", host);
-	evhttp_add_header(h, "Accept", "application/json");
+	evhttp_add_header(h, "Accept", accept && *accept ? accept : "application/json");
 	evhttp_add_header(h, "User-Agent", c->user_agent);
 	if (ct)
 		evhttp_add_header(h, "Content-Type", ct);
@@ -313,11 +319,21 @@ static void reply_in_scope(struct evhttp_request *req, struct rest_call *call)
 	call_unlink(call);
 	if (status == 401 && k->c->on_unauthorized && k->c->token)
 		k->c->on_unauthorized(k->c->unauthorized_arg);
-	if (!call->cb) {
+	if (!call->cb && !call->raw) {
 		/* Cancelled: nobody wants the answer. */
 	} else if (status == 0) {
 		conn_retire(k, "connection failed");
-		call->cb(call->arg, 0, NULL, transport_error(k, err, sizeof(err)));
+		if (call->raw)
+			call->raw(call->arg, 0, NULL, NULL, 0, transport_error(k, err, sizeof(err)));
+		else
+			call->cb(call->arg, 0, NULL, transport_error(k, err, sizeof(err)));
+	} else if (call->raw) {
+		struct evbuffer *in = evhttp_request_get_input_buffer(req);
+		size_t len = evbuffer_get_length(in);
+		const char *ct = evhttp_find_header(evhttp_request_get_input_headers(req),
+						    "Content-Type");
+		call->raw(call->arg, status, ct,
+			  len ? (const char *)evbuffer_pullup(in, (ev_ssize_t)len) : "", len, NULL);
 	} else {
 		struct evbuffer *in = evhttp_request_get_input_buffer(req);
 		size_t len = evbuffer_get_length(in);
@@ -363,7 +379,8 @@ static void call_send(struct rest_client *c, struct rest_call *call, const char 
 		return;
 	}
 	call->req = evhttp_request_new(on_reply, call);
-	add_headers(c, call->req, body ? (content_type ? content_type : "application/json") : NULL);
+	add_headers(c, call->req, body ? (content_type ? content_type : "application/json") : NULL,
+		    call->accept);
 	if (body) {
 		char len[24];
 		evbuffer_add(evhttp_request_get_output_buffer(call->req), body, strlen(body));
@@ -531,10 +548,22 @@ struct rest_call *rest_do(struct rest_client *c, const char *method, const char 
 	return rest_do_ct(c, method, path, NULL, body, cb, arg);
 }
 
+struct rest_call *rest_do_raw(struct rest_client *c, const char *method, const char *path,
+			      const char *accept, const char *content_type, const char *body,
+			      rest_raw_cb cb, void *arg)
+{
+	struct rest_call *call = call_new(NULL, NULL, arg);
+
+	call->raw = cb;
+	snprintf(call->accept, sizeof(call->accept), "%s", accept ? accept : "*/*");
+	call_send(c, call, method, path, content_type, body);
+	return call;
+}
+
 void rest_cancel(struct rest_call *call)
 {
 	if (call)
-		call->cb = NULL;
+		call->cb = NULL, call->raw = NULL;
 }
 
 /* ---- watches ----------------------------------------------------------------------- */
@@ -608,7 +637,7 @@ struct rest_watch *rest_watch(struct rest_client *c, const char *path, rest_even
 	}
 	call->req = evhttp_request_new(on_watch_end, call);
 	evhttp_request_set_chunked_cb(call->req, on_chunk);
-	add_headers(c, call->req, NULL);
+	add_headers(c, call->req, NULL, NULL);
 	if (evhttp_make_request(k->evcon, call->req, EVHTTP_REQ_GET, path) < 0) {
 		call->req = NULL;
 		conn_retire(k, "could not send the watch request");

@@ -106,6 +106,18 @@ struct rest_call *rest_do(struct rest_client *c, const char *method, const char 
 			  const json_t *body, rest_cb cb, void *arg);
 struct rest_call *rest_do_ct(struct rest_client *c, const char *method, const char *path,
 			     const char *content_type, const json_t *body, rest_cb cb, void *arg);
+/*
+ * A request whose reply is bytes, not JSON (a kubelet's /metrics through the
+ * API server's node proxy): cb gets the status (0 with err on a transport
+ * failure), the reply's Content-Type (may be NULL) and its body, borrowed
+ * for the call. accept NULL: any media type; body (text, may be NULL) goes
+ * as content_type (NULL: JSON). Never held (rest_hold).
+ */
+typedef void (*rest_raw_cb)(void *arg, int status, const char *content_type, const char *body,
+			    size_t len, const char *err);
+struct rest_call *rest_do_raw(struct rest_client *c, const char *method, const char *path,
+			      const char *accept, const char *content_type, const char *body,
+			      rest_raw_cb cb, void *arg);
 /* The callback will not run (the request itself may still complete). */
 void rest_cancel(struct rest_call *call);
 /*

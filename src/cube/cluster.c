@@ -131,6 +131,8 @@ static int api_start(struct component *c)
 	char *ca = path_in(cl, "pki/ca.crt"), *data = path_in(cl, "data");
 	char *token = path_in(cl, "pki/bootstrap-token");
 	char *sa_key = path_in(cl, "pki/sa.key"), *sa_pub = path_in(cl, "pki/sa.pub");
+	char *kcrt = path_in(cl, "pki/apiserver-kubelet-client.crt");
+	char *kkey = path_in(cl, "pki/apiserver-kubelet-client.key");
 
 	apiserver_opts_default(&o);
 	o.bind_address = cl->o.bind_address;
@@ -142,6 +144,11 @@ static int api_start(struct component *c)
 	o.bootstrap_token_file = token;
 	o.service_account_signing_key_file = sa_key;
 	o.service_account_key_file = sa_pub;
+	o.kubelet_client_certificate = kcrt;
+	o.kubelet_client_key = kkey;
+	/* The hollow nodes' Hostname resolves nowhere: their InternalIP first
+	 * (metrics-server's usual setting). */
+	o.kubelet_preferred_address_types = "InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP";
 	if (cl->o.toleration_set[0])
 		o.not_ready_toleration_s = cl->o.toleration_s[0];
 	if (cl->o.toleration_set[1])
@@ -156,6 +163,8 @@ static int api_start(struct component *c)
 	free(token);
 	free(sa_key);
 	free(sa_pub);
+	free(kcrt);
+	free(kkey);
 	return c->state ? 0 : ERR_UNAVAILABLE;
 }
 
@@ -238,7 +247,11 @@ static int kubelets_start(struct component *c)
 	t.rotate_certificates = true;
 	t.server_tls_bootstrap = cl->o.server_tls_bootstrap;
 	t.self_heal = cl->o.self_heal;
-	t.port = 0;
+	/* Each node serves its HTTPS API on a port of its own on loopback,
+	 * reported in status.daemonEndpoints: the API server's nodes/proxy
+	 * and pods/log reach it there. */
+	t.port = -1;
+	kubelet_config_set(&t.address, "127.0.0.1");
 	if (cl->o.status_update_ns > 0) {
 		t.node_status_update_frequency_ns = cl->o.status_update_ns;
 		t.update_frequency_set = true;

@@ -43,11 +43,19 @@ static const char usage[] =
 	"                                      https://kubernetes.default.svc.cluster.local)\n"
 	"      --api-audiences A,B             audiences a token must name (default: the issuer)\n"
 	"      --service-account-max-token-expiration D  longest token issued (default: none)\n"
+	"      --kubelet-client-certificate F, --kubelet-client-key F  the client pair for\n"
+	"                                      the kubelets (nodes/proxy, pods/log)\n"
+	"      --kubelet-certificate-authority F  verify the kubelets' serving certificates\n"
+	"                                      with it (default: not verified)\n"
+	"      --kubelet-preferred-address-types LIST  node address types in the order tried\n"
+	"                                      (default Hostname,InternalDNS,InternalIP,\n"
+	"                                      ExternalDNS,ExternalIP)\n"
 	"  -v, --v N                           log verbosity; 3 logs every request\n"
 	"\n"
 	"cube's own:\n"
 	"      --cluster-dir DIR               take the certificates and sa.key/sa.pub from a\n"
-	"                                      'cube pki init' DIR and seed its bootstrap token\n"
+	"                                      'cube pki init' DIR (apiserver-kubelet-client for\n"
+	"                                      the kubelets too) and seed its bootstrap token\n"
 	"                                      Secret\n"
 	"      --bootstrap-token-file F        seed Secret kube-system/bootstrap-token-<id>\n"
 	"      --port-file F                   write the port actually bound (for --secure-port 0)\n"
@@ -78,6 +86,10 @@ int cmd_apiserver(int argc, char **argv)
 		{"service-account-issuer", required_argument, NULL, 'I'},
 		{"api-audiences", required_argument, NULL, 'a'},
 		{"service-account-max-token-expiration", required_argument, NULL, 'X'},
+		{"kubelet-client-certificate", required_argument, NULL, 0x100},
+		{"kubelet-client-key", required_argument, NULL, 0x101},
+		{"kubelet-certificate-authority", required_argument, NULL, 0x102},
+		{"kubelet-preferred-address-types", required_argument, NULL, 0x103},
 		{"cluster-dir", required_argument, NULL, 'D'},
 		{"bootstrap-token-file", required_argument, NULL, 'T'},
 		{"port-file", required_argument, NULL, 'P'},
@@ -87,7 +99,7 @@ int cmd_apiserver(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct apiserver_opts o;
-	char *cluster_files[6] = {NULL};
+	char *cluster_files[8] = {NULL};
 	int64_t max_exp_ns;
 	const char *port_file = NULL;
 	struct apiserver *s;
@@ -152,7 +164,15 @@ int cmd_apiserver(int argc, char **argv)
 			o.tls_private_key_file = cluster_files[1];
 			o.client_ca_file = cluster_files[2];
 			o.bootstrap_token_file = cluster_files[3];
+			cluster_files[6] = file_join(optarg, "pki/apiserver-kubelet-client.crt");
+			cluster_files[7] = file_join(optarg, "pki/apiserver-kubelet-client.key");
+			o.kubelet_client_certificate = cluster_files[6];
+			o.kubelet_client_key = cluster_files[7];
 			break;
+		case 0x100: o.kubelet_client_certificate = optarg; break;
+		case 0x101: o.kubelet_client_key = optarg; break;
+		case 0x102: o.kubelet_certificate_authority = optarg; break;
+		case 0x103: o.kubelet_preferred_address_types = optarg; break;
 		case 'T': o.bootstrap_token_file = optarg; break;
 		case 'K': o.service_account_signing_key_file = optarg; break;
 		case 'Y': o.service_account_key_file = optarg; break;
@@ -197,7 +217,7 @@ int cmd_apiserver(int argc, char **argv)
 	LOG_INFO("\"Shutdown complete\"");
 out:
 	loop_free(main_loop);
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 8; i++)
 		free(cluster_files[i]);
 	return rc;
 }

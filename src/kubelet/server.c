@@ -72,6 +72,8 @@ static void handle(struct evhttp_request *req, void *arg)
 		char *text;
 		json_object_del(cfg, "apiVersion");
 		json_object_del(cfg, "kind");
+		/* The port it serves on, not "any" (-1). */
+		json_object_set_new(cfg, "port", json_integer(kserver_port(s)));
 		doc = json_pack("{s:o}", "kubeletconfig", cfg);
 		text = jx_dump(doc);
 		httpd_reply(req, 200, "OK", "application/json", text);

@@ -810,7 +810,8 @@ const struct resource resources[] = {
 	{"", "v1", "Pod", "pods", "pod", {"po"}, {"all"}, true, VERBS_ALL,
 	 {STATUS_SUB("", "v1", "Pod"),
 	  {"binding", "", "v1", "Binding", VERB_CREATE},
-	  {"eviction", "policy", "v1", "Eviction", VERB_CREATE}},
+	  {"eviction", "policy", "v1", "Eviction", VERB_CREATE},
+	  {"log", "", "v1", "Pod", VERB_GET}},
 	 pod_fields, pod_defaults, pod_validate, NAME_SUBDOMAIN, RES_GRACEFUL, NULL},
 	{"", "v1", "Event", "events", "event", {"ev"}, {NULL}, true, VERBS_ALL, {{NULL}},
 	 event_fields, NULL, event_validate, NAME_SUBDOMAIN, 0, NULL},
@@ -913,7 +914,7 @@ const struct resource *resource_lookup(const char *name)
 
 const struct subresource *resource_sub(const struct resource *r, const char *name)
 {
-	for (size_t i = 0; i < 3 && r->subs[i].name; i++)
+	for (size_t i = 0; i < RESOURCE_MAX_SUBS && r->subs[i].name; i++)
 		if (!strcmp(r->subs[i].name, name))
 			return &r->subs[i];
 	return NULL;

@@ -25,8 +25,10 @@ enum verb {
 };
 #define VERBS_ALL 0xff
 
+#define RESOURCE_MAX_SUBS 4
+
 struct subresource {
-	const char *name;   /* "status", "binding", "eviction", "approval", "scale" */
+	const char *name;   /* "status", "binding", "eviction", "approval", "scale", "proxy", "log" */
 	const char *group;  /* of the kind it takes and returns */
 	const char *version;
 	const char *kind;
@@ -45,7 +47,7 @@ struct resource {
 	const char *categories[2];
 	bool namespaced;
 	unsigned verbs;
-	struct subresource subs[3];
+	struct subresource subs[RESOURCE_MAX_SUBS];
 	/* Fields besides metadata.name/namespace accepted in fieldSelector. */
 	const char *const *field_labels;
 	/* Fill defaults on create (and update) of the main resource. */

@@ -55,7 +55,7 @@ static json_t *agg_resource(const struct resource *res)
 		json_object_set_new(o, "shortNames", strs_json(res->short_names, 3));
 	if (res->categories[0])
 		json_object_set_new(o, "categories", strs_json(res->categories, 2));
-	for (size_t i = 0; i < 3 && res->subs[i].name; i++) {
+	for (size_t i = 0; i < RESOURCE_MAX_SUBS && res->subs[i].name; i++) {
 		const struct subresource *s = &res->subs[i];
 		json_array_append_new(subs, json_pack("{s:s,s:{s:s,s:s,s:s},s:o}", "subresource",
 						      s->name, "responseKind", "group", s->group,
@@ -124,7 +124,7 @@ static json_t *legacy_resources(const char *group, const char *version)
 		if (res->categories[0])
 			json_object_set_new(o, "categories", strs_json(res->categories, 2));
 		json_array_append_new(list, o);
-		for (size_t j = 0; j < 3 && res->subs[j].name; j++) {
+		for (size_t j = 0; j < RESOURCE_MAX_SUBS && res->subs[j].name; j++) {
 			const struct subresource *s = &res->subs[j];
 			char name[128];
 			snprintf(name, sizeof(name), "%s/%s", res->plural, s->name);

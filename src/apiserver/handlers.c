@@ -995,5 +995,7 @@ void handle_resource(struct req *r)
 	}
 	if (r->sub && is(r->sub->name, "proxy"))
 		serve = proxy_serve_node;
+	else if (r->sub && is(r->sub->name, "log"))
+		serve = proxy_serve_pod_log;
 	serve(r);
 }

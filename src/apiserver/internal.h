@@ -298,6 +298,7 @@ void gc_stop(struct apiserver *s);
 int proxy_init(struct apiserver *s);
 void proxy_free(struct apiserver *s); /* requests in flight get 503 */
 void proxy_serve_node(struct req *r);
+void proxy_serve_pod_log(struct req *r);
 
 /* watch.c */
 void watch_serve(struct req *r);

@@ -22,6 +22,7 @@
 #include "base/file.h"
 #include "base/jx.h"
 #include "base/log.h"
+#include "base/sbuf.h"
 
 #include <event2/buffer.h>
 #include <stdio.h>
@@ -268,4 +269,106 @@ void proxy_serve_node(struct req *r)
 	path = proxied_path(r);
 	forward(r, node, path);
 	free(path);
+}
+
+/* The container pods/log reads: ?container=, else the pod's only one;
+ * NULL with the 400 answered (upstream's LogLocation checks). */
+static const char *log_container(struct req *r, const json_t *pod)
+{
+	const json_t *cs = jx_get(pod, "spec.containers"), *c, *st;
+	const char *want = req_query(r, "container"), *name = jx_str(pod, "metadata.name");
+	const char *reason = "ContainerCreating";
+	char msg[1024];
+	size_t i, o = 0;
+
+	if (!want || !*want) {
+		if (json_array_size(cs) == 1) {
+			want = jx_str(json_array_get(cs, 0), "name");
+		} else {
+			json_array_foreach(cs, i, c)
+			{
+				o +=
+				    (size_t)snprintf(msg + o, sizeof(msg) > o ? sizeof(msg) - o : 0,
+				                     "%s%s", i ? " " : "", jx_str(c, "name") ?: "");
+				if (o >= sizeof(msg))
+					break;
+			}
+			char *m =
+			    str_printf("a container name must be specified for pod %s, choose one "
+			               "of: [%s]",
+			               name, json_array_size(cs) ? msg : "");
+			req_fail(r, ERR_INVALID, m);
+			free(m);
+			return NULL;
+		}
+	}
+	json_array_foreach(cs, i, c)
+	{
+		if (is(jx_str(c, "name"), want))
+			break;
+	}
+	if (i == json_array_size(cs)) {
+		snprintf(msg, sizeof(msg), "container %s is not valid for pod %s", want, name);
+		req_fail(r, ERR_INVALID, msg);
+		return NULL;
+	}
+	if (!jx_str(pod, "spec.nodeName")) {
+		snprintf(msg, sizeof(msg), "pod %s does not have a host assigned", name);
+		req_fail(r, ERR_INVALID, msg);
+		return NULL;
+	}
+	json_array_foreach(jx_get(pod, "status.containerStatuses"), i, st)
+	{
+		if (!is(jx_str(st, "name"), want))
+			continue;
+		if (jx_get(st, "state.running") || jx_get(st, "state.terminated"))
+			return want;
+		reason = jx_str(st, "state.waiting.reason") ?: reason;
+	}
+	snprintf(msg, sizeof(msg), "container \"%s\" in pod \"%s\" is waiting to start: %s", want,
+	         name, reason);
+	req_fail(r, ERR_INVALID, msg);
+	return NULL;
+}
+
+void proxy_serve_pod_log(struct req *r)
+{
+	static const char *const passed[] = {"timestamps", "tailLines", "limitBytes",
+	                                     "sinceSeconds"};
+	char *key, *path;
+	const json_t *pod, *node;
+	const char *container;
+	struct sbuf q = SBUF_INIT;
+
+	if (authz_request(r, NULL) < 0)
+		return;
+	key = object_key(r->res, r->ns, r->name);
+	pod = cache_get(r->s->cache, key);
+	free(key);
+	if (!pod) {
+		req_not_found(r);
+		return;
+	}
+	if (!(container = log_container(r, pod)))
+		return;
+	key = object_key(resource_find("", "v1", "nodes"), NULL, jx_str(pod, "spec.nodeName"));
+	node = cache_get(r->s->cache, key);
+	free(key);
+	if (!node) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "nodes \"%s\" not found", jx_str(pod, "spec.nodeName"));
+		req_fail(r, ERR_NOTFOUND, msg);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++) {
+		const char *v = req_query(r, passed[i]);
+		char *enc = v ? evhttp_encode_uri(v) : NULL;
+		if (enc)
+			sbuf_addf(&q, "%c%s=%s", q.len ? '&' : '?', passed[i], enc);
+		free(enc);
+	}
+	path = str_printf("/containerLogs/%s/%s/%s%s", r->ns, r->name, container, q.s ? q.s : "");
+	forward(r, node, path);
+	free(path);
+	sbuf_free(&q);
 }

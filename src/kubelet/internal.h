@@ -107,6 +107,16 @@ struct pods *pods_new(struct kubelet *k);
 void pods_start(struct pods *p);
 /* A v1 PodList of the pods bound to this node (new reference). */
 json_t *pods_list(struct pods *p);
+/*
+ * A container's log as the simulated runtime wrote it: the lines its
+ * program's `echo` statements have printed by now, each when the script
+ * reaches it (timestamps: RFC 3339 with nanoseconds before each, as the
+ * CRI log format); the last tail lines (-1: all). *out malloc'd. Errors
+ * in upstream's words: ERR_NOTFOUND for a pod or container this node does
+ * not run, ERR_INVALID while the container is still being created.
+ */
+int pods_container_log(struct pods *p, const char *ns, const char *name, const char *container,
+		       bool timestamps, long tail, char **out);
 void pods_free(struct pods *p);
 
 /* server.c */

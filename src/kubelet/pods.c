@@ -28,6 +28,9 @@
 #include "client/workqueue.h"
 
 #include "base/clock.h"
+#include "base/strv.h"
+#include "base/sbuf.h"
+#include "base/err.h"
 #include "base/hmap.h"
 #include "base/jx.h"
 #include "base/log.h"
@@ -42,24 +45,24 @@
 /* One pod as the simulated runtime knows it. */
 struct pod_state {
 	struct pods *p;
-	char *key;             /* "namespace/name" */
+	char *key; /* "namespace/name" */
 	char *uid;
-	int64_t seen_wall;     /* startTime: when the kubelet first saw the pod */
-	int64_t start_at;      /* mono time its containers start; 0 = not planned */
-	int64_t started_wall;  /* when they started */
-	int64_t stop_at;       /* mono time they stop; 0 = not stopping */
+	int64_t seen_wall;    /* startTime: when the kubelet first saw the pod */
+	int64_t start_at;     /* mono time its containers start; 0 = not planned */
+	int64_t started_wall; /* when they started */
+	int64_t stop_at;      /* mono time they stop; 0 = not stopping */
 	int64_t stopped_wall;
-	bool terminated;       /* the terminated status has been written */
-	int64_t finish_at;     /* mono time the program ends; 0 = runs forever */
+	bool terminated;   /* the terminated status has been written */
+	int64_t finish_at; /* mono time the program ends; 0 = runs forever */
 	int64_t finished_wall;
-	int exit_code;         /* of the program that ended (first non-zero container) */
-	int restarts;          /* OnFailure restarts so far */
-	int last_exit;         /* the exit code of the run before the last restart */
+	int exit_code; /* of the program that ended (first non-zero container) */
+	int restarts;  /* OnFailure restarts so far */
+	int last_exit; /* the exit code of the run before the last restart */
 	int64_t last_started_wall, last_finished_wall;
-	bool done;             /* ended for good: phase Succeeded or Failed */
-	bool planned;          /* the program has been read */
-	int64_t restart_at;    /* mono end of a CrashLoopBackOff; 0 = none */
-	int64_t backoff_ns;    /* its length */
+	bool done;          /* ended for good: phase Succeeded or Failed */
+	bool planned;       /* the program has been read */
+	int64_t restart_at; /* mono end of a CrashLoopBackOff; 0 = none */
+	int64_t backoff_ns; /* its length */
 	char ip[32];
 	struct timer *timer;
 	struct rest_call *call;
@@ -168,7 +171,7 @@ static bool statement(const char *stmt, int64_t *ns, int *code)
 		char unit = arg[strlen(arg) - 1], num[64];
 		double mult = unit == 'm' ? 60 : unit == 'h' ? 3600 : unit == 'd' ? 86400 : 1;
 		snprintf(num, sizeof(num), "%.*s",
-			 (int)strlen(arg) - (strchr("smhd", unit) ? 1 : 0), arg);
+		         (int)strlen(arg) - (strchr("smhd", unit) ? 1 : 0), arg);
 		double secs = strtod(num, NULL) * mult;
 		if (!isfinite(secs) || secs > FOREVER_S)
 			return false;
@@ -181,36 +184,49 @@ static bool statement(const char *stmt, int64_t *ns, int *code)
 	return true;
 }
 
-/* A container's command + args as the simulation runs them: false when it
- * runs its entrypoint (forever); else its duration and exit code. */
-static bool container_program(const json_t *c, int64_t *ns, int *code)
+/* A container's program as one script: `sh -c "<script>"`'s script, else
+ * its command and args as words; false when it has neither (it runs its
+ * image's entrypoint). */
+static bool container_script(const json_t *c, char *script, size_t n)
 {
 	json_t *cmd = json_object_get(c, "command"), *args = json_object_get(c, "args"), *w;
-	char script[2048] = "";
 	size_t i, len = 0;
 
-	*ns = 0;
-	*code = 0;
+	script[0] = '\0';
 	if (!json_array_size(cmd) && !json_array_size(args))
 		return false;
-	/* sh -c "<script>": the script; else the words themselves. */
 	json_t *words = json_array();
 	json_array_foreach(cmd, i, w) json_array_append(words, w);
 	json_array_foreach(args, i, w) json_array_append(words, w);
 	for (i = 0; i + 1 < json_array_size(words); i++)
 		if (!strcmp(json_string_value(json_array_get(words, i)) ?: "", "-c")) {
-			snprintf(script, sizeof(script), "%s",
-				 json_string_value(json_array_get(words, i + 1)) ?: "");
+			snprintf(script, n, "%s",
+			         json_string_value(json_array_get(words, i + 1)) ?: "");
 			break;
 		}
 	if (!*script)
-		json_array_foreach(words, i, w) if (len < sizeof(script))
-			len += (size_t)snprintf(script + len, sizeof(script) - len, "%s%s",
-						i ? " " : "", json_string_value(w) ?: "");
+		json_array_foreach(words, i, w) if (len < n) len += (size_t)snprintf(
+		    script + len, n - len, "%s%s", i ? " " : "", json_string_value(w) ?: "");
 	json_decref(words);
-	/* Statements split on ; && || and newlines, run until an exit. */
-	for (char *save = NULL, *stmt = strtok_r(script, ";&|\n", &save); stmt;
-	     stmt = strtok_r(NULL, ";&|\n", &save)) {
+	return true;
+}
+
+/* Statements split on ; && || and newlines. */
+#define STATEMENT_SEPS ";&|\n"
+
+/* A container's command + args as the simulation runs them: false when it
+ * runs its entrypoint (forever); else its duration and exit code. */
+static bool container_program(const json_t *c, int64_t *ns, int *code)
+{
+	char script[2048];
+
+	*ns = 0;
+	*code = 0;
+	if (!container_script(c, script, sizeof(script)))
+		return false;
+	/* Run until an exit. */
+	for (char *save = NULL, *stmt = strtok_r(script, STATEMENT_SEPS, &save); stmt;
+	     stmt = strtok_r(NULL, STATEMENT_SEPS, &save)) {
 		int rc = -1;
 		if (!statement(stmt, ns, &rc))
 			return false;
@@ -272,12 +288,15 @@ static void full_image(const char *image, char *out, size_t n)
 {
 	const char *slash = strchr(image, '/'), *last = strrchr(image, '/');
 	bool registry = slash && (memchr(image, '.', (size_t)(slash - image)) ||
-				  memchr(image, ':', (size_t)(slash - image)) ||
-				  !strncmp(image, "localhost/", 10));
+	                          memchr(image, ':', (size_t)(slash - image)) ||
+	                          !strncmp(image, "localhost/", 10));
 	bool tagged = strchr(last ? last : image, ':') || strchr(image, '@');
 
-	snprintf(out, n, "%s%s%s", registry ? "" : slash ? "docker.io/" : "docker.io/library/",
-		 image, tagged ? "" : ":latest");
+	snprintf(out, n, "%s%s%s",
+	         registry ? ""
+	         : slash  ? "docker.io/"
+	                  : "docker.io/library/",
+	         image, tagged ? "" : ":latest");
 }
 
 /* The repository part of a full image reference: without ":tag" or "@digest". */
@@ -292,13 +311,13 @@ static size_t repo_len(const char *img)
 }
 
 static json_t *terminated_state(const struct pod_state *st, int code, int64_t started,
-				int64_t finished, const char *container_id)
+                                int64_t finished, const char *container_id)
 {
 	char a[TIME_BUF], b[TIME_BUF];
 	return json_pack("{s:{s:i,s:s,s:s,s:s,s:s}}", "terminated", "exitCode", code, "reason",
-			 code ? "Error" : "Completed", "startedAt", time_format_rfc3339(started, a),
-			 "finishedAt", time_format_rfc3339(finished, b), "containerID",
-			 container_id);
+	                 code ? "Error" : "Completed", "startedAt", time_format_rfc3339(started, a),
+	                 "finishedAt", time_format_rfc3339(finished, b), "containerID",
+	                 container_id);
 }
 
 static bool in_backoff(const struct pod_state *st)
@@ -307,7 +326,7 @@ static bool in_backoff(const struct pod_state *st)
 }
 
 static json_t *container_status(const struct pod_state *st, const json_t *pod, const json_t *c,
-				bool running)
+                                bool running)
 {
 	const char *name = jx_str(c, "name") ?: "", *image = jx_str(c, "image") ?: "";
 	char img[512], id[65], digest[65], started[TIME_BUF];
@@ -323,31 +342,31 @@ static json_t *container_status(const struct pod_state *st, const json_t *pod, c
 	bool waiting = running && in_backoff(st);
 	if (waiting) {
 		char msg[768], wait[DURATION_BUF];
-		snprintf(msg, sizeof(msg), "back-off %s restarting failed container=%s pod=%s_%s(%s)",
-			 duration_format(st->backoff_ns, wait), name,
-			 jx_str(pod, "metadata.name") ?: "", jx_str(pod, "metadata.namespace") ?: "",
-			 st->uid);
-		state = json_pack("{s:{s:s,s:s}}", "waiting", "reason", "CrashLoopBackOff", "message",
-				  msg);
+		snprintf(
+		    msg, sizeof(msg), "back-off %s restarting failed container=%s pod=%s_%s(%s)",
+		    duration_format(st->backoff_ns, wait), name, jx_str(pod, "metadata.name") ?: "",
+		    jx_str(pod, "metadata.namespace") ?: "", st->uid);
+		state = json_pack("{s:{s:s,s:s}}", "waiting", "reason", "CrashLoopBackOff",
+		                  "message", msg);
 		running = false;
 	} else if (running)
 		state = json_pack("{s:{s:s}}", "running", "startedAt", started);
 	else
-		state = terminated_state(st, st->done ? st->exit_code : 0, st->started_wall,
-					 st->done ? st->finished_wall : st->stopped_wall,
-					 container_id);
+		state =
+		    terminated_state(st, st->done ? st->exit_code : 0, st->started_wall,
+		                     st->done ? st->finished_wall : st->stopped_wall, container_id);
 	if (st->restarts) {
 		json_decref(last);
 		last = terminated_state(st, st->last_exit, st->last_started_wall,
-					st->last_finished_wall, container_id);
+		                        st->last_finished_wall, container_id);
 	}
 	return json_pack("{s:s,s:o,s:o,s:b,s:i,s:s,s:s,s:s,s:b}", "name", name, "state", state,
-			 "lastState", last, "ready", running, "restartCount", st->restarts, "image",
-			 img, "imageID", image_id, "containerID", container_id, "started", running);
+	                 "lastState", last, "ready", running, "restartCount", st->restarts, "image",
+	                 img, "imageID", image_id, "containerID", container_id, "started", running);
 }
 
 static json_t *pod_condition(const json_t *pod, const char *type, bool ok, const char *reason,
-			     const char *now)
+                             const char *now)
 {
 	json_t *c = jx_condition(json_object_get(pod, "status"), type);
 	const char *since = now;
@@ -357,7 +376,7 @@ static json_t *pod_condition(const json_t *pod, const char *type, bool ok, const
 	    jx_str(c, "lastTransitionTime"))
 		since = jx_str(c, "lastTransitionTime");
 	c = json_pack("{s:s,s:s,s:n,s:s}", "type", type, "status", ok ? "True" : "False",
-		      "lastProbeTime", "lastTransitionTime", since);
+	              "lastProbeTime", "lastTransitionTime", since);
 	if (reason)
 		json_object_set_new(c, "reason", json_string(reason));
 	return c;
@@ -365,9 +384,11 @@ static json_t *pod_condition(const json_t *pod, const char *type, bool ok, const
 
 /* The status the runtime reports: running, or stopped. */
 static json_t *runtime_status(struct pods *p, const struct pod_state *st, const json_t *pod,
-			      bool running)
+                              bool running)
 {
-	const char *done = running ? NULL : st->done && st->exit_code ? "PodFailed" : "PodCompleted";
+	const char *done = running                     ? NULL
+	                   : st->done && st->exit_code ? "PodFailed"
+	                                               : "PodCompleted";
 	json_t *containers = json_array(), *c;
 	char now[TIME_BUF], start[TIME_BUF];
 	size_t i;
@@ -377,18 +398,20 @@ static json_t *runtime_status(struct pods *p, const struct pod_state *st, const 
 		done = "ContainersNotReady";
 	time_format_rfc3339(clock_now(), now);
 	json_array_foreach(jx_get(pod, "spec.containers"), i, c)
-		json_array_append_new(containers, container_status(st, pod, c, running));
+	    json_array_append_new(containers, container_status(st, pod, c, running));
 	return json_pack(
-		"{s:s,s:[o,o,o,o,o],s:s,s:[{s:s}],s:s,s:[{s:s}],s:s,s:o}", "phase",
-		running ? "Running" : st->done && st->exit_code ? "Failed" : "Succeeded", "conditions",
-		pod_condition(pod, "PodReadyToStartContainers", running, NULL, now),
-		pod_condition(pod, "Initialized", true, NULL, now),
-		pod_condition(pod, "Ready", ready, done, now),
-		pod_condition(pod, "ContainersReady", ready, done, now),
-		pod_condition(pod, "PodScheduled", true, NULL, now), "hostIP", p->k->cfg.node_ip,
-		"hostIPs", "ip", p->k->cfg.node_ip, "podIP", st->ip, "podIPs", "ip", st->ip,
-		"startTime", time_format_rfc3339(st->seen_wall, start), "containerStatuses",
-		containers);
+	    "{s:s,s:[o,o,o,o,o],s:s,s:[{s:s}],s:s,s:[{s:s}],s:s,s:o}", "phase",
+	    running                     ? "Running"
+	    : st->done && st->exit_code ? "Failed"
+	                                : "Succeeded",
+	    "conditions", pod_condition(pod, "PodReadyToStartContainers", running, NULL, now),
+	    pod_condition(pod, "Initialized", true, NULL, now),
+	    pod_condition(pod, "Ready", ready, done, now),
+	    pod_condition(pod, "ContainersReady", ready, done, now),
+	    pod_condition(pod, "PodScheduled", true, NULL, now), "hostIP", p->k->cfg.node_ip,
+	    "hostIPs", "ip", p->k->cfg.node_ip, "podIP", st->ip, "podIPs", "ip", st->ip,
+	    "startTime", time_format_rfc3339(st->seen_wall, start), "containerStatuses",
+	    containers);
 }
 
 /* Does the API's copy already say what the runtime would? */
@@ -401,9 +424,9 @@ static bool reported_running(const struct pod_state *st, const json_t *pod)
 	return phase && !strcmp(phase, "Running") && ready == !in_backoff(st) && ip &&
 	       !strcmp(ip, st->ip) &&
 	       json_array_size(jx_get(pod, "status.containerStatuses")) ==
-		       json_array_size(jx_get(pod, "spec.containers")) &&
+	           json_array_size(jx_get(pod, "spec.containers")) &&
 	       jx_int(json_array_get(jx_get(pod, "status.containerStatuses"), 0), "restartCount",
-		      0) == st->restarts;
+	              0) == st->restarts;
 }
 
 /* ---- talking to the API server ------------------------------------------------------- */
@@ -412,12 +435,12 @@ static void pod_path(const struct pod_state *st, const char *sub, char *buf, siz
 {
 	const char *slash = strchr(st->key, '/');
 	snprintf(buf, n, "/api/v1/namespaces/%.*s/pods/%s%s", (int)(slash - st->key), st->key,
-		 slash + 1, sub);
+	         slash + 1, sub);
 }
 
 /* An API call for the pod ended: the key is done, retried on failure. */
 static void op_done(struct pod_state *st, int status, json_t *body, const char *err,
-		    const char *method, const char *what)
+                    const char *method, const char *what)
 {
 	struct pods *p = st->p;
 	char why[512], path[600], q[600];
@@ -429,7 +452,7 @@ static void op_done(struct pod_state *st, int status, json_t *body, const char *
 		pod_path(st, strcmp(method, "PATCH") ? "" : "/status", path, sizeof(path));
 		kubelet_http_error(method, p->k->server, path, status, body, err, why, sizeof(why));
 		LOG_ERROR("\"%s\" pod=\"%s\" err=\"%s\"", what, st->key,
-			  log_quote(q, sizeof(q), why));
+		          log_quote(q, sizeof(q), why));
 		workqueue_retry(p->q, st->key);
 	}
 	workqueue_done(p->q, st->key);
@@ -451,7 +474,7 @@ static void patch_status(struct pod_state *st, json_t *status, rest_cb cb)
 
 	pod_path(st, "/status", path, sizeof(path));
 	st->call = rest_do_ct(st->p->k->client, "PATCH", path,
-			      "application/strategic-merge-patch+json", patch, cb, st);
+	                      "application/strategic-merge-patch+json", patch, cb, st);
 	json_decref(patch);
 }
 
@@ -464,7 +487,7 @@ static void on_deleted(void *arg, int status, json_t *body, const char *err)
 	if (status == 200 || status == 404 || status == 409) {
 		if (status == 200)
 			LOG_INFO("\"Pod fully terminated and removed from etcd\" pod=\"%s\"",
-				 st->key);
+			         st->key);
 		status = 200;
 	}
 	op_done(st, status, body, err, "DELETE", "Failed to delete pod");
@@ -487,7 +510,7 @@ static void on_terminated_reported(void *arg, int status, json_t *body, const ch
 	}
 	st->terminated = true;
 	opts = json_pack("{s:s,s:s,s:i,s:{s:s}}", "kind", "DeleteOptions", "apiVersion", "v1",
-			 "gracePeriodSeconds", 0, "preconditions", "uid", st->uid);
+	                 "gracePeriodSeconds", 0, "preconditions", "uid", st->uid);
 	pod_path(st, "?gracePeriodSeconds=0", path, sizeof(path));
 	st->call = rest_do(st->p->k->client, "DELETE", path, opts, on_deleted, st);
 	json_decref(opts);
@@ -510,9 +533,9 @@ static void sync_deleting(struct pods *p, struct pod_state *st, const json_t *po
 
 	if (!st->stop_at) {
 		LOG_INFO("\"SyncLoop DELETE\" source=\"api\" pods=[\"%s\"]", st->key);
-		st->stop_at = clock_mono() + (grace < p->k->cfg.pod_stop_delay_ns
-						      ? grace
-						      : p->k->cfg.pod_stop_delay_ns);
+		st->stop_at =
+		    clock_mono() +
+		    (grace < p->k->cfg.pod_stop_delay_ns ? grace : p->k->cfg.pod_stop_delay_ns);
 	}
 	if (wait_until(st, st->stop_at)) {
 		workqueue_done(p->q, st->key);
@@ -540,9 +563,10 @@ static void program_ended(struct pods *p, struct pod_state *st, const json_t *po
 
 	if (st->exit_code && !strcmp(rp, "OnFailure")) {
 		/* The kubelet restarts at once the first time, then backs off. */
-		int64_t backoff = st->restarts ? 10 * NS_PER_SEC << (st->restarts < 6 ? st->restarts - 1 : 5)
-					       : 0,
-			d;
+		int64_t backoff = st->restarts
+		                      ? 10 * NS_PER_SEC << (st->restarts < 6 ? st->restarts - 1 : 5)
+		                      : 0,
+		        d;
 		if (backoff > 300 * NS_PER_SEC)
 			backoff = 300 * NS_PER_SEC;
 		st->last_exit = st->exit_code;
@@ -555,7 +579,7 @@ static void program_ended(struct pods *p, struct pod_state *st, const json_t *po
 		pod_program(pod, &d, &st->exit_code);
 		st->finish_at = st->restart_at + d;
 		LOG_INFO("\"Container exited, restarting\" pod=\"%s\" exitCode=%d restartCount=%d",
-			 st->key, st->last_exit, st->restarts);
+		         st->key, st->last_exit, st->restarts);
 		patch_status(st, runtime_status(p, st, pod, true), on_status_patched);
 		return;
 	}
@@ -587,7 +611,7 @@ static void sync_running(struct pods *p, struct pod_state *st, const json_t *pod
 	if (!st->started_wall) {
 		int64_t t;
 		const char *was = jx_str(json_array_get(jx_get(pod, "status.containerStatuses"), 0),
-					 "state.running.startedAt");
+		                         "state.running.startedAt");
 		st->started_wall = was && time_parse_rfc3339(was, &t) == 0 ? t : clock_now();
 	}
 	if (!st->planned) {
@@ -672,6 +696,98 @@ struct pods *pods_new(struct kubelet *k)
 	return p;
 }
 
+/* ---- logs ------------------------------------------------------------------------------ */
+
+/* What `echo WORDS` prints: its words, quotes taken off. */
+static void echo_line(const char *stmt, struct sbuf *out)
+{
+	const char *p = stmt + strspn(stmt, " ") + 4;
+	size_t n;
+
+	p += strspn(p, " ");
+	n = strlen(p);
+	while (n && p[n - 1] == ' ')
+		n--;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != '"' && p[i] != '\'')
+			sbuf_addc(out, p[i]);
+	sbuf_addc(out, '\n');
+}
+
+/* The lines the container's program has printed by now: each echo at the
+ * moment the script reaches it, from start_wall. */
+static void program_output(const json_t *c, int64_t start_wall, int64_t now, bool timestamps,
+                           struct strv *lines)
+{
+	char script[2048];
+	int64_t t = 0;
+
+	if (!container_script(c, script, sizeof(script)))
+		return;
+	for (char *save = NULL, *stmt = strtok_r(script, STATEMENT_SEPS, &save); stmt;
+	     stmt = strtok_r(NULL, STATEMENT_SEPS, &save)) {
+		const char *w = stmt + strspn(stmt, " ");
+		int rc = -1;
+		if (!strncmp(w, "echo", 4) && (w[4] == ' ' || !w[4])) {
+			struct sbuf b = SBUF_INIT;
+			char ts[TIME_BUF + 8];
+			if (start_wall + t > now)
+				return;
+			if (timestamps) {
+				/* RFC 3339 with nanoseconds, as the CRI log format. */
+				time_format_rfc3339_micro(start_wall + t, ts);
+				snprintf(ts + strlen(ts) - 1, 12, "%03dZ ",
+				         (int)((start_wall + t) % 1000));
+				sbuf_add(&b, ts);
+			}
+			echo_line(w, &b);
+			strv_push(lines, b.s ? b.s : "\n");
+			sbuf_free(&b);
+		}
+		if (!statement(stmt, &t, &rc) || start_wall + t > now)
+			return;
+		if (rc >= 0 && !strncmp(w, "exit", 4))
+			return;
+	}
+}
+
+int pods_container_log(struct pods *p, const char *ns, const char *name, const char *container,
+                       bool timestamps, long tail, char **out)
+{
+	char key[512];
+	const struct pod_state *st;
+	const json_t *pod, *c, *found = NULL;
+	struct strv lines = STRV_INIT;
+	struct sbuf b = SBUF_INIT;
+	size_t i;
+
+	snprintf(key, sizeof(key), "%s/%s", ns, name);
+	pod = p ? informer_get(p->inf, key) : NULL;
+	st = p ? hmap_get(&p->states, key) : NULL;
+	if (!pod)
+		return err_set(ERR_NOTFOUND, "pod \"%s\" cannot be found - no logs available",
+		               name);
+	json_array_foreach(jx_get(pod, "spec.containers"), i, c)
+	{
+		if (!strcmp(jx_str(c, "name") ?: "", container))
+			found = c;
+	}
+	if (!found)
+		return err_set(ERR_NOTFOUND, "container %s is not valid for pod %s", container,
+		               name);
+	if (!st || !st->started_wall)
+		return err_set(ERR_INVALID,
+		               "container \"%s\" in pod \"%s\" is waiting to start: "
+		               "ContainerCreating",
+		               container, name);
+	program_output(found, st->started_wall, clock_now(), timestamps, &lines);
+	for (i = tail >= 0 && (size_t)tail < lines.n ? lines.n - (size_t)tail : 0; i < lines.n; i++)
+		sbuf_add(&b, lines.v[i]);
+	strv_free(&lines);
+	*out = b.s ? sbuf_take(&b) : str_dup("");
+	return 0;
+}
+
 void pods_start(struct pods *p)
 {
 	informer_start(p->inf);
@@ -686,7 +802,7 @@ json_t *pods_list(struct pods *p)
 		json_array_append(items, objs[i]);
 	free(objs);
 	return json_pack("{s:s,s:s,s:{},s:o}", "kind", "PodList", "apiVersion", "v1", "metadata",
-			 "items", items);
+	                 "items", items);
 }
 
 void pods_free(struct pods *p)

@@ -29,6 +29,8 @@
 #include <sys/socket.h>
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <sys/queue.h>
 #include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,38 @@ struct kserver {
 
 /* ---- replies ------------------------------------------------------------------------ */
 
+/* /containerLogs/<namespace>/<pod>/<container>?timestamps=&tailLines= */
+static void container_logs(struct kserver *s, struct evhttp_request *req, const char *rest)
+{
+	char ns[256], pod[256], container[256], *text = NULL;
+	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+	const char *q = u ? evhttp_uri_get_query(u) : NULL, *v;
+	struct evkeyvalq params;
+	bool timestamps = false;
+	long tail = -1;
+	int rc;
+
+	if (sscanf(rest, "%255[^/]/%255[^/]/%255[^/?]", ns, pod, container) != 3) {
+		httpd_reply(req, 404, "Not Found", "text/plain; charset=utf-8",
+		            "404 page not found\n");
+		return;
+	}
+	TAILQ_INIT(&params);
+	if (q && evhttp_parse_query_str(q, &params) == 0) {
+		timestamps = (v = evhttp_find_header(&params, "timestamps")) && !strcmp(v, "true");
+		if ((v = evhttp_find_header(&params, "tailLines")))
+			tail = strtol(v, NULL, 10);
+	}
+	evhttp_clear_headers(&params);
+	rc = pods_container_log(s->k->pods, ns, pod, container, timestamps, tail, &text);
+	if (rc < 0)
+		httpd_reply(req, rc == ERR_NOTFOUND ? 404 : 400,
+		            rc == ERR_NOTFOUND ? "Not Found" : "Bad Request",
+		            "text/plain; charset=utf-8", err_msg());
+	else
+		httpd_reply(req, 200, "OK", "text/plain", text);
+	free(text);
+}
 
 static void handle(struct evhttp_request *req, void *arg)
 {
@@ -56,7 +90,7 @@ static void handle(struct evhttp_request *req, void *arg)
 		path = "/";
 	if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
 		httpd_reply(req, 405, "Method Not Allowed", "text/plain; charset=utf-8",
-		      "405 method not allowed\n");
+		            "405 method not allowed\n");
 		return;
 	}
 	if (!strcmp(path, "/healthz")) {
@@ -81,14 +115,17 @@ static void handle(struct evhttp_request *req, void *arg)
 		json_decref(doc);
 	} else if (!strcmp(path, "/pods") || !strcmp(path, "/pods/")) {
 		json_t *list = s->k->pods ? pods_list(s->k->pods)
-					  : json_pack("{s:s,s:s,s:{},s:[]}", "kind", "PodList",
-						      "apiVersion", "v1", "metadata", "items");
+		                          : json_pack("{s:s,s:s,s:{},s:[]}", "kind", "PodList",
+		                                      "apiVersion", "v1", "metadata", "items");
 		char *text = jx_dump(list);
 		httpd_reply(req, 200, "OK", "application/json", text);
 		free(text);
 		json_decref(list);
+	} else if (!strncmp(path, "/containerLogs/", 15)) {
+		container_logs(s, req, path + 15);
 	} else {
-		httpd_reply(req, 404, "Not Found", "text/plain; charset=utf-8", "404 page not found\n");
+		httpd_reply(req, 404, "Not Found", "text/plain; charset=utf-8",
+		            "404 page not found\n");
 	}
 }
 
@@ -102,12 +139,12 @@ static int self_signed(struct kubelet *k, const char *crt, const char *key_path)
 	char cn[300];
 	EVP_PKEY *key = pki_key_new(PKI_KEY_ECDSA);
 	struct pki_cert_spec spec = {.cn = cn,
-				     .dns = dns,
-				     .ips = ips,
-				     .usages = PKI_U_DIGITAL_SIGNATURE | PKI_U_KEY_ENCIPHERMENT |
-					       PKI_U_SERVER_AUTH,
-				     .not_before_ns = clock_now(),
-				     .not_after_ns = clock_now() + SELF_SIGNED_VALIDITY};
+	                             .dns = dns,
+	                             .ips = ips,
+	                             .usages = PKI_U_DIGITAL_SIGNATURE | PKI_U_KEY_ENCIPHERMENT |
+	                                       PKI_U_SERVER_AUTH,
+	                             .not_before_ns = clock_now(),
+	                             .not_after_ns = clock_now() + SELF_SIGNED_VALIDITY};
 	X509 *cert;
 	int rc;
 
@@ -147,12 +184,12 @@ static int pick_serving_cert(SSL *ssl, void *arg)
 		       SSL_use_PrivateKey(ssl, certmgr_current_key(m)) == 1;
 	if (getpeername(SSL_get_fd(ssl), (struct sockaddr *)&peer, &len) == 0)
 		getnameinfo((struct sockaddr *)&peer, len, host, sizeof(host), port, sizeof(port),
-			    NI_NUMERICHOST | NI_NUMERICSERV);
+		            NI_NUMERICHOST | NI_NUMERICSERV);
 	/* What Go's http.Server logs through klog for a failed handshake. */
 	LOG_INFO("http: TLS handshake error from %s%s%s%s: no serving certificate available for "
-		 "the kubelet%s",
-		 peer.ss_family == AF_INET6 ? "[" : "", host, peer.ss_family == AF_INET6 ? "]:" : ":",
-		 port, s->k->log_kv);
+	         "the kubelet%s",
+	         peer.ss_family == AF_INET6 ? "[" : "", host,
+	         peer.ss_family == AF_INET6 ? "]:" : ":", port, s->k->log_kv);
 	return 0;
 }
 
@@ -194,10 +231,10 @@ int kserver_start(struct kserver *s)
 {
 	struct kubelet *k = s->k;
 	struct httpd_opts o = {.bind_address = k->cfg.address,
-			       .port = k->cfg.port > 0 ? k->cfg.port : 0,
-			       .max_body = 1 << 20,
-			       .max_headers = 64 << 10,
-			       .idle_timeout_s = 90};
+	                       .port = k->cfg.port > 0 ? k->cfg.port : 0,
+	                       .max_body = 1 << 20,
+	                       .max_headers = 64 << 10,
+	                       .idle_timeout_s = 90};
 
 	if (!(s->ctx = serving_ctx(s)))
 		return err_wrap(ERR_INVALID, "kubelet serving certificate");

@@ -63,3 +63,44 @@ def test_node_proxy(cluster):
     assert p.returncode != 0 and "(ServiceUnavailable): error trying to reach service: " in \
         p.stderr and f"127.0.0.1:{port2}" in p.stderr, p.stderr
     assert u.stop() == 0
+
+
+def test_kubectl_logs(cluster):
+    """`kubectl logs` reads what the simulated runtime wrote: each `echo` of
+    the container's program once the script has reached it, through
+    pods/log and the node's kubelet; upstream's checks and messages."""
+    u = cluster
+    u.kubectl("run", "talk", "--image=busybox", "--restart=Never", "--",
+              "sh", "-c", "echo hello from cube; sleep 2; echo 'second line'; exit 0")
+    out = wait_for(lambda: u.kubectl("logs", "talk", check=False).stdout, 30,
+                   "the first line")
+    assert out == "hello from cube\n", out
+    wait_for(lambda: "second line" in u.kubectl("logs", "talk", check=False).stdout, 30,
+             "the second line, two seconds later")
+    stamped = u.kubectl("logs", "talk", "--timestamps").stdout.splitlines()
+    assert len(stamped) == 2 and all(
+        re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z ", line) for line in stamped), stamped
+    assert u.kubectl("logs", "talk", "--tail=1").stdout == "second line\n"
+    # Through the node proxy the same bytes come from the kubelet itself.
+    node = u.kubectl("get", "pod", "talk", "-o", "jsonpath={.spec.nodeName}").stdout
+    assert raw(u, f"/api/v1/nodes/{node}/proxy/containerLogs/default/talk/talk").stdout == \
+        "hello from cube\nsecond line\n"
+
+    u.kubectl("run", "two", "--image=nginx", "--overrides",
+              '{"spec":{"containers":[{"name":"a","image":"nginx"},'
+              '{"name":"b","image":"nginx"}]}}')
+    p = raw(u, "/api/v1/namespaces/default/pods/two/log", check=False)
+    assert "a container name must be specified for pod two, choose one of: [a b]" in p.stderr, \
+        p.stderr
+    p = u.kubectl("logs", "two", "-c", "zz", check=False)
+    assert "container zz is not valid for pod two" in p.stderr, p.stderr
+    # A pod the scheduler has not placed.
+    u.kubectl("run", "nowhere", "--image=nginx", "--overrides",
+              '{"spec":{"nodeSelector":{"no":"such-node"}}}')
+    p = u.kubectl("logs", "nowhere", check=False)
+    assert "pod nowhere does not have a host assigned" in p.stderr, p.stderr
+    # An entrypoint that prints nothing: an empty log, not an error.
+    wait_for(lambda: u.kubectl("logs", "two", "-c", "a", check=False).returncode == 0, 30,
+             "container a running")
+    assert u.kubectl("logs", "two", "-c", "b").stdout == ""
+    assert u.stop() == 0

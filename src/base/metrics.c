@@ -302,47 +302,85 @@ static int values_cmp(char *const *a, const char *const *b, size_t n)
 	return 0;
 }
 
-struct metric_series *metrics_with(struct metric_family *f, ...)
+/* The position of values among f's series (found) or where they would go.
+ * Called with f->mu held. */
+static size_t series_pos(const struct metric_family *f, const char *const *values, bool *found)
 {
-	if (f->kind == KIND_GAUGE_FUNC)
-		abort();
-	const char *values[METRICS_MAX_LABELS];
-	va_list ap;
-	va_start(ap, f);
-	for (size_t i = 0; i < f->nlabels; i++) {
-		values[i] = va_arg(ap, const char *);
-		if (!values[i])
-			values[i] = "";
-	}
-	va_end(ap);
-
-	pthread_mutex_lock(&f->mu);
 	size_t lo = 0, hi = f->nseries;
-	int c = 1;
+
+	*found = false;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		c = values_cmp(f->series[mid]->values, values, f->nlabels);
+		int c = values_cmp(f->series[mid]->values, values, f->nlabels);
 		if (c == 0) {
-			lo = mid;
-			break;
+			*found = true;
+			return mid;
 		}
 		if (c < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
+	return lo;
+}
+
+static void label_values(const struct metric_family *f, va_list ap, const char **values)
+{
+	for (size_t i = 0; i < f->nlabels; i++) {
+		values[i] = va_arg(ap, const char *);
+		if (!values[i])
+			values[i] = "";
+	}
+}
+
+struct metric_series *metrics_with(struct metric_family *f, ...)
+{
+	if (f->kind == KIND_GAUGE_FUNC)
+		abort();
+	const char *values[METRICS_MAX_LABELS];
 	struct metric_series *s;
-	if (c == 0) {
-		s = f->series[lo];
+	va_list ap;
+	bool found;
+	size_t at;
+
+	va_start(ap, f);
+	label_values(f, ap, values);
+	va_end(ap);
+	pthread_mutex_lock(&f->mu);
+	at = series_pos(f, values, &found);
+	if (found) {
+		s = f->series[at];
 	} else {
 		s = series_new(f, values);
 		f->series = grow(f->series, f->nseries, &f->capseries);
-		memmove(&f->series[lo + 1], &f->series[lo], (f->nseries - lo) * sizeof(*f->series));
-		f->series[lo] = s;
+		memmove(&f->series[at + 1], &f->series[at], (f->nseries - at) * sizeof(*f->series));
+		f->series[at] = s;
 		f->nseries++;
 	}
 	pthread_mutex_unlock(&f->mu);
 	return s;
+}
+
+void metrics_remove(struct metric_family *f, ...)
+{
+	const char *values[METRICS_MAX_LABELS];
+	va_list ap;
+	bool found;
+	size_t at;
+
+	if (f->kind == KIND_GAUGE_FUNC)
+		abort();
+	va_start(ap, f);
+	label_values(f, ap, values);
+	va_end(ap);
+	pthread_mutex_lock(&f->mu);
+	at = series_pos(f, values, &found);
+	if (found) {
+		series_free(f->series[at], f->nlabels);
+		memmove(&f->series[at], &f->series[at + 1], (f->nseries - at - 1) * sizeof(*f->series));
+		f->nseries--;
+	}
+	pthread_mutex_unlock(&f->mu);
 }
 
 void metrics_add(struct metric_series *s, double d)

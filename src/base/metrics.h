@@ -11,7 +11,8 @@
  *
  * Ownership: the registry owns every family and series. Names, help texts,
  * label names, label values and buckets are copied. Family and series
- * pointers stay valid until metrics_free(), so callers may cache them. The
+ * pointers stay valid until metrics_free() (a series' until metrics_remove
+ * of it), so callers may cache them. The
  * default registry (metrics_default) lives for the whole process.
  *
  * Misuse is a programming error and aborts: registering a name again with a
@@ -66,6 +67,12 @@ void metrics_gauge_func(struct metrics *m, const char *name, const char *help,
  * first use; a NULL value counts as "".
  */
 struct metric_series *metrics_with(struct metric_family *f, ...);
+
+/*
+ * Forget the series with these label values (a deleted object's): pointers
+ * to it are no longer valid. Nothing when there is none.
+ */
+void metrics_remove(struct metric_family *f, ...);
 
 void metrics_inc(struct metric_series *s);               /* counter, gauge */
 void metrics_add(struct metric_series *s, double d);     /* counters ignore d < 0 */

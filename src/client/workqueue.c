@@ -1,6 +1,7 @@
 #include "client/workqueue.h"
 
 #include "base/hmap.h"
+#include "base/metrics.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@ struct item {
 	bool processing; /* handed to process(), not done yet */
 	bool dirty;      /* added while processing: run again after done */
 	int failures;
+	int64_t added_at, started_at; /* mono: queued, handed to process() */
 	struct timer *delay;
 	struct workqueue *q;
 	struct item *next; /* FIFO link */
@@ -27,10 +29,84 @@ struct workqueue {
 	struct item *head, *tail;
 	size_t len;
 	struct timer *kick; /* runs the queue on the next turn */
+	/* workqueue_instrument's series (NULL: not instrumented). */
+	struct metric_series *depth, *adds, *queue_lat, *work_lat, *retries, *unfinished,
+		*longest;
 };
+
+/* upstream's workqueue histograms: 10 ns to 10 s, by tens. */
+static const double latency_buckets[] = {1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1, 10};
+
+void workqueue_instrument(struct workqueue *q, struct metrics *m, const char *name)
+{
+	size_t nb = sizeof(latency_buckets) / sizeof(latency_buckets[0]);
+
+	q->depth = metrics_with(metrics_gauge(m, "workqueue_depth",
+					      "Current depth of workqueue", "name"),
+				name);
+	q->adds = metrics_with(metrics_counter(m, "workqueue_adds_total",
+					       "Total number of adds handled by workqueue", "name"),
+			       name);
+	q->queue_lat = metrics_with(
+		metrics_histogram(m, "workqueue_queue_duration_seconds",
+				  "How long in seconds an item stays in workqueue before being "
+				  "requested.",
+				  "name", latency_buckets, nb),
+		name);
+	q->work_lat = metrics_with(
+		metrics_histogram(m, "workqueue_work_duration_seconds",
+				  "How long in seconds processing an item from workqueue takes.",
+				  "name", latency_buckets, nb),
+		name);
+	q->retries = metrics_with(metrics_counter(m, "workqueue_retries_total",
+						  "Total number of retries handled by workqueue",
+						  "name"),
+				  name);
+	q->unfinished = metrics_with(
+		metrics_gauge(m, "workqueue_unfinished_work_seconds",
+			      "How many seconds of work has done that is in progress and hasn't "
+			      "been observed by work_duration. Large values indicate stuck "
+			      "threads. One can deduce the number of stuck threads by observing "
+			      "the rate at which this increases.",
+			      "name"),
+		name);
+	q->longest = metrics_with(
+		metrics_gauge(m, "workqueue_longest_running_processor_seconds",
+			      "How many seconds has the longest running processor for workqueue "
+			      "been running.",
+			      "name"),
+		name);
+}
+
+/* The in-progress gauges, brought up to date at each start and finish
+ * (upstream refreshes them every 500 ms). */
+static void update_unfinished(struct workqueue *q)
+{
+	int64_t now = clock_mono(), total = 0, longest = 0;
+	const char *k;
+	void *v;
+
+	if (!q->unfinished)
+		return;
+	for (size_t i = 0; hmap_next(&q->items, &i, &k, &v);) {
+		const struct item *it = v;
+		if (!it->processing)
+			continue;
+		total += now - it->started_at;
+		if (now - it->started_at > longest)
+			longest = now - it->started_at;
+	}
+	metrics_set(q->unfinished, (double)total / 1e9);
+	metrics_set(q->longest, (double)longest / 1e9);
+}
 
 static void push(struct workqueue *q, struct item *it)
 {
+	if (q->depth) {
+		metrics_add(q->depth, 1);
+		metrics_inc(q->adds);
+	}
+	it->added_at = clock_mono();
 	it->queued = true;
 	it->next = NULL;
 	if (q->tail)
@@ -76,6 +152,12 @@ static void run(void *arg)
 		it->queued = false;
 		it->processing = true;
 		it->dirty = false;
+		it->started_at = clock_mono();
+		if (q->depth) {
+			metrics_add(q->depth, -1);
+			metrics_observe(q->queue_lat, (double)(it->started_at - it->added_at) / 1e9);
+			update_unfinished(q);
+		}
 		q->busy++;
 		q->process(q->arg, it->key);
 	}
@@ -116,6 +198,8 @@ void workqueue_add(struct workqueue *q, const char *key)
 {
 	struct item *it = item_get(q, key);
 	if (it->processing) {
+		if (!it->dirty && q->adds)
+			metrics_inc(q->adds);
 		it->dirty = true;
 		return;
 	}
@@ -140,6 +224,8 @@ void workqueue_retry(struct workqueue *q, const char *key)
 	if (d > 1000 * NS_PER_SEC)
 		d = 1000 * NS_PER_SEC;
 	it->failures++;
+	if (q->retries)
+		metrics_inc(q->retries);
 	workqueue_add_after(q, key, d);
 }
 
@@ -157,6 +243,10 @@ void workqueue_done(struct workqueue *q, const char *key)
 		return;
 	it->processing = false;
 	q->busy--;
+	if (q->work_lat) {
+		metrics_observe(q->work_lat, (double)(clock_mono() - it->started_at) / 1e9);
+		update_unfinished(q);
+	}
 	if (it->dirty) {
 		it->dirty = false;
 		push(q, it);

@@ -26,6 +26,16 @@ struct workqueue;
 struct workqueue *workqueue_new(struct loop *loop, int workers,
 				void (*process)(void *arg, const char *key), void *arg);
 void workqueue_free(struct workqueue *q);
+/*
+ * upstream's workqueue metrics in m, labelled name="<name>": workqueue_depth,
+ * _adds_total, _queue_duration_seconds, _work_duration_seconds,
+ * _retries_total, _unfinished_work_seconds and
+ * _longest_running_processor_seconds (the last two brought up to date as
+ * items start and finish). Queues sharing a name share the series, as
+ * upstream's do.
+ */
+struct metrics;
+void workqueue_instrument(struct workqueue *q, struct metrics *m, const char *name);
 
 void workqueue_add(struct workqueue *q, const char *key);
 void workqueue_add_after(struct workqueue *q, const char *key, int64_t delay_ns);

@@ -158,7 +158,7 @@ struct aggregation *aggregation_new(struct controller_manager *m)
 	c->rest = cm_client(m, NAME);
 	h.arg = c;
 	c->roles = cm_informer(m, ROLES_PATH, &h);
-	c->work = keyed_new(m, c->rest, WORKERS, sync_role, c, "%s failed with : %s");
+	c->work = keyed_new(m, "ClusterRoleAggregator", c->rest, WORKERS, sync_role, c, "%s failed with : %s");
 	return c;
 }
 

@@ -364,6 +364,8 @@ struct csrapproving *csrapproving_new(struct controller_manager *m)
 	c->rest = cm_client(m, "certificate-controller");
 	c->m = m;
 	c->q = workqueue_new(m->loop, m->workers, process, c);
+	/* upstream's certificate controllers' queue name */
+	workqueue_instrument(c->q, m->metrics, "certificate");
 	if (m->approve_kubelet_serving)
 		c->nodes = cm_informer(m, "/api/v1/nodes", NULL);
 	LOG_INFO("\"Starting certificate controller\" name=\"csrapproving\"");

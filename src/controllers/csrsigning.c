@@ -363,6 +363,8 @@ struct csrsigning *csrsigning_new(struct controller_manager *m)
 	LOG_V(2, "\"Loaded a new cert/key pair\" name=\"csr-controller::%s::%s\"", m->signing_cert,
 	      m->signing_key);
 	c->q = workqueue_new(m->loop, m->workers, process, c);
+	/* upstream's certificate controllers' queue name */
+	workqueue_instrument(c->q, m->metrics, "certificate");
 	for (size_t i = 0; i < 4; i++) {
 		LOG_INFO("\"Starting certificate controller\" name=\"%s\"", controller_names[i]);
 		LOG_INFO("\"Waiting for caches to sync\" controller=\"certificate-%s\"",

@@ -615,7 +615,7 @@ struct daemonset *daemonset_new(struct controller_manager *m)
 	c->nodes = cm_informer(m, "/api/v1/nodes", &nh);
 	c->pods_by_owner = cm_index(m, "/api/v1/pods", index_controller_uid);
 	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);
-	c->work = keyed_new(m, c->rest, 2, sync_ds, c, "error syncing daemon set %s: %s");
+	c->work = keyed_new(m, "daemonset", c->rest, 2, sync_ds, c, "error syncing daemon set %s: %s");
 	LOG_INFO("\"Starting daemon sets controller\"");
 	return c;
 }

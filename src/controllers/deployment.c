@@ -1052,7 +1052,7 @@ struct deployment *deployment_new(struct controller_manager *m)
 	}
 	c->pods_by_owner = cm_index(m, "/api/v1/pods", index_controller_uid);
 	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);
-	c->work = keyed_new(m, c->rest, m->workers, sync_deployment, c, "error syncing deployment %s: %s");
+	c->work = keyed_new(m, "deployment", c->rest, m->workers, sync_deployment, c, "error syncing deployment %s: %s");
 	LOG_INFO("\"Starting controller\" controller=\"deployment\"");
 	return c;
 }

@@ -552,7 +552,7 @@ static struct endpoints *endpoints_make(struct controller_manager *m, bool slice
 	c->events = event_recorder_new(m->loop, c->rest,
 				       slices ? "endpoint-slice-controller" : "endpoint-controller",
 				       NULL, 3);
-	c->work = keyed_new(m, c->rest, m->workers, sync_service, c,
+	c->work = keyed_new(m, "endpoint", c->rest, m->workers, sync_service, c,
 			    slices ? "error syncing endpoint slices for service %s: %s"
 				   : "error syncing service %s: %s");
 	LOG_INFO(slices ? "\"Starting endpoint slice controller\""

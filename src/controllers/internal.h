@@ -59,6 +59,8 @@ struct controller_manager {
 	} indexes[8]; /* every index asked for, to share them */
 	int nindexes;
 	struct metrics *metrics; /* the controllers' series (kube-controller-manager's /metrics) */
+	/* kube-state-metrics' CSR series, kept by the CSR informer's handlers. */
+	struct metric_family *m_csr_condition, *m_csr_created;
 	struct secure_server *serving; /* --secure-port, or NULL */
 	struct informer *csrs;
 	struct timer *sync_wait; /* "Caches are synced" once the first list is in */

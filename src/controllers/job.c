@@ -887,7 +887,7 @@ struct jobctl *jobctl_new(struct controller_manager *m)
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->pods_by_owner = cm_index(m, "/api/v1/pods", index_controller_uid);
 	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);
-	c->work = keyed_new(m, c->rest, WORKERS, sync_job, c, "syncing job: %s: %s");
+	c->work = keyed_new(m, "job", c->rest, WORKERS, sync_job, c, "syncing job: %s: %s");
 	LOG_INFO("\"Starting job controller\"");
 	return c;
 }

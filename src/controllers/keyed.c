@@ -264,8 +264,8 @@ void ksync_requeue_after(struct ksync *s, int64_t delay_ns)
 	workqueue_add_after(s->k->q, s->key, delay_ns);
 }
 
-struct keyed *keyed_new(struct controller_manager *m, struct rest_client *rest, int workers, ksync_fn sync, void *ctl,
-			const char *error_fmt)
+struct keyed *keyed_new(struct controller_manager *m, const char *name, struct rest_client *rest,
+			int workers, ksync_fn sync, void *ctl, const char *error_fmt)
 {
 	struct keyed *k = calloc(1, sizeof(*k));
 	if (!k)
@@ -276,6 +276,7 @@ struct keyed *keyed_new(struct controller_manager *m, struct rest_client *rest, 
 	k->ctl = ctl;
 	k->error_fmt = str_dup(error_fmt);
 	k->q = workqueue_new(m->loop, workers, process, k);
+	workqueue_instrument(k->q, m->metrics, name);
 	return k;
 }
 

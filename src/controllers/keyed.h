@@ -36,9 +36,10 @@ typedef void (*ksync_fn)(void *ctl, struct ksync *s);
 typedef void (*ksync_cb)(struct ksync *s, void *arg, int status, json_t *body, const char *err);
 
 /* Requests go through rest (the controller's client, cm_client);
- * error_fmt: printf format with two %s (key, message), upstream's wording. */
-struct keyed *keyed_new(struct controller_manager *m, struct rest_client *rest, int workers,
-			ksync_fn sync, void *ctl, const char *error_fmt);
+ * error_fmt: printf format with two %s (key, message), upstream's wording;
+ * name: the work queue's in the workqueue_* metrics (upstream's). */
+struct keyed *keyed_new(struct controller_manager *m, const char *name, struct rest_client *rest,
+			int workers, ksync_fn sync, void *ctl, const char *error_fmt);
 void keyed_add(struct keyed *k, const char *key);
 void keyed_add_after(struct keyed *k, const char *key, int64_t delay_ns);
 void keyed_stop(struct keyed *k);

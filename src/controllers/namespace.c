@@ -548,7 +548,7 @@ struct nsctl *namespace_new(struct controller_manager *m)
 	c->rest = cm_client(m, "namespace-controller");
 	c->m = m;
 	c->namespaces = cm_informer(m, "/api/v1/namespaces", &h);
-	c->work = keyed_new(m, c->rest, WORKERS, sync_namespace, c, "deletion of namespace %s failed: %s");
+	c->work = keyed_new(m, "namespace", c->rest, WORKERS, sync_namespace, c, "deletion of namespace %s failed: %s");
 	c->resync = loop_timer(m->loop, on_resync, c);
 	timer_after(c->resync, RESYNC_NS);
 	LOG_INFO("\"Starting namespace controller\"");

@@ -659,7 +659,7 @@ struct replicaset *replicaset_new(struct controller_manager *m)
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->pods_by_ns = cm_index(m, "/api/v1/pods", index_namespace);
 	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);
-	c->work = keyed_new(m, c->rest, m->workers, sync_set, c, "sync %s failed with %s");
+	c->work = keyed_new(m, "replicaset", c->rest, m->workers, sync_set, c, "sync %s failed with %s");
 	LOG_INFO("\"Starting controller\" name=\"replicaset\"");
 	return c;
 }

@@ -517,7 +517,7 @@ struct statefulset *statefulset_new(struct controller_manager *m)
 	c->pods_by_owner = cm_index(m, "/api/v1/pods", index_controller_uid);
 	c->revs_by_owner = cm_index(m, CR_PATH, index_controller_uid);
 	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);
-	c->work = keyed_new(m, c->rest, m->workers, sync_set, c, "error syncing StatefulSet %s: %s");
+	c->work = keyed_new(m, "statefulset", c->rest, m->workers, sync_set, c, "error syncing StatefulSet %s: %s");
 	LOG_INFO("\"Starting stateful set controller\"");
 	return c;
 }

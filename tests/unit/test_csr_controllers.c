@@ -26,6 +26,7 @@
 #include "base/jx.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "base/metrics.h"
 #include "base/timeutil.h"
 
 #include <fcntl.h>
@@ -715,6 +716,26 @@ static void test_denied_is_never_signed(void **state)
 	assert_false(csr_issued(csr));
 	assert_int_equal(json_array_size(jx_get(csr, "status.conditions")), 1);
 	json_decref(csr);
+
+	/* kube-state-metrics' CSR series and the certificate queue's. */
+	char *text = metrics_render(w->cm->metrics);
+	static const char *const want[] = {
+	    "kube_certificatesigningrequest_condition{certificatesigningrequest=\"alice-denied\","
+	    "signer_name=\"kubernetes.io/kube-apiserver-client\",condition=\"denied\"} 1\n",
+	    "kube_certificatesigningrequest_condition{certificatesigningrequest=\"alice-denied\","
+	    "signer_name=\"kubernetes.io/kube-apiserver-client\",condition=\"approved\"} 0\n",
+	    "kube_certificatesigningrequest_condition{certificatesigningrequest=\"alice-server\","
+	    "signer_name=\"kubernetes.io/kube-apiserver-client\",condition=\"failed\"} 1\n",
+	    "kube_certificatesigningrequest_condition{certificatesigningrequest=\"alice-approved\","
+	    "signer_name=\"kubernetes.io/kube-apiserver-client\",condition=\"approved\"} 1\n",
+	    "kube_certificatesigningrequest_created{certificatesigningrequest=\"alice-approved\","
+	    "signer_name=\"kubernetes.io/kube-apiserver-client\"} 1.",
+	    "workqueue_adds_total{name=\"certificate\"} ",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (!strstr(text, want[i]))
+			fail_msg("no \"%s\" in\n%s", want[i], text);
+	free(text);
 }
 
 /* The cleaner deletes, through the API, an issued CSR approved more than an

@@ -39,6 +39,26 @@ static void test_counter_labels_escaping(void **state)
 	metrics_free(m);
 }
 
+/* A deleted object's series go; the others stay in order. */
+static void test_remove(void **state)
+{
+	struct metrics *m = metrics_new();
+	struct metric_family *f = metrics_gauge(m, "kube_x", "X.", "name,condition");
+	metrics_set(metrics_with(f, "a", "approved"), 1);
+	metrics_set(metrics_with(f, "b", "approved"), 0);
+	metrics_set(metrics_with(f, "c", "approved"), 1);
+	metrics_remove(f, "b", "approved");
+	metrics_remove(f, "zz", "approved"); /* none: nothing */
+	assert_render(m, "# HELP kube_x X.\n"
+	                 "# TYPE kube_x gauge\n"
+	                 "kube_x{name=\"a\",condition=\"approved\"} 1\n"
+	                 "kube_x{name=\"c\",condition=\"approved\"} 1\n");
+	metrics_remove(f, "a", "approved");
+	metrics_remove(f, "c", "approved");
+	assert_render(m, "");
+	metrics_free(m);
+}
+
 static void test_gauge_and_plain_counter(void **state)
 {
 	struct metrics *m = metrics_new();
@@ -245,6 +265,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_counter_labels_escaping),
 	    cmocka_unit_test(test_gauge_and_plain_counter),
+	    cmocka_unit_test(test_remove),
 	    cmocka_unit_test(test_histogram),
 	    cmocka_unit_test(test_histogram_no_labels),
 	    cmocka_unit_test(test_gauge_func),

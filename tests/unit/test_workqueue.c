@@ -10,7 +10,9 @@
 
 #include "base/clock.h"
 #include "base/loop.h"
+#include "base/metrics.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 struct log {
@@ -131,10 +133,53 @@ static void test_add_after_keeps_earliest(void **state)
 	loop_free(loop);
 }
 
+/* upstream's workqueue_* series, labelled with the queue's name. */
+static void test_metrics(void **state)
+{
+	struct loop *loop = loop_new();
+	struct metrics *m = metrics_new();
+	struct log l = {.hold = true};
+	char *text;
+
+	l.q = workqueue_new(loop, 1, process, &l);
+	workqueue_instrument(l.q, m, "certificate");
+	workqueue_add(l.q, "a");
+	workqueue_add(l.q, "b");
+	workqueue_add(l.q, "a"); /* already queued: not an add */
+	text = metrics_render(m);
+	assert_non_null(strstr(text, "workqueue_depth{name=\"certificate\"} 2\n"));
+	assert_non_null(strstr(text, "workqueue_adds_total{name=\"certificate\"} 2\n"));
+	free(text);
+	clock_advance(3 * NS_PER_MS); /* a waits 3 ms, then is held */
+	assert_int_equal(l.n, 1);
+	clock_advance(2 * NS_PER_SEC);
+	workqueue_add(l.q, "a"); /* dirty while processing: an add */
+	workqueue_retry(l.q, "b");
+	text = metrics_render(m);
+	assert_non_null(strstr(text, "workqueue_depth{name=\"certificate\"} 1\n"));
+	assert_non_null(strstr(text, "workqueue_adds_total{name=\"certificate\"} 3\n"));
+	assert_non_null(strstr(text, "workqueue_retries_total{name=\"certificate\"} 1\n"));
+	assert_non_null(strstr(
+		text, "workqueue_queue_duration_seconds_bucket{name=\"certificate\",le=\"0.01\"} 1\n"));
+	free(text);
+	workqueue_done(l.q, "a"); /* worked 2 s */
+	text = metrics_render(m);
+	assert_non_null(strstr(text, "workqueue_work_duration_seconds_bucket{name=\"certificate\","
+				     "le=\"1\"} 0\n"));
+	assert_non_null(strstr(text, "workqueue_work_duration_seconds_bucket{name=\"certificate\","
+				     "le=\"10\"} 1\n"));
+	assert_non_null(strstr(text, "workqueue_unfinished_work_seconds{name=\"certificate\"} 0\n"));
+	free(text);
+	workqueue_free(l.q);
+	metrics_free(m);
+	loop_free(loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_dedup_and_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dirty_key_reruns_after_done, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_backoff_doubles_and_forget_resets, setup,
 						teardown),

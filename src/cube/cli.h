@@ -8,7 +8,11 @@
 #ifndef CUBE_CLI_H
 #define CUBE_CLI_H
 
+#include "base/strv.h"
+
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 struct loop;
@@ -59,6 +63,20 @@ struct secure_serving_opts;
 /* 1: c was one of them (stored), 0: not, EXIT_USAGE: a bad value (printed). */
 int cli_serving_flag(const char *cmd, int c, const char *arg, struct secure_serving_opts *o);
 
+/* ---- tables as Go's tabwriter prints them (minwidth 10, padding 3) ---- */
+
+#define CLI_TABLE_COLS 8
+
+struct cli_table {
+	struct strv cells; /* row-major, ncols per row */
+	size_t ncols;      /* at most CLI_TABLE_COLS */
+};
+void cli_table_row(struct cli_table *t, const char *const *cells);
+/* Print the rows, the last column unpadded, and free them. */
+void cli_table_print(struct cli_table *t);
+/* "Dec 30, 2025 23:36 UTC": Go's "Jan 02, 2006 15:04 MST", as kubeadm prints. */
+char *cli_expires(int64_t ns, char *buf, size_t n);
+
 /* Print usage text (stdout) and return 0: for --help. */
 int cli_help(const char *usage);
 
@@ -76,5 +94,8 @@ int cmd_restart(int argc, char **argv);
 int cmd_scenario(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+/* cube certs report (cmd_certs_report.c) */
+int certs_report(int argc, char **argv);
+extern const char certs_report_usage[];
 
 #endif

@@ -22,55 +22,6 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- a tabwriter like Go's (minwidth 10, padding 3), as kubeadm prints ---- */
-
-#define TAB_COLS 8
-
-struct tab {
-	struct strv cells; /* row-major, ncols per row */
-	size_t ncols;
-};
-
-static void tab_row(struct tab *t, const char *const *cells)
-{
-	for (size_t i = 0; i < t->ncols; i++)
-		strv_push(&t->cells, cells[i] ? cells[i] : "");
-}
-
-static void tab_print(struct tab *t)
-{
-	size_t w[TAB_COLS] = {0}, rows = t->cells.n / t->ncols;
-
-	for (size_t i = 0; i < t->cells.n; i++) {
-		size_t len = strlen(t->cells.v[i]) + 3;
-		if (len < 10)
-			len = 10;
-		if (len > w[i % t->ncols])
-			w[i % t->ncols] = len;
-	}
-	for (size_t r = 0; r < rows; r++) {
-		for (size_t c = 0; c < t->ncols; c++) {
-			const char *cell = t->cells.v[r * t->ncols + c];
-			/* The last column is not padded, as tabwriter leaves it. */
-			if (c + 1 == t->ncols)
-				printf("%s\n", cell);
-			else
-				printf("%-*s", (int)w[c], cell);
-		}
-	}
-	strv_free(&t->cells);
-}
-
-/* "Dec 30, 2025 23:36 UTC": Go's "Jan 02, 2006 15:04 MST", as kubeadm prints. */
-static char *fmt_expires(int64_t ns, char *buf, size_t n)
-{
-	time_t t = (time_t)(ns / NS_PER_SEC);
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	strftime(buf, n, "%b %d, %Y %H:%M UTC", &tm);
-	return buf;
-}
-
 /* ---- check-expiration ------------------------------------------------------ */
 
 static const char check_usage[] =
@@ -135,11 +86,11 @@ static void print_tables(const struct expiry_report *rep, int64_t now)
 					 "CERTIFICATE AUTHORITY", "EXTERNALLY MANAGED"};
 	static const char *const h2[] = {"CERTIFICATE AUTHORITY", "EXPIRES", "RESIDUAL TIME",
 					 "EXTERNALLY MANAGED"};
-	struct tab certs = {STRV_INIT, 5}, cas = {STRV_INIT, 4};
+	struct cli_table certs = {STRV_INIT, 5}, cas = {STRV_INIT, 4};
 	bool any_ca = false;
 
-	tab_row(&certs, h1);
-	tab_row(&cas, h2);
+	cli_table_row(&certs, h1);
+	cli_table_row(&cas, h2);
 	for (size_t i = 0; i < rep->n; i++) {
 		const struct expiry_row *row = &rep->rows[i];
 		char name[512], exp[64] = "", left[DURATION_BUF] = "";
@@ -149,23 +100,23 @@ static void print_tables(const struct expiry_report *rep, int64_t now)
 				 row->name);
 		} else {
 			snprintf(name, sizeof(name), "%s", row->name);
-			fmt_expires(row->not_after_ns, exp, sizeof(exp));
+			cli_expires(row->not_after_ns, exp, sizeof(exp));
 			duration_short_human(row->not_after_ns - now, left);
 		}
 		const char *ext = row->external ? "yes" : "no";
 		if (row->is_ca) {
 			const char *cells[] = {name, exp, left, ext};
-			tab_row(&cas, cells);
+			cli_table_row(&cas, cells);
 			any_ca = true;
 		} else {
 			const char *cells[] = {name, exp, left, row->ca, ext};
-			tab_row(&certs, cells);
+			cli_table_row(&certs, cells);
 		}
 	}
-	tab_print(&certs);
+	cli_table_print(&certs);
 	if (any_ca) {
 		printf("\n");
-		tab_print(&cas);
+		cli_table_print(&cas);
 	} else {
 		strv_free(&cas.cells);
 	}
@@ -186,7 +137,7 @@ static int print_findings(const struct expiry_report *rep, int64_t now, const ch
 		if (bad++ == 0)
 			printf("\n");
 		if (row->not_after_ns)
-			fmt_expires(row->not_after_ns, exp, sizeof(exp));
+			cli_expires(row->not_after_ns, exp, sizeof(exp));
 		switch (row->status) {
 		case EXPIRY_WARNING:
 			printf("WARNING: %s \"%s\" expires in %s (%s), inside the %s warning "
@@ -788,6 +739,8 @@ int cmd_certs(int argc, char **argv)
 	static const struct cli_command cmds[] = {
 		{"check-expiration", "when each cluster and kubelet certificate expires",
 		 certs_check, check_usage},
+		{"report", "every node's certificates from the API alone", certs_report,
+		 certs_report_usage},
 		{"inspect", "show a certificate or CSR", certs_inspect, inspect_usage},
 		{"verify", "verify certificates against a CA", certs_verify, verify_usage},
 		{"sign-csr", "sign a CSR with the cluster CA", certs_sign, sign_usage},

@@ -37,7 +37,7 @@ static const char main_usage[] =
 	"  scheduler           binds pods to nodes (filters, scores, preemption, backoff queue)\n"
 	"  kubelet             the node agent: bootstrap, certificate rotation, heartbeats, pods\n"
 	"  pki init            create a cluster's PKI (CA, serving and client certs, kubeconfigs)\n"
-	"  certs               check-expiration, inspect, verify, sign-csr, new-csr\n"
+	"  certs               check-expiration, report, inspect, verify, sign-csr, new-csr\n"
 	"  logs                a component's or a node's kubelet log (cube up's data dir)\n"
 	"  fault               break a running cube up cluster: expired or foreign certificates,\n"
 	"                      no rotation, no approver, no RBAC binding, partitions, clock skew\n"

@@ -39,7 +39,7 @@ struct slot {
 	struct log_scope log; /* <root-dir>/<name>/kubelet.log: this kubelet's lines */
 	struct kubelet *k;    /* NULL while stopped */
 	struct timer *restart;
-	bool stopped;         /* kubelet_pool_control STOP: no restart until START */
+	int last_port;        /* the HTTPS port its last run served on */
 	bool unreachable;     /* partitioned from the API server */
 };
 
@@ -97,15 +97,33 @@ static int slot_open(struct slot *s)
 	return s->k ? 0 : ERR_INVALID;
 }
 
+static void slot_stop(struct slot *s)
+{
+	timer_cancel(s->restart);
+	if (s->k && kubelet_port(s->k) > 0)
+		s->last_port = kubelet_port(s->k);
+	kubelet_free(s->k);
+	s->k = NULL;
+}
+
 static void restart(void *arg)
 {
 	struct slot *s = arg;
+	bool any_port;
 
+	slot_stop(s);
 	reload_config(s);
-	kubelet_free(s->k);
+	/* "Any port" serves again on the one it had, as a node's kubelet on
+	 * 10250, so the API server's proxy finds it before the next status
+	 * update; a port gone meanwhile makes the retry take any. */
+	any_port = s->cfg.port < 0;
+	if (any_port && s->last_port > 0)
+		s->cfg.port = s->last_port;
 	s->k = kubelet_new(s->pool->loop, &s->cfg);
 	if (s->k)
 		kubelet_set_unreachable(s->k, s->unreachable);
+	if (any_port)
+		s->last_port = 0;
 	if (!s->k || kubelet_start(s->k) < 0) {
 		LOG_ERROR("\"Hollow kubelet failed to start; retrying\" node=\"%s\" err=\"%s\"",
 			  s->cfg.node_name, err_msg());
@@ -189,13 +207,6 @@ static struct slot *slot_named(const struct kubelet_pool *p, const char *name)
 	return NULL;
 }
 
-static void slot_stop(struct slot *s)
-{
-	timer_cancel(s->restart);
-	kubelet_free(s->k);
-	s->k = NULL;
-}
-
 int kubelet_pool_control(struct kubelet_pool *p, const char *name, enum kubelet_pool_op op,
 			 int64_t arg)
 {
@@ -209,11 +220,9 @@ int kubelet_pool_control(struct kubelet_pool *p, const char *name, enum kubelet_
 	case KUBELET_POOL_STOP:
 		LOG_INFO("\"Stopping kubelet\" node=\"%s\"", name);
 		slot_stop(s);
-		s->stopped = true;
 		break;
 	case KUBELET_POOL_START:
-		if (s->stopped || !s->k) {
-			s->stopped = false;
+		if (!s->k) {
 			LOG_INFO("\"Starting kubelet\" node=\"%s\"", name);
 			restart(s);
 		}
@@ -221,8 +230,6 @@ int kubelet_pool_control(struct kubelet_pool *p, const char *name, enum kubelet_
 	case KUBELET_POOL_RESTART:
 		/* systemctl restart: stop, then start with config.yaml read again. */
 		LOG_INFO("\"Restarting kubelet\" node=\"%s\"", name);
-		slot_stop(s);
-		s->stopped = false;
 		restart(s);
 		break;
 	case KUBELET_POOL_PARTITION:

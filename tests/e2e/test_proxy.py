@@ -3,7 +3,11 @@
 (status.daemonEndpoints), and `kubectl get --raw
 /api/v1/nodes/NODE/proxy/...` reaches it with the apiserver-kubelet-client
 certificate: /configz, /healthz, /metrics; RBAC's nodes/proxy decides who may;
-a kubelet that is down answers upstream's 503.
+a kubelet that is down answers upstream's 503. `cube certs report` reads
+every node's certificates the same way, from the API alone.
+
+The nodes' certificates live a year here (no --cert-ttl), as a real
+cluster's, so that only the faults bring one inside the warning window.
 """
 
 import json
@@ -15,9 +19,13 @@ from test_fault import FAST, fault
 from test_up import NODES, Up, ready_nodes, wait_for
 
 
+YEAR_LONG = tuple(a for i, a in enumerate(FAST)
+                  if a != "--cert-ttl" and (i == 0 or FAST[i - 1] != "--cert-ttl"))
+
+
 @pytest.fixture
 def cluster(cube, tmp, run):
-    u = Up(cube, tmp / "cluster", run, *FAST)
+    u = Up(cube, tmp / "cluster", run, *YEAR_LONG)
     wait_for(lambda: ready_nodes(u) == set(NODES), 30, "3 Ready nodes")
     yield u
     if u.proc.poll() is None:
@@ -40,7 +48,7 @@ def test_node_proxy(cluster):
     assert raw(u, "/api/v1/nodes/node-1/proxy/healthz").stdout == "ok"
     metrics = raw(u, "/api/v1/nodes/node-1/proxy/metrics").stdout
     m = re.search(r"^kubelet_certificate_manager_client_ttl_seconds (\S+)$", metrics, re.M)
-    assert m and 0 < float(m.group(1)) <= 600, metrics[:2000]
+    assert m and 364 * 86400 < float(m.group(1)) <= 365 * 86400, metrics[:2000]
     # Each node answers for itself: node-2's pods are node-2's.
     pods = json.loads(raw(u, "/api/v1/nodes/node-2/proxy/pods").stdout)
     assert pods["kind"] == "PodList", pods
@@ -103,4 +111,46 @@ def test_kubectl_logs(cluster):
     wait_for(lambda: u.kubectl("logs", "two", "-c", "a", check=False).returncode == 0, 30,
              "container a running")
     assert u.kubectl("logs", "two", "-c", "b").stdout == ""
+    assert u.stop() == 0
+
+
+def test_certs_report(cluster):
+    """The seeds' monthly inspection: each node's certificates as its kubelet
+    reports them, the newest CSR where it cannot, the control plane's as a
+    client sees them; exit 1 naming what is inside the window."""
+    u = cluster
+    report = [u.cube, "certs", "report", "--kubeconfig", u.data / "admin.conf"]
+    p = u.run(*report)
+    for n in NODES:
+        assert re.search(rf"^{n}\s+client\s+.*\s+364d\s+kubelet metrics$", p.stdout, re.M) and \
+            re.search(rf"^{n}\s+serving\s", p.stdout, re.M), p.stdout
+    assert re.search(r"^node-0\s+client\s+\w{3} \d\d, \d{4} \d\d:\d\d UTC\s+364d\s+kubelet metrics$",
+                     p.stdout, re.M), p.stdout
+    assert re.search(r"^node-0\s+serving\s+-\s+-\s+no serving TTL: serverTLSBootstrap is off",
+                     p.stdout, re.M), p.stdout
+    assert re.search(r"^apiserver\s+serving\s+.*\s+TLS handshake with https://127\.0\.0\.1:",
+                     p.stdout, re.M), p.stdout
+    assert re.search(r"^ca\s+ca\s+.*\s+9y\s+this kubeconfig$", p.stdout, re.M), p.stdout
+
+    # A certificate ten days from its end (rotation is far off: an hour into
+    # its life), and a kubelet that is down.
+    fault(u, "expire-cert", "node-0", "--in", "10d")
+    fault(u, "stop-kubelet", "node-2")
+    wait_for(lambda: "9d" in u.run(*report, check=False).stdout, 30,
+             "node-0's new certificate in its kubelet's metrics")
+    p = u.run(*report, check=False)
+    assert p.returncode == 1, p.stdout
+    assert re.search(r"^node-0\s+client\s+.*\s+9d\s+kubelet metrics$", p.stdout, re.M), p.stdout
+    assert re.search(r"^node-2\s+client\s+.*\s+364d\s+CSR csr-\w+ \(kubelet unreachable: "
+                     r"error trying to reach service: ", p.stdout, re.M), p.stdout
+    assert re.search(r"^WARNING: node-0's client certificate expires in 9d \(.*\), inside the "
+                     r"30d warning window$", p.stdout, re.M), p.stdout
+    assert "node-1's" not in p.stdout
+    # JSON, and a narrower window.
+    doc = json.loads(u.run(*report, "-o", "json", check=False).stdout)
+    node0 = [c for c in doc["certificates"]
+             if c["owner"] == "node-0" and c["certificate"] == "client"][0]
+    assert node0["status"] == "warning" and node0["source"] == "kubelet metrics", node0
+    assert 9 * 86400e9 < node0["residualTime"] <= 10 * 86400e9, node0
+    assert u.run(*report, "--warn-within", "5d").returncode == 0
     assert u.stop() == 0

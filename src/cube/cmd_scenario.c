@@ -380,48 +380,327 @@ static int scenario_1(struct scen *s)
 	return 0;
 }
 
-/* Recovery plan 1: delete the expired certificate, restart the kubelet. */
-static int plan_1(struct scen *s)
+/* Issued CSRs from a user starting with user. */
+static int count_issued(struct scen *s, const char *user)
+{
+	json_t **v;
+	size_t n = scen_csrs(s, &v);
+	int count = 0;
+
+	for (size_t i = 0; i < n; i++)
+		count += !strncmp(jx_str(v[i], "spec.username") ?: "", user, strlen(user)) &&
+		         jx_str(v[i], "status.certificate") != NULL;
+	free(v);
+	return count;
+}
+
+/* The node back: Ready, its unreachable taints gone, the pinned pod (when
+ * there is one) running there. */
+static int node_back(struct scen *s, double t_restart)
 {
 	struct node_is ready = {NODE, "True"};
 	struct taint_is ns = {NODE, "node.kubernetes.io/unreachable", "NoSchedule", false};
 	struct taint_is ne = {NODE, "node.kubernetes.io/unreachable", "NoExecute", false};
-	struct csr_is csr = {.prefix = "node-csr-", .user = "system:bootstrap:"};
-	double t_restart, t_ready, t_clean;
-	bool issued;
+	double t_ready, t_clean;
 
-	scen_say(s, "Recovery plan 1: delete the expired certificate and restart the kubelet. "
-	            "With no client certificate it bootstraps again with the bootstrap token "
-	            "(rotation is off: a node-csr-<hash> CSR), which the approver approves.");
-	scen_mark(s,
-	          "rm -f kubelet-client-current.pem; systemctl restart kubelet (cube restart " NODE
-	          ")");
-	scen_sh(s, true, "rm -f \"$CUBE_DATA/nodes/" NODE "/pki/kubelet-client-current.pem\"",
-	        NULL);
-	t_restart = scen_now(s);
-	if (scen_sh(s, true, "cube restart --data-dir \"$CUBE_DATA\" " NODE, NULL) != 0)
-		return -1;
 	if ((t_ready = scen_wait(s, NODE " Ready again", node_ready_is, &ready, 60)) < 0)
 		return -1;
 	scen_expect(s, NODE " Ready again after the restart", true, "%.1fs after the restart",
 	            t_ready - t_restart);
-	issued = csr_issued(s, &csr);
-	scen_expect(s, "a new certificate through the bootstrap token", issued,
-	            "%s by system:bootstrap:<token-id>", issued ? csr.name : "none");
 	if (scen_wait(s, "unreachable:NoSchedule removed", taint_is, &ns, 15) < 0 ||
 	    (t_clean = scen_wait(s, "unreachable:NoExecute removed", taint_is, &ne, 15)) < 0)
 		return -1;
 	/* NoExecute goes in the first monitor pass that observes Ready. */
 	scen_expect_time(s, "taints removed after Ready", t_clean - t_ready, monitor_period(s) / 2,
 	                 tolerance(s));
-	if (scen_wait(s, "pod pinned Running on " NODE, pinned_running, NULL, 60) >= 0)
+	if (scen_pod(s, "default/pinned") &&
+	    scen_wait(s, "pod pinned Running on " NODE, pinned_running, NULL, 60) >= 0)
 		scen_expect(s, "the pending pod is scheduled on " NODE " again", true, "Running");
+	return 0;
+}
+
+/* Recovery plan 1: delete the expired certificate, restart the kubelet. */
+static int plan_1(struct scen *s)
+{
+	int before = count_issued(s, "system:bootstrap:"), after;
+	double t_restart;
+
+	scen_say(s, "Recovery plan 1: delete the certificate and restart the kubelet. With no "
+	            "client certificate it bootstraps again with the bootstrap token (a "
+	            "node-csr-<hash> CSR with rotation off, csr-<random> with it on), which the "
+	            "approver approves.");
+	scen_mark(s,
+	          "rm -f kubelet-client-current.pem; systemctl restart kubelet (cube restart " NODE
+	          ")");
+	scen_sh(s, true, "rm -f \"$CUBE_DATA/nodes/" NODE "/pki/kubelet-client-current.pem\"",
+	        NULL);
+	t_restart = scen_now(s);
+	if (scen_sh(s, true, "cube restart --data-dir \"$CUBE_DATA\" " NODE, NULL) != 0 ||
+	    node_back(s, t_restart) < 0)
+		return -1;
+	after = count_issued(s, "system:bootstrap:");
+	scen_expect(s, "a new certificate through the bootstrap token", after == before + 1,
+	            "%d bootstrap CSRs issued before, %d after", before, after);
 	scen_sh(s, true, "ls -la \"$CUBE_DATA/nodes/" NODE "/pki/kubelet-client-current.pem\"",
 	        NULL);
 	scen_sh(s, true, "kubectl get nodes " NODE, NULL);
 	scen_sh(s, true, "kubectl get csr", NULL);
 	scen_sh(s, true, "kubectl get pods -o wide", NULL);
 	return 0;
+}
+
+/* Recovery plan 2: sign a certificate by hand with the cluster CA. */
+static int plan_2(struct scen *s)
+{
+	json_t **v;
+	size_t n = scen_csrs(s, &v);
+	int before = (int)n, after;
+	double t_restart;
+	char *out = NULL;
+
+	free(v);
+	scen_say(s, "Recovery plan 2, when rotation has failed for good: sign a client "
+	            "certificate by hand with the cluster CA (the seeds' openssl commands, on the "
+	            "kubelet's own key), put it in the kubelet's store — one file, certificate "
+	            "then key — and restart the kubelet. No CSR: the certificate comes from the "
+	            "CA's key.");
+	if (scen_sh(s, true,
+	            "mkdir -p \"$CUBE_DATA/plan-2\" && cd \"$CUBE_DATA/plan-2\" && "
+	            "openssl pkey -in \"$CUBE_DATA/nodes/" NODE "/pki/kubelet-client-current.pem\" "
+	            "-out kubelet-client.key && "
+	            "openssl req -new -key kubelet-client.key -subj "
+	            "\"/CN=system:node:" NODE "/O=system:nodes\" -out kubelet-client.csr && "
+	            "openssl x509 -req -in kubelet-client.csr -CA \"$CUBE_DATA/pki/ca.crt\" "
+	            "-CAkey \"$CUBE_DATA/pki/ca.key\" -CAcreateserial -days 365 "
+	            "-out kubelet-client.crt 2>&1",
+	            NULL) != 0)
+		return -1;
+	scen_mark(s, "cat kubelet-client.crt kubelet-client.key > kubelet-client-current.pem; "
+	             "systemctl restart kubelet (cube restart " NODE ")");
+	if (scen_sh(s, true,
+	            "cd \"$CUBE_DATA/plan-2\" && cat kubelet-client.crt kubelet-client.key > "
+	            "\"$CUBE_DATA/nodes/" NODE "/pki/kubelet-client-current.pem\"",
+	            NULL) != 0)
+		return -1;
+	t_restart = scen_now(s);
+	if (scen_sh(s, true, "cube restart --data-dir \"$CUBE_DATA\" " NODE, NULL) != 0 ||
+	    node_back(s, t_restart) < 0)
+		return -1;
+	n = scen_csrs(s, &v);
+	after = (int)n;
+	free(v);
+	scen_expect(s, "no CSR: the certificate came from the CA directly", after == before,
+	            "%d CSRs before, %d after", before, after);
+	scen_sh(s, true,
+	        "openssl x509 -in \"$CUBE_DATA/nodes/" NODE "/pki/kubelet-client-current.pem\" "
+	        "-noout -subject -issuer -enddate",
+	        &out);
+	scen_expect(s, "the new certificate: CN=system:node:" NODE ", issued by the cluster CA",
+	            out && strstr(out, "CN = system:node:" NODE) && strstr(out, "issuer="), "%s",
+	            out ? out : "");
+	free(out);
+	return 0;
+}
+
+static bool pinned_bound(struct scen *s, void *arg)
+{
+	json_t *p = scen_pod(s, "default/pinned");
+	return p && !strcmp(jx_str(p, "spec.nodeName") ?: "", NODE);
+}
+
+/* Recovery plan 3: tolerate the taint, for one urgent pod. */
+static int plan_3(struct scen *s)
+{
+	double t_patch;
+
+	scen_say(s, "Recovery plan 3, for emergency scheduling only: tolerate the taint. The "
+	            "seeds' patch tolerates unreachable:NoExecute — eviction — but the scheduler "
+	            "filters on unreachable:NoSchedule, so the pod stays Pending.");
+	if (scen_sh(s, true,
+	            "kubectl patch pod pinned -p '{\"spec\":{\"tolerations\":[{\"key\":"
+	            "\"node.kubernetes.io/unreachable\",\"operator\":\"Exists\",\"effect\":"
+	            "\"NoExecute\"}]}}'",
+	            NULL) != 0)
+		return -1;
+	t_patch = scen_now(s);
+	scen_wait(s, "(the scheduler retries the updated pod)", time_reached,
+	          &(double){t_patch + 3}, 5);
+	scen_expect(s, "the seeds' NoExecute toleration alone leaves the pod Pending",
+	            !pinned_bound(s, NULL), "%s",
+	            pinned_bound(s, NULL) ? "bound to " NODE : "not bound");
+	scen_sh(s, true, "kubectl describe pod pinned | sed -n '/Tolerations:/,/Events:/p'", NULL);
+	scen_say(s, "Tolerating NoSchedule too lets the scheduler bind the pod to " NODE
+	            " — which, cut off, never starts it: plan 3 moves a pod, it does not repair "
+	            "the node. A pod's tolerations can only be added to (upstream's update "
+	            "rule), so the patch keeps the first one.");
+	if (scen_sh(s, true,
+	            "kubectl patch pod pinned -p '{\"spec\":{\"tolerations\":[{\"key\":"
+	            "\"node.kubernetes.io/unreachable\",\"operator\":\"Exists\",\"effect\":"
+	            "\"NoExecute\"},{\"key\":\"node.kubernetes.io/unreachable\",\"operator\":"
+	            "\"Exists\",\"effect\":\"NoSchedule\"}]}}'",
+	            NULL) != 0)
+		return -1;
+	if (scen_wait(s, "pod pinned bound to " NODE, pinned_bound, NULL, 30) < 0)
+		return -1;
+	scen_expect(s, "tolerating unreachable:NoSchedule too binds the pod to " NODE, true,
+	            "spec.nodeName=" NODE ", phase %s",
+	            jx_str(scen_pod(s, "default/pinned"), "status.phase") ?: "?");
+	scen_sh(s, true, "kubectl get pod pinned -o wide", NULL);
+	return 0;
+}
+
+/* The CA mismatch (failure table: kubelet registration fails). */
+static int ca_mismatch(struct scen *s)
+{
+	const struct scen_timings *t = scen_timings(s);
+	struct node_is unknown = {NODE, "Unknown"};
+	double t_fault, t_unknown;
+	char *out = NULL;
+
+	scen_say(s, "The failure table's CA mismatch: " NODE "'s client certificate is replaced "
+	            "by one a foreign CA signed. The API server cannot verify it (401), and the "
+	            "node goes Unknown after the grace period.");
+	t_fault = scen_now(s);
+	if (scen_fault(s, "wrong-ca " NODE))
+		return -1;
+	if ((t_unknown = scen_wait(s, NODE " Ready=Unknown", node_ready_is, &unknown,
+	                           (double)t->grace_ns / 1e9 + 30)) < 0)
+		return -1;
+	scen_expect(s, NODE " Unknown after the grace period",
+	            t_unknown - t_fault >= (double)t->grace_ns / 1e9 - 1,
+	            "%.1fs after the certificate changed", t_unknown - t_fault);
+	scen_sh(s, true, "cube logs --data-dir \"$CUBE_DATA\" apiserver | grep -i x509 | tail -2",
+	        &out);
+	scen_expect(s, "the API server logs x509: certificate signed by unknown authority",
+	            out && strstr(out, "x509: certificate signed by unknown authority"), "%s",
+	            out ? out : "");
+	free(out);
+	scen_sh(s, true,
+	        "openssl verify -CAfile \"$CUBE_DATA/pki/ca.crt\" "
+	        "\"$CUBE_DATA/nodes/" NODE "/pki/kubelet-client-current.pem\" 2>&1",
+	        NULL);
+	out = NULL;
+	scen_sh(s, true,
+	        "cube doctor --data-dir \"$CUBE_DATA\" 2>&1 | sed -n '/node\\/" NODE " /,/^$/p'",
+	        &out);
+	scen_expect(s, "cube doctor names the foreign CA", out && strstr(out, "signed by CN="),
+	            "%s", out ? out : "");
+	free(out);
+	return 0;
+}
+
+/* The auto-approve binding removed (failure table: CSR not approved). */
+static int rbac_removal(struct scen *s)
+{
+	struct node_is unknown = {NODE, "Unknown"};
+	struct csr_is csr = {.prefix = "csr-", .user = "system:node:" NODE};
+	char *out = NULL;
+	double t0;
+
+	scen_say(s, "The failure table's CSR that is never approved: kubeadm's auto-approve "
+	            "bindings are deleted, and " NODE "'s certificate comes to its rotation "
+	            "deadline. The approver's SubjectAccessReview says no: the CSR stays "
+	            "Pending, the certificate expires, the node goes Unknown.");
+	if (scen_fault(s, "revoke-autoapprove"))
+		return -1;
+	t0 = scen_now(s);
+	if (scen_fault(s, "expire-cert " NODE " --in 6s"))
+		return -1;
+	if (scen_wait(s, NODE " Ready=Unknown", node_ready_is, &unknown,
+	              (double)scen_timings(s)->grace_ns / 1e9 + 40) < 0)
+		return -1;
+	scen_sh(s, true, "kubectl get csr", &out);
+	scen_expect(s, NODE "'s renewal CSR still Pending",
+	            out && strstr(out, "system:node:" NODE) && strstr(out, "Pending"), "%.0fs on",
+	            scen_now(s) - t0);
+	free(out);
+	out = NULL;
+	scen_sh(s, true, "kubectl get clusterrolebindings | grep autoapprove || true", NULL);
+	scen_sh(s, true, "cube doctor --data-dir \"$CUBE_DATA\" --csr-pending-after 1s 2>&1", &out);
+	scen_expect(s, "cube doctor names the missing binding",
+	            out && strstr(out, "no RBAC binding lets system:node:" NODE), "%s",
+	            out ? "no RBAC binding lets system:node:" NODE " ..." : "");
+	free(out);
+	scen_say(s, "The fix cube doctor gives: kubeadm's binding again, and the pending CSR "
+	            "approved by hand; the kubelet picks its certificate up and the node comes "
+	            "back.");
+	scen_fault(s, "restore-autoapprove");
+	if (scen_sh(
+	        s, true,
+	        "kubectl get csr -o jsonpath='{range .items[?(@.spec.username==\"system:node:" NODE
+	        "\")]}{.metadata.name}{\"\\n\"}{end}' | xargs -r kubectl certificate approve",
+	        NULL) != 0)
+		return -1;
+	if (scen_wait(s, NODE "'s CSR issued", csr_issued, &csr, 30) < 0)
+		return -1;
+	return node_back(s, scen_now(s));
+}
+
+static bool all_unknown(struct scen *s, void *arg)
+{
+	int n = scen_nodes(s), unknown = 0;
+	char name[32];
+	for (int i = 0; i < n; i++) {
+		json_t *node;
+		snprintf(name, sizeof(name), "node-%d", i);
+		node = scen_node(s, name);
+		unknown += node && !strcmp(scen_ready(node) ?: "", "Unknown");
+	}
+	return unknown == n;
+}
+
+/* Every node's certificate at once (failure table: scheduling queue blocked). */
+static int expire_all(struct scen *s)
+{
+	const struct scen_timings *t = scen_timings(s);
+	char msg[512] = "", *out = NULL, name[32];
+	int nodes = scen_nodes(s);
+	struct app_count c;
+	json_t *pod;
+	double t_all;
+
+	scen_say(s, "The failure table's blocked scheduling queue: every node's certificate "
+	            "expires at once, rotation off everywhere. Every node goes Unknown; the node "
+	            "lifecycle controller sees a whole zone down, assumes the fault is its own "
+	            "side's (master disruption mode) and evicts nothing; nothing can be "
+	            "scheduled anywhere.");
+	for (int i = 0; i < scen_nodes(s); i++) {
+		char args[64];
+		snprintf(name, sizeof(name), "node-%d", i);
+		snprintf(args, sizeof(args), "disable-rotation %s", name);
+		if (scen_fault(s, args))
+			return -1;
+	}
+	if (scen_fault(s, "expire-all --in 3s"))
+		return -1;
+	if ((t_all = scen_wait(s, "every node Ready=Unknown", all_unknown, NULL,
+	                       (double)t->grace_ns / 1e9 + 40)) < 0)
+		return -1;
+	scen_sh(s, true, "kubectl get nodes", NULL);
+	scen_wait(s, "(the tolerations' time passes)", time_reached,
+	          &(double){t_all + t->toleration_s + 3}, t->toleration_s + 10);
+	c = count_app(s);
+	scen_expect(s, "no pod evicted: master disruption mode", c.terminating_on_node == 0,
+	            "%d Terminating on " NODE ", %d running", c.terminating_on_node, c.running);
+	pod = pinned_pod();
+	scen_mark(s, "kubectl run pinned (nodeSelector kubernetes.io/hostname=" NODE ")");
+	scen_create(s, "/api/v1/namespaces/default/pods", pod);
+	json_decref(pod);
+	if (scen_wait(s, "FailedScheduling for pod pinned", failed_scheduling, msg, 30) < 0)
+		return -1;
+	snprintf(name, sizeof(name), "0/%d nodes are available", scen_nodes(s));
+	scen_expect(s, "FailedScheduling: no node available", strstr(msg, name) != NULL, "%s", msg);
+	scen_sh(s, true, "cube doctor --data-dir \"$CUBE_DATA\" 2>&1 | grep -A3 ZoneDisruption",
+	        &out);
+	scen_expect(s, "cube doctor: FullDisruption, master disruption mode",
+	            out && strstr(out, "master disruption mode"), "%s", out ? out : "");
+	free(out);
+	scen_say(s, "Recovery: `cube fault clear` puts back every certificate and turns rotation "
+	            "on again.");
+	scen_fault(s, "clear");
+	if (scen_wait(s, "every node Ready", all_ready, &nodes, 60) < 0)
+		return -1;
+	return scen_wait(s, "pod pinned Running on " NODE, pinned_running, NULL, 60) < 0 ? -1 : 0;
 }
 
 /* ---- the table ------------------------------------------------------------------------------ */
@@ -441,6 +720,30 @@ static const struct scenario scenarios[] = {
      "Scenario 1, then recovery plan 1: delete the certificate, restart the kubelet",
      "seeds 4.6 plan 1: the kubelet bootstraps again with its token and the node comes back",
      {setup, scenario_1, plan_1}},
+    {"plan-2",
+     "Scenario 1, then recovery plan 2: sign a certificate by hand with the cluster CA",
+     "seeds 4.6 plan 2: the seeds' openssl commands on the kubelet's key, no CSR",
+     {setup, scenario_1, plan_2}},
+    {"plan-3",
+     "Scenario 1, then recovery plan 3: tolerate the taint",
+     "seeds 4.6 plan 3: the seeds' NoExecute toleration is not enough to schedule; any "
+     "effect is, onto the broken node",
+     {setup, scenario_1, plan_3}},
+    {"ca-mismatch",
+     "A client certificate from another CA, then recovery plan 1",
+     "seeds 4.5 failure table, kubelet registration fails: 401, x509: certificate signed by "
+     "unknown authority",
+     {setup, ca_mismatch, plan_1}},
+    {"rbac-removal",
+     "kubeadm's auto-approve bindings removed: the renewal CSR stays Pending",
+     "seeds 4.5 failure table, CSR not approved: the certificate expires, cube doctor names "
+     "the binding, the fix brings the node back",
+     {setup, rbac_removal}},
+    {"expire-all",
+     "Every node's certificate expires at once",
+     "seeds 4.5 failure table, scheduling queue blocked: FullDisruption, no eviction, "
+     "FailedScheduling everywhere",
+     {setup, expire_all}},
     {"demo",
      "cube demo: rotation, scenario 1 and recovery plan 1",
      "what `cube demo` plays: a rotation that works, then scenario 1 and plan 1",
@@ -467,8 +770,12 @@ static int play(const struct scenario *sc, const struct scen_opts *base)
 	if (!(s = scen_start(&o)))
 		return cli_fail("%s", err_msg());
 	for (size_t i = 0; i < 4 && sc->steps[i]; i++)
-		if (sc->steps[i](s) < 0)
+		if (sc->steps[i](s) < 0) {
+			/* A step that cannot go on fails the run, whatever held so far. */
+			scen_expect(s, "the scenario runs to its end", false,
+			            "step %zu of %s stopped", i + 1, sc->name);
 			break;
+		}
 	return scen_finish(s);
 }
 

@@ -1,7 +1,8 @@
 """`cube demo` and `cube scenario`: the seeds' scenario 1 and recovery plan 1
 on a fresh cluster in a process of its own, with the timeline, the runbook's
 commands and their real output, every measured timing checked against the
-cluster's timers, and a self-contained HTML report.
+cluster's timers, and a self-contained HTML report; then the other plans and
+the failure table's rows, each as a scenario that must pass.
 """
 
 import os
@@ -118,7 +119,8 @@ def test_demo_plays_rotation_scenario_1_and_plan_1(cube, tmp, run):
 
 def test_scenario_list_and_errors(cube, tmp, run):
     out = run(cube, "scenario", "list").stdout
-    for name in ("expired-client-cert", "plan-1"):
+    for name in ("expired-client-cert", "plan-1", "plan-2", "plan-3", "ca-mismatch",
+                 "rbac-removal", "expire-all"):
         assert re.search(rf"^{name}\s", out, re.M), out
     bad = run(cube, "scenario", "run", "nope", check=False)
     assert bad.returncode == 2 and 'no scenario "nope"' in bad.stderr, bad.stderr
@@ -131,3 +133,25 @@ def test_scenario_list_and_errors(cube, tmp, run):
     bad = run(cube, "scenario", "run", "plan-1", "--data-dir", keep, check=False)
     assert bad.returncode == 1 and "is not a previous scenario's data dir" in bad.stderr
     assert (keep / "precious").read_text() == "x"
+
+
+# What each scenario must show besides passing: a line of its own output.
+SCENARIOS = {
+    "plan-2": "PASS  no CSR: the certificate came from the CA directly: ",
+    "plan-3": "PASS  the seeds' NoExecute toleration alone leaves the pod Pending: not bound",
+    "ca-mismatch": "PASS  cube doctor names the foreign CA: ",
+    "rbac-removal": "PASS  cube doctor names the missing binding: ",
+    "expire-all": "PASS  no pod evicted: master disruption mode: 0 Terminating",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_failure_table_and_plans(cube, tmp, run, name):
+    bindir = os.path.dirname(cube)
+    p = run(cube, "scenario", "run", name, "-q", "--data-dir", tmp / name,
+            env={"PATH": f"{bindir}:{os.environ['PATH']}"}, check=False, timeout=240)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr
+    assert re.search(rf"^{name}: PASS \((\d+)/\1 expectations held\)", p.stdout, re.M), \
+        p.stdout[-3000:]
+    assert SCENARIOS[name] in p.stdout, p.stdout[-3000:]
+    assert "FAIL" not in p.stdout

@@ -6,7 +6,9 @@ set -eu
 
 BUILD="build-essential pkg-config cmake libssl-dev libevent-dev libjansson-dev libyaml-dev libsqlite3-dev"
 # chromium: the scenario report is checked as a person opens it (headless).
-TEST="libcmocka-dev openssl curl python3 python3-pytest python3-yaml python3-kubernetes chromium"
+# prometheus: promtool tests deploy/prometheus's alert rules, and a real
+# Prometheus scrapes the kubelets through the node proxy (e2e).
+TEST="libcmocka-dev openssl curl python3 python3-pytest python3-yaml python3-kubernetes chromium prometheus"
 
 # `deps.sh bench` adds what bench/ compares against.
 BENCH="nginx-light"

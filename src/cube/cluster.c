@@ -247,6 +247,7 @@ static int kubelets_start(struct component *c)
 	t.rotate_certificates = true;
 	t.server_tls_bootstrap = cl->o.server_tls_bootstrap;
 	t.self_heal = cl->o.self_heal;
+	t.certificate_condition = cl->o.certificate_condition;
 	/* Each node serves its HTTPS API on a port of its own on loopback,
 	 * reported in status.daemonEndpoints: the API server's nodes/proxy
 	 * and pods/log reach it there. */

@@ -30,6 +30,7 @@ struct cluster_opts {
 	int nodes;
 	const char *node_prefix;
 	bool self_heal;
+	bool certificate_condition; /* kubelets' ClientCertificateExpiring condition */
 	bool server_tls_bootstrap;
 	int64_t status_update_ns, lease_duration_s, pod_start_delay_ns, exit_after_ns;
 };

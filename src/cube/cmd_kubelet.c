@@ -53,6 +53,10 @@ static const char usage[] =
 	"  -v, --v N                           log verbosity\n"
 	"\n"
 	"cube's own:\n"
+	"      --certificate-condition[=BOOL]  report the node condition ClientCertificateExpiring:\n"
+	"                                      True once the client certificate is past 90 % of\n"
+	"                                      its life unrenewed or 3 renewals in a row failed\n"
+	"                                      (certificateCondition: true; off by default)\n"
 	"      --self-heal[=BOOL]              when the client certificate expires, re-bootstrap\n"
 	"                                      in place with --bootstrap-kubeconfig instead of\n"
 	"                                      exiting or waiting for a person (selfHeal: true)\n"
@@ -129,6 +133,7 @@ static const struct option opts[] = {
 	{"port", required_argument, NULL, 'p'},
 	{"max-pods", required_argument, NULL, 'm'},
 	{"self-heal", optional_argument, NULL, 'E'},
+	{"certificate-condition", optional_argument, NULL, 0x300},
 	{"exit-after", required_argument, NULL, 'x'},
 	{"pod-start-delay", required_argument, NULL, 'd'},
 	{"hollow-nodes", required_argument, NULL, 'N'},
@@ -172,6 +177,7 @@ static int apply_flag(struct kubelet_config *c, struct run_opts *ro, int opt, ch
 	case 'R': rc = cli_parse_bool(optarg, &c->rotate_certificates); break;
 	case 'S': rc = cli_parse_bool(optarg, &c->server_tls_bootstrap); break;
 	case 'E': rc = cli_parse_bool(optarg, &c->self_heal); break;
+	case 0x300: rc = cli_parse_bool(optarg, &c->certificate_condition); break;
 	case 'i': kubelet_config_set(&c->node_ip, optarg); break;
 	case 'a': kubelet_config_set(&c->address, optarg); break;
 	case 'p':

@@ -68,6 +68,8 @@ static const char up_usage[] =
 	"      --exit-after DUR                a kubelet without a valid client certificate\n"
 	"                                      exits (status 1) after this and is restarted\n"
 	"                                      10 s later, as systemd would (default 5m)\n"
+	"      --certificate-condition         kubelets report ClientCertificateExpiring, a node\n"
+	"                                      condition, before their certificate runs out (cube's)\n"
 	"      --self-heal                     kubelets re-bootstrap in place when their\n"
 	"                                      certificate expires, instead of exiting (cube's)\n"
 	"      --server-tls-bootstrap          kubelets request serving certificates too\n"
@@ -273,6 +275,7 @@ int cmd_up(int argc, char **argv)
 		{"pod-start-delay", required_argument, NULL, 's'},
 		{"exit-after", required_argument, NULL, 'x'},
 		{"self-heal", no_argument, NULL, 'H'},
+		{"certificate-condition", no_argument, NULL, 0x301},
 		{"server-tls-bootstrap", no_argument, NULL, 'S'},
 		{"approve-kubelet-serving", no_argument, NULL, 'A'},
 		{"node-monitor-period", required_argument, NULL, 'M'},
@@ -311,6 +314,7 @@ int cmd_up(int argc, char **argv)
 		case 's': r = dur_flag("up", "--pod-start-delay", optarg, &o.pod_start_delay_ns); break;
 		case 'x': r = dur_flag("up", "--exit-after", optarg, &o.exit_after_ns); break;
 		case 'H': o.self_heal = true; break;
+		case 0x301: o.certificate_condition = true; break;
 		case 'S': o.server_tls_bootstrap = true; break;
 		case 'v':
 			log_set_verbosity(atoi(optarg));

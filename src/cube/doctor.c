@@ -805,6 +805,33 @@ static void ready_clock(struct ctx *c, const char *name, const struct doctor_nod
 	fix_clock(c, f, name);
 }
 
+/* cube's opt-in ClientCertificateExpiring condition, when the kubelet
+ * reports it True and the node's files are not at hand to say more. */
+static void reported_expiring(struct ctx *c, const json_t *node)
+{
+	const json_t *cond =
+	    jx_condition(json_object_get(node, "status"), "ClientCertificateExpiring");
+	const char *name = name_of(node), *reason;
+	char obj[300];
+	struct doctor_finding *f;
+
+	if (!cond || strcmp(jx_str(cond, "status") ?: "", "True"))
+		return;
+	reason = jx_str(cond, "reason") ?: "";
+	snprintf(obj, sizeof(obj), "node/%s", name);
+	f = add(c, DOCTOR_WARNING, "CertificateExpiring", obj);
+	set(&f->title, "the kubelet reports its client certificate expiring");
+	set(&f->symptom, "%s", jx_str(cond, "message") ?: "");
+	strv_pushf(&f->evidence, "condition ClientCertificateExpiring=True, reason %s, since %s",
+	           reason, jx_str(cond, "lastTransitionTime") ?: "");
+	set(&f->cause, "%s: %s", name,
+	    !strcmp(reason, "ClientCertificateRotationFailing")
+	        ? "its renewals keep failing (the condition's message has the last error)"
+	        : "its certificate is past 90% of its life and not renewed");
+	csr_evidence(c, f, name, 0);
+	fix_plan_1(c, f, name, NULL);
+}
+
 static void check_node(struct ctx *c, const json_t *node)
 {
 	const char *name = name_of(node), *ready = ready_of(node);
@@ -820,6 +847,8 @@ static void check_node(struct ctx *c, const json_t *node)
 	if (node_ready(node)) {
 		c->r->ready++;
 		ready_clock(c, name, l, lease);
+		if (!l)
+			reported_expiring(c, node);
 		return;
 	}
 	f = add(c, DOCTOR_CRITICAL, "NodeNotReady", obj);

@@ -24,7 +24,9 @@
  *   CSRDenied             a node's CSR denied within the last hour
  *   AutoApproveBindingMissing  kubeadm's auto-approve bindings gone
  *   CertificateExpiring   a certificate inside the warning window (a
- *                         kubelet's only when rotation will not renew it)
+ *                         kubelet's only when rotation will not renew it), or
+ *                         a kubelet's ClientCertificateExpiring condition
+ *                         True (cube's opt-in --certificate-condition)
  *   CertificateExpired    a control-plane certificate past NotAfter
  *   PodsPendingOnTaints   pods the scheduler cannot place for taints
  *   ReplicasExceeded      Terminating pods beside their replacements

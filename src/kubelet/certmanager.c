@@ -446,6 +446,8 @@ struct certmgr {
 	bool polling;        /* past the backoff limit: every 32 s */
 	int failed;          /* failed attempts in this round */
 	int attempts;
+	int failing;         /* failed attempts since a certificate was last issued */
+	char last_err[512];  /* the last one's error */
 	enum action next;
 	struct timer *timer, *expiry;
 	struct csr_request *req;
@@ -539,6 +541,13 @@ double certmgr_ttl_seconds(const struct certmgr *m)
 int certmgr_attempts(const struct certmgr *m)
 {
 	return m->attempts;
+}
+
+int certmgr_failing(const struct certmgr *m, const char **last_err)
+{
+	if (last_err)
+		*last_err = m->failing ? m->last_err : NULL;
+	return m->failing;
 }
 
 bool certmgr_server_healthy(const struct certmgr *m)
@@ -750,13 +759,15 @@ static void cycle(struct certmgr *m)
 	attempt(m);
 }
 
-static void renew_failed(struct certmgr *m)
+static void renew_failed(struct certmgr *m, const char *why)
 {
 	int64_t d;
 
 	if (m->cfg.renew_errors)
 		metrics_inc(m->cfg.renew_errors);
 	m->failed++;
+	m->failing++;
+	snprintf(m->last_err, sizeof(m->last_err), "%s", why ? why : "");
 	if (m->polling) {
 		arm(m, ACT_ATTEMPT, CERTMGR_POLL_NS);
 		return;
@@ -817,17 +828,19 @@ static void on_csr_done(void *arg, const struct csr_result *res)
 		}
 		EVP_PKEY_free(m->pending);
 		m->pending = NULL;
-		renew_failed(m);
+		renew_failed(m, res->err);
 		return;
 	}
 	if (store_issued(m, res->cert_pem) < 0) {
 		MERR(m, "Unable to store the new cert/key pair: %s", err_msg());
 		EVP_PKEY_free(m->pending);
 		m->pending = NULL;
-		renew_failed(m);
+		renew_failed(m, err_msg());
 		return;
 	}
 	m->healthy = true;
+	m->failing = 0;
+	m->last_err[0] = '\0';
 	if (m->cfg.on_change)
 		m->cfg.on_change(m->cfg.arg, m->cert, m->key);
 	/* wait.Until runs its body again one period after it returns. */
@@ -862,7 +875,7 @@ static void attempt(struct certmgr *m)
 	m->attempts++;
 	if (make_csr(m, &csr_pem) < 0) {
 		MERR(m, "Unable to generate a certificate signing request: %s", err_msg());
-		renew_failed(m);
+		renew_failed(m, err_msg());
 		return;
 	}
 	c = m->cfg.client ? m->cfg.client(m->cfg.arg, certmgr_current(m) != NULL) : NULL;
@@ -870,7 +883,7 @@ static void attempt(struct certmgr *m)
 		MERR(m, "Unable to load a client to request certificates: %s",
 		     err_msg()[0] ? err_msg() : "no client");
 		free(csr_pem);
-		renew_failed(m);
+		renew_failed(m, err_msg()[0] ? err_msg() : "no client");
 		return;
 	}
 	spec = (struct csr_spec){.csr_pem = csr_pem,

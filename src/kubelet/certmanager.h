@@ -169,5 +169,8 @@ unsigned certmgr_generation(const struct certmgr *m);
 double certmgr_ttl_seconds(const struct certmgr *m);
 /* Times rotation has been attempted (tests, metrics). */
 int certmgr_attempts(const struct certmgr *m);
+/* Attempts failed since a certificate was last issued, and the last one's
+ * error (borrowed; NULL when none failed). */
+int certmgr_failing(const struct certmgr *m, const char **last_err);
 
 #endif

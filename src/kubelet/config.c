@@ -158,6 +158,8 @@ static int apply_field(struct kubelet_config *c, const char *k, const json_t *v)
 		return want_bool(v, k, &c->server_tls_bootstrap);
 	if (!strcmp(k, "selfHeal"))
 		return want_bool(v, k, &c->self_heal);
+	if (!strcmp(k, "certificateCondition"))
+		return want_bool(v, k, &c->certificate_condition);
 	if (!strcmp(k, "nodeStatusUpdateFrequency")) {
 		c->update_frequency_set = true;
 		return want_duration(v, k, &c->node_status_update_frequency_ns);
@@ -225,8 +227,9 @@ json_t *kubelet_config_json(const struct kubelet_config *c)
 		json_object_set_new(doc, "tlsPrivateKeyFile", json_string(c->tls_private_key_file));
 	if (json_array_size(c->register_with_taints))
 		json_object_set_new(doc, "registerWithTaints", json_deep_copy(c->register_with_taints));
-	/* cube's own field (upstream's kubelet would ignore it). */
+	/* cube's own fields (upstream's kubelet would ignore them). */
 	json_object_set_new(doc, "selfHeal", json_boolean(c->self_heal));
+	json_object_set_new(doc, "certificateCondition", json_boolean(c->certificate_condition));
 	return doc;
 }
 

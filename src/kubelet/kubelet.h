@@ -66,6 +66,8 @@ struct kubelet_config {
 	/* cube's own */
 	bool self_heal;            /* selfHeal / --self-heal: re-bootstrap in place when the
 				      client certificate expires */
+	bool certificate_condition; /* certificateCondition / --certificate-condition: the
+				       ClientCertificateExpiring node condition */
 	int64_t pod_start_delay_ns; /* --pod-start-delay, 1s */
 	int64_t pod_stop_delay_ns;  /* simulated container stop time, 1s */
 	int64_t exit_after_ns;     /* --exit-after, 5m: the watchdog's shutdown threshold

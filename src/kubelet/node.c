@@ -14,6 +14,9 @@
  */
 #include "kubelet/internal.h"
 
+#include "pki/certstore.h"
+#include "pki/pki.h"
+
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/jx.h"
@@ -139,18 +142,76 @@ static json_t *condition(const json_t *old_status, const char *type, const char 
 			 "message", message);
 }
 
-static json_t *conditions(const json_t *old_status, const char *now)
+/* Renewals in a row that make "rotation keeps failing". */
+#define CERT_CONDITION_FAILURES 3
+
+/*
+ * cube's ClientCertificateExpiring (certificateCondition, opt-in; upstream's
+ * kubelet has none): True once the client certificate is past 90 % of its
+ * life — the end of the window in which rotation renews it — or after
+ * CERT_CONDITION_FAILURES failed renewals in a row, naming the certificate
+ * and its NotAfter, while the kubelet can still post it. Ready, and so the
+ * taints and the scheduler, are left alone.
+ */
+static json_t *certificate_condition(struct kubelet *k, const json_t *old_status,
+				     const char *now)
 {
-	return json_pack("[o,o,o,o]",
-			 condition(old_status, "MemoryPressure", "False",
-				   "KubeletHasSufficientMemory",
-				   "kubelet has sufficient memory available", now),
-			 condition(old_status, "DiskPressure", "False", "KubeletHasNoDiskPressure",
-				   "kubelet has no disk pressure", now),
-			 condition(old_status, "PIDPressure", "False", "KubeletHasSufficientPID",
-				   "kubelet has sufficient PID available", now),
-			 condition(old_status, "Ready", "True", "KubeletReady",
-				   "kubelet is posting ready status", now));
+	EVP_PKEY *key;
+	X509 *cert = k->client_cm ? certmgr_held(k->client_cm, &key) : NULL;
+	const char *last = NULL;
+	int failing = k->client_cm ? certmgr_failing(k->client_cm, &last) : 0;
+	char na[TIME_BUF], left[DURATION_BUF], msg[1024], *path;
+	int64_t nb, end, t = clock_now();
+	size_t n;
+	bool late;
+
+	if (!cert)
+		return condition(old_status, "ClientCertificateExpiring", "Unknown",
+				 "NoClientCertificate", "the kubelet holds no client certificate",
+				 now);
+	nb = pki_cert_not_before(cert);
+	end = pki_cert_not_after(cert);
+	late = t >= nb + (end - nb) / 10 * 9;
+	path = certstore_current_path(k->cfg.cert_dir, CERTSTORE_CLIENT);
+	time_format_rfc3339(end, na);
+	duration_short_human(end - t, left);
+	if (!late && failing < CERT_CONDITION_FAILURES) {
+		snprintf(msg, sizeof(msg), "client certificate %s valid until %s%s", path, na,
+			 k->cfg.rotate_certificates ? "; rotation renews it at 70-90% of its life"
+						    : "; rotation is off");
+		free(path);
+		return condition(old_status, "ClientCertificateExpiring", "False",
+				 "ClientCertificateValid", msg, now);
+	}
+	n = (size_t)snprintf(msg, sizeof(msg), "client certificate %s (NotAfter %s) %s%s", path,
+			     na, end > t ? "expires in " : "has expired", end > t ? left : "");
+	if (!k->cfg.rotate_certificates && n < sizeof(msg))
+		n += (size_t)snprintf(msg + n, sizeof(msg) - n, "; rotation is off");
+	if (failing && n < sizeof(msg))
+		snprintf(msg + n, sizeof(msg) - n, "; %d renewals failed in a row, the last: %s",
+			 failing, last ? last : "");
+	free(path);
+	return condition(old_status, "ClientCertificateExpiring", "True",
+			 late ? "ClientCertificateNearExpiry" : "ClientCertificateRotationFailing",
+			 msg, now);
+}
+
+static json_t *conditions(struct kubelet *k, const json_t *old_status, const char *now)
+{
+	json_t *list = json_pack(
+		"[o,o,o,o]",
+		condition(old_status, "MemoryPressure", "False", "KubeletHasSufficientMemory",
+			  "kubelet has sufficient memory available", now),
+		condition(old_status, "DiskPressure", "False", "KubeletHasNoDiskPressure",
+			  "kubelet has no disk pressure", now),
+		condition(old_status, "PIDPressure", "False", "KubeletHasSufficientPID",
+			  "kubelet has sufficient PID available", now),
+		condition(old_status, "Ready", "True", "KubeletReady",
+			  "kubelet is posting ready status", now));
+
+	if (k->cfg.certificate_condition)
+		json_array_append_new(list, certificate_condition(k, old_status, now));
+	return list;
 }
 
 static json_t *build_status(struct heartbeat *h, const json_t *old_status)
@@ -170,7 +231,7 @@ static json_t *build_status(struct heartbeat *h, const json_t *old_status)
 		"hugepages-2Mi", "0", "memory", m->memory, "pods", pods, "allocatable", "cpu",
 		m->cpu, "ephemeral-storage", m->storage_alloc, "hugepages-1Gi", "0",
 		"hugepages-2Mi", "0", "memory", m->memory_alloc, "pods", pods, "conditions",
-		conditions(old_status, now), "addresses", "type", "InternalIP", "address",
+		conditions(k, old_status, now), "addresses", "type", "InternalIP", "address",
 		k->cfg.node_ip, "type", "Hostname", "address", k->cfg.node_name,
 		"daemonEndpoints", "kubeletEndpoint", "Port", port, "nodeInfo", "machineID",
 		k->machine_id, "systemUUID", k->system_uuid, "bootID", k->boot_id,
@@ -185,7 +246,7 @@ static json_t *comparable(const json_t *status)
 	static const char *const keys[] = {"capacity", "allocatable", "addresses",
 					   "daemonEndpoints", "nodeInfo", NULL};
 	static const char *const types[] = {"MemoryPressure", "DiskPressure", "PIDPressure",
-					    "Ready", NULL};
+					    "Ready", "ClientCertificateExpiring", NULL};
 	json_t *out = json_object(), *conds = json_array();
 
 	for (size_t i = 0; keys[i]; i++) {

@@ -512,6 +512,29 @@ static void test_expiring(void **state)
 	world_free(&w);
 }
 
+/* The kubelet's own word (cube's opt-in condition), from the API alone. */
+static void test_reported_condition(void **state)
+{
+	struct world w;
+	world_init(&w, 2);
+	json_t *conds = jx_get(json_array_get(w.nodes, 1), "status.conditions");
+	json_array_append_new(
+	    conds, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "ClientCertificateExpiring",
+	                     "status", "True", "reason", "ClientCertificateNearExpiry", "message",
+	                     "client certificate /var/lib/kubelet/pki/kubelet-client-"
+	                     "current.pem (NotAfter 2026-12-01T10:00:00Z) expires in 1d; "
+	                     "rotation is off",
+	                     "lastTransitionTime", at(NOW - NS_PER_HOUR)));
+	struct doctor_report *r = diagnose(&w);
+	assert_int_equal(r->n, 1);
+	const struct doctor_finding *f = find(r, "CertificateExpiring", "node/node-1");
+	assert_string_equal(f->title, "the kubelet reports its client certificate expiring");
+	assert_contains(f->symptom, "(NotAfter 2026-12-01T10:00:00Z) expires in 1d");
+	assert_contains(f->fix.v[0],
+	                "plan 1: rm -f /var/lib/kubelet/pki/kubelet-client-current.pem");
+	world_free(&w);
+}
+
 static void test_control_plane_certs(void **state)
 {
 	struct world w;
@@ -751,6 +774,7 @@ int main(void)
 	    cmocka_unit_test(test_clock_skew),
 	    cmocka_unit_test(test_api_only_expired),
 	    cmocka_unit_test(test_expiring),
+	    cmocka_unit_test(test_reported_condition),
 	    cmocka_unit_test(test_control_plane_certs),
 	    cmocka_unit_test(test_bindings_missing),
 	    cmocka_unit_test(test_workloads_and_pending),

@@ -729,6 +729,85 @@ static void test_static_certificate_expires(void **state)
 	free(later);
 }
 
+/* A condition of node-0 (new reference), or NULL. */
+static json_t *node_condition(struct world *w, const char *type)
+{
+	json_t *node = get(w, "/api/v1/nodes/node-0"), *c;
+	json_t *found = NULL;
+	size_t i;
+
+	json_array_foreach(jx_get(node, "status.conditions"), i, c)
+	{
+		if (!strcmp(jx_str(c, "type") ?: "", type))
+			found = json_incref(c);
+	}
+	json_decref(node);
+	return found;
+}
+
+/*
+ * cube's opt-in ClientCertificateExpiring: False while the certificate is
+ * young, True past 90 % of its life (rotation off here: nothing renews it),
+ * naming the file and its NotAfter; Ready untouched. Off by default.
+ */
+static void test_certificate_condition(void **state)
+{
+	struct world *w = *state;
+	struct kubelet_config c;
+	char path[512], na_text[TIME_BUF], want[1024];
+	json_t *cond;
+	X509 *cert;
+	int64_t nb, na;
+
+	w->client_ttl_ns = 100 * NS_PER_SEC;
+	config(w, &c, "node-0");
+	c.certificate_condition = true;
+	start(w, &c);
+	assert_true(wait_for(w, node_ready, "node-0", 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	cert = current_client_cert(w);
+	nb = pki_cert_not_before(cert);
+	na = pki_cert_not_after(cert);
+	X509_free(cert);
+	snprintf(path, sizeof(path), "%s/kubelet/pki/kubelet-client-current.pem", w->env.dir);
+	time_format_rfc3339(na, na_text);
+	cond = node_condition(w, "ClientCertificateExpiring");
+	assert_non_null(cond);
+	assert_string_equal(jx_str(cond, "status"), "False");
+	assert_string_equal(jx_str(cond, "reason"), "ClientCertificateValid");
+	snprintf(want, sizeof(want), "client certificate %s valid until %s; rotation is off", path,
+		 na_text);
+	assert_string_equal(jx_str(cond, "message"), want);
+	json_decref(cond);
+	/* Just before 90 %: still False; just after, True within a status sync. */
+	advance(w, nb + (na - nb) / 10 * 9 - clock_now() - 2 * NS_PER_SEC, NS_PER_SEC);
+	cond = node_condition(w, "ClientCertificateExpiring");
+	assert_string_equal(jx_str(cond, "status"), "False");
+	json_decref(cond);
+	advance(w, 15 * NS_PER_SEC, NS_PER_SEC);
+	cond = node_condition(w, "ClientCertificateExpiring");
+	assert_string_equal(jx_str(cond, "status"), "True");
+	assert_string_equal(jx_str(cond, "reason"), "ClientCertificateNearExpiry");
+	snprintf(want, sizeof(want), "client certificate %s (NotAfter %s) expires in ", path,
+		 na_text);
+	assert_int_equal(strncmp(jx_str(cond, "message"), want, strlen(want)), 0);
+	assert_non_null(strstr(jx_str(cond, "message"), "; rotation is off"));
+	json_decref(cond);
+	assert_true(node_ready(w, "node-0"));
+}
+
+/* Without certificateCondition there is no such condition. */
+static void test_certificate_condition_off(void **state)
+{
+	struct world *w = *state;
+	struct kubelet_config c;
+
+	w->client_ttl_ns = 100 * NS_PER_SEC;
+	config(w, &c, "node-0");
+	start(w, &c);
+	assert_true(wait_for(w, node_ready, "node-0", 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	assert_null(node_condition(w, "ClientCertificateExpiring"));
+}
+
 static bool exited(struct world *w, void *arg);
 
 /*
@@ -1191,6 +1270,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_bootstrap_rotation_and_pods, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_static_certificate_expires, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_certificate_condition, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_certificate_condition_off, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rotating_expired_exits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stuck_approver, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_self_heal, setup, teardown),

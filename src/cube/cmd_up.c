@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The flags control_plane_flag() takes, shared by `cube up` and `cube server`. */
@@ -68,6 +69,8 @@ static const char up_usage[] =
 	"      --exit-after DUR                a kubelet without a valid client certificate\n"
 	"                                      exits (status 1) after this and is restarted\n"
 	"                                      10 s later, as systemd would (default 5m)\n"
+	"      --events[=BOOL]                 once up, the cluster's events and CSRs on the\n"
+	"                                      console as they happen (default true)\n"
 	"      --certificate-condition         kubelets report ClientCertificateExpiring, a node\n"
 	"                                      condition, before their certificate runs out (cube's)\n"
 	"      --self-heal                     kubelets re-bootstrap in place when their\n"
@@ -99,9 +102,12 @@ struct progress {
 	struct timer *tick;
 	int want, ready, shown;
 	bool done;
+	bool events; /* then the cluster's events on the console */
 	int64_t start;
 	const char *dir;
 };
+
+static void feeds_start(struct progress *p);
 
 static bool node_ready(const json_t *node)
 {
@@ -132,6 +138,8 @@ static void on_nodes(void *arg, int status, json_t *body, const char *err)
 		       "the same --data-dir resumes it.\n",
 		       realpath(p->dir, abs) ? abs : p->dir);
 		fflush(stdout);
+		if (p->events)
+			feeds_start(p);
 		return;
 	}
 	timer_after(p->tick, 300 * NS_PER_MS);
@@ -141,6 +149,159 @@ static void on_tick(void *arg)
 {
 	struct progress *p = arg;
 	rest_do(p->client, "GET", "/api/v1/nodes", NULL, on_nodes, p);
+}
+
+/* ---- the console's cluster events: once up, what happens, as it happens ---- */
+
+/* At most this many lines a second; the rest are counted (a storm of 1,000
+ * rotations must not bury the console). */
+#define FEED_LINES_PER_SEC 20
+
+struct feed {
+	struct progress *p;
+	const char *path;
+	void (*print)(const char *type, const json_t *obj);
+	struct rest_watch *w;
+	struct timer *relist;
+};
+
+static int64_t feed_window;
+static int feed_lines, feed_dropped;
+
+static bool feed_allow(void)
+{
+	int64_t now = clock_mono();
+	if (now - feed_window >= NS_PER_SEC) {
+		if (feed_dropped)
+			printf("  ... %d more (kubectl get events, kubectl get csr)\n", feed_dropped);
+		feed_window = now;
+		feed_lines = feed_dropped = 0;
+	}
+	if (feed_lines >= FEED_LINES_PER_SEC) {
+		feed_dropped++;
+		return false;
+	}
+	feed_lines++;
+	return true;
+}
+
+static const char *hms(const char *rfc3339, char buf[16])
+{
+	int64_t t;
+	time_t sec;
+	struct tm tm;
+
+	if (!rfc3339 || time_parse_rfc3339(rfc3339, &t) < 0)
+		t = clock_now();
+	sec = (time_t)(t / NS_PER_SEC);
+	gmtime_r(&sec, &tm);
+	strftime(buf, 16, "%H:%M:%S", &tm);
+	return buf;
+}
+
+/* An event as `kubectl get events` shows it: type, reason, object, message. */
+static void print_event(const char *type, const json_t *ev)
+{
+	char when[16], obj[300];
+
+	if (strcmp(type, "ADDED") || !feed_allow())
+		return;
+	snprintf(obj, sizeof(obj), "%s/%s", jx_str(ev, "involvedObject.kind") ?: "",
+		 jx_str(ev, "involvedObject.name") ?: "");
+	for (char *c = obj; *c && *c != '/'; c++)
+		*c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+	printf("  %s  %-7s  %-24s %-22s %s\n",
+	       hms(jx_str(ev, "lastTimestamp") ?: jx_str(ev, "eventTime"), when),
+	       jx_str(ev, "type") ?: "", jx_str(ev, "reason") ?: "", obj,
+	       jx_str(ev, "message") ?: "");
+	fflush(stdout);
+}
+
+/* A CSR when it appears and as it is decided: Pending, Approved, Issued. */
+static void print_csr(const char *type, const json_t *csr)
+{
+	const json_t *conds = jx_get(csr, "status.conditions"), *c;
+	char when[16], state[64] = "Pending";
+	size_t i;
+
+	if (!strcmp(type, "DELETED") || !feed_allow())
+		return;
+	json_array_foreach(conds, i, c)
+	{
+		if (i == 0)
+			snprintf(state, sizeof(state), "%s", jx_str(c, "type") ?: "");
+	}
+	if (jx_str(csr, "status.certificate"))
+		snprintf(state + strlen(state), sizeof(state) - strlen(state), ",Issued");
+	printf("  %s  %-7s  %-24s %-22s %s (%s)\n", hms(NULL, when), "CSR", state,
+	       jx_str(csr, "metadata.name") ?: "", jx_str(csr, "spec.username") ?: "",
+	       jx_str(csr, "spec.signerName") ?: "");
+	fflush(stdout);
+}
+
+static void feed_event(void *arg, const char *type, json_t *obj)
+{
+	struct feed *f = arg;
+	f->print(type, obj);
+}
+
+static void feed_end(void *arg, int status, const char *err)
+{
+	struct feed *f = arg;
+	(void)status;
+	(void)err;
+	f->w = NULL;
+	timer_after(f->relist, NS_PER_SEC);
+}
+
+/* From the list's revision on: what was there before is not news. */
+static void feed_listed(void *arg, int status, json_t *body, const char *err)
+{
+	struct feed *f = arg;
+	char path[300];
+
+	(void)err;
+	if (status != 200) {
+		timer_after(f->relist, NS_PER_SEC);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s?watch=true&resourceVersion=%s", f->path,
+		 jx_str(body, "metadata.resourceVersion") ?: "0");
+	f->w = rest_watch(f->p->client, path, feed_event, feed_end, f);
+}
+
+static void feed_list(void *arg)
+{
+	struct feed *f = arg;
+	char path[300];
+	snprintf(path, sizeof(path), "%s?limit=1", f->path);
+	rest_do(f->p->client, "GET", path, NULL, feed_listed, f);
+}
+
+static struct feed feeds[] = {
+	{.path = "/api/v1/events", .print = print_event},
+	{.path = "/apis/certificates.k8s.io/v1/certificatesigningrequests", .print = print_csr},
+};
+
+static void feeds_start(struct progress *p)
+{
+	printf("\nCluster events (kubectl get events -w; the klog stream is in %s/logs/):\n",
+	       p->dir);
+	for (size_t i = 0; i < sizeof(feeds) / sizeof(feeds[0]); i++) {
+		feeds[i].p = p;
+		feeds[i].relist = loop_timer(p->loop, feed_list, &feeds[i]);
+		timer_after(feeds[i].relist, 0);
+	}
+}
+
+static void feeds_stop(void)
+{
+	for (size_t i = 0; i < sizeof(feeds) / sizeof(feeds[0]); i++) {
+		rest_watch_stop(feeds[i].w);
+		timer_free(feeds[i].relist);
+		feeds[i].w = NULL;
+		feeds[i].relist = NULL;
+	}
 }
 
 /* ---- the supervisor: cube.sock (control.h) ---------------------------------- */
@@ -171,12 +332,13 @@ static struct cluster *start(struct loop *loop, const struct cluster_opts *o,
 	return *cl;
 }
 
-/* Run the main loop until SIGINT/SIGTERM, with progress if want > 0. */
+/* Run the main loop until SIGINT/SIGTERM, with progress if want > 0, then
+ * the cluster's events when events. */
 static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control *ctl,
-			   const char *dir, int want)
+			   const char *dir, int want, bool events)
 {
 	struct progress p = {.loop = loop, .want = want, .shown = -1, .start = clock_mono(),
-			     .dir = dir};
+			     .dir = dir, .events = events};
 	struct kubeconfig kc;
 	char *admin = file_join(dir, "admin.conf");
 
@@ -188,6 +350,7 @@ static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control
 	}
 	free(admin);
 	cli_run_until_signal(loop);
+	feeds_stop();
 	timer_free(p.tick);
 	rest_client_free(p.client);
 	control_free(ctl);
@@ -276,6 +439,7 @@ int cmd_up(int argc, char **argv)
 		{"exit-after", required_argument, NULL, 'x'},
 		{"self-heal", no_argument, NULL, 'H'},
 		{"certificate-condition", no_argument, NULL, 0x301},
+		{"events", optional_argument, NULL, 0x302},
 		{"server-tls-bootstrap", no_argument, NULL, 'S'},
 		{"approve-kubelet-serving", no_argument, NULL, 'A'},
 		{"node-monitor-period", required_argument, NULL, 'M'},
@@ -295,7 +459,7 @@ int cmd_up(int argc, char **argv)
 	struct control *ctl;
 	struct loop *loop;
 	/* cube -v N up, or up -v N: the klog stream on the console too. */
-	bool console_klog = log_verbosity > 0;
+	bool console_klog = log_verbosity > 0, events = true;
 	int c, r = 0;
 
 	while (r == 0 && (c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
@@ -315,6 +479,10 @@ int cmd_up(int argc, char **argv)
 		case 'x': r = dur_flag("up", "--exit-after", optarg, &o.exit_after_ns); break;
 		case 'H': o.self_heal = true; break;
 		case 0x301: o.certificate_condition = true; break;
+		case 0x302:
+			if (cli_parse_bool(optarg, &events) < 0)
+				r = cli_usage_error("up", "--events: true or false, not \"%s\"", optarg);
+			break;
 		case 'S': o.server_tls_bootstrap = true; break;
 		case 'v':
 			log_set_verbosity(atoi(optarg));
@@ -342,7 +510,7 @@ int cmd_up(int argc, char **argv)
 	}
 	printf("  API server on https://127.0.0.1:%d\n", cluster_port(cl));
 	fflush(stdout);
-	return wait_for_signal(loop, cl, ctl, o.dir, o.nodes);
+	return wait_for_signal(loop, cl, ctl, o.dir, o.nodes, events);
 }
 
 int cmd_server(int argc, char **argv)
@@ -393,5 +561,5 @@ int cmd_server(int argc, char **argv)
 	}
 	LOG_INFO("\"cube server is up\" apiserver=\"https://127.0.0.1:%d\" kubeconfig=\"%s/admin.conf\"",
 		 cluster_port(cl), o.dir);
-	return wait_for_signal(loop, cl, ctl, o.dir, 0);
+	return wait_for_signal(loop, cl, ctl, o.dir, 0, false);
 }

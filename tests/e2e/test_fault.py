@@ -91,6 +91,10 @@ def test_expired_certificate_without_approver_then_recovery(cluster, run):
     # kubelet rotates onto it and the node comes back.
     fault(u, "approver", "on")
     wait_for(lambda: "node-1" in ready_nodes(u), 60, "node-1 Ready again")
+    # cube up's console told it as it happened.
+    wait_for(lambda: re.search(r"^  \d\d:\d\d:\d\d  CSR\s+Approved,Issued\s+csr-\w+\s+"
+                               r"system:node:node-1 ", u.output(), re.M), 10,
+             "the CSR on the console")
     assert cert_file(u.data, "node-1") != now
     assert "approver-off" not in fault(u, "list").stdout
     assert "No faults in effect." in fault(u, "clear").stdout
@@ -102,6 +106,9 @@ def test_partition_wrong_ca_and_rotation_off(cluster, run):
     u = cluster
     fault(u, "partition", "node-0")
     wait_for(lambda: ready_status(u, "node-0") == "Unknown", 30, "node-0 Ready=Unknown")
+    wait_for(lambda: re.search(r"^  \d\d:\d\d:\d\d  Normal\s+NodeNotReady\s+node/node-0\s+Node "
+                               r"node-0 status is now: NodeNotReady$", u.output(), re.M), 10,
+             "the node controller's event on the console")
     assert "connect: network is unreachable" in kubelet_log(u, "node-0")
     fault(u, "heal", "node-0")
     wait_for(lambda: "node-0" in ready_nodes(u), 30, "node-0 Ready after heal")

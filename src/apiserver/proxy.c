@@ -43,6 +43,8 @@ struct proxy_call {
 	struct proxy *p;
 	struct req *r;
 	struct rest_call *call;
+	bool logs;     /* pods/log: upstream's LocationStreamer, not the proxy */
+	char url[400]; /* what was asked, for error texts */
 	struct proxy_call *next;
 };
 
@@ -179,23 +181,35 @@ static void on_kubelet(void *arg, int status, const char *ct, const char *body, 
                        const char *err)
 {
 	struct proxy_call *pc = arg;
-	char msg[600];
+	char msg[1200];
 
 	unlink_call(pc);
-	if (status == 0) {
-		/* upstream's proxy error, as a 503 Status. */
+	if (status == 0 && !pc->logs) {
+		/* The proxy's own words, a 503 Status. */
 		snprintf(msg, sizeof(msg), "error trying to reach service: %s",
 		         err ? err : "failed");
 		req_fail(pc->r, ERR_UNAVAILABLE, msg);
+	} else if (status == 0) {
+		/* LocationStreamer's client error: an internal error, Go's text. */
+		snprintf(msg, sizeof(msg), "Get \"%s\": %s", pc->url, err ? err : "failed");
+		req_fail(pc->r, ERR_INTERNAL, msg);
+	} else if (pc->logs && (status < 200 || status > 299)) {
+		/* GenericHttpResponseChecker: the kubelet's answer as a Status. */
+		snprintf(msg, sizeof(msg), "%.*s", (int)len, body ? body : "");
+		req_fail_status(pc->r, status_failure(status == 400   ? ERR_INVALID
+		                                      : status == 404 ? ERR_NOTFOUND
+		                                      : status == 403 ? ERR_FORBIDDEN
+		                                                      : ERR_INTERNAL,
+		                                      msg, NULL, NULL, NULL));
 	} else {
-		req_reply_bytes(pc->r, status, ct, body, len);
+		req_reply_bytes(pc->r, status, pc->logs ? "text/plain" : ct, body, len);
 	}
 	free(pc);
 }
 
 /* Send method path (with its query) to node's kubelet and answer r with
  * what it says. */
-static void forward(struct req *r, const json_t *node, const char *path)
+static void forward(struct req *r, const json_t *node, const char *path, bool logs)
 {
 	struct proxy *p = r->s->proxy;
 	const char *addr;
@@ -228,6 +242,10 @@ static void forward(struct req *r, const json_t *node, const char *path)
 	pc = xcalloc(1, sizeof(*pc));
 	pc->p = p;
 	pc->r = r;
+	pc->logs = logs;
+	snprintf(pc->url, sizeof(pc->url),
+	         strchr(addr, ':') ? "https://[%s]:%d%s" : "https://%s:%d%s", addr,
+	         port > 0 ? (int)port : DEFAULT_KUBELET_PORT, path);
 	pc->next = p->calls;
 	p->calls = pc;
 	pc->call = rest_do_raw(c, method, path, req_header(r, "Accept"),
@@ -267,7 +285,7 @@ void proxy_serve_node(struct req *r)
 		return;
 	}
 	path = proxied_path(r);
-	forward(r, node, path);
+	forward(r, node, path, false);
 	free(path);
 }
 
@@ -313,15 +331,17 @@ static const char *log_container(struct req *r, const json_t *pod)
 		return NULL;
 	}
 	if (!jx_str(pod, "spec.nodeName")) {
-		snprintf(msg, sizeof(msg), "pod %s does not have a host assigned", name);
-		req_fail(r, ERR_INVALID, msg);
+		/* No host, no location: upstream streams nothing, with 200. */
+		req_reply_bytes(r, 200, "text/plain", "", 0);
 		return NULL;
 	}
 	json_array_foreach(jx_get(pod, "status.containerStatuses"), i, st)
 	{
 		if (!is(jx_str(st, "name"), want))
 			continue;
-		if (jx_get(st, "state.running") || jx_get(st, "state.terminated"))
+		/* A container in back-off still has its last run's log. */
+		if (jx_get(st, "state.running") || jx_get(st, "state.terminated") ||
+		    jx_get(st, "lastState.terminated"))
 			return want;
 		reason = jx_str(st, "state.waiting.reason") ?: reason;
 	}
@@ -368,7 +388,7 @@ void proxy_serve_pod_log(struct req *r)
 		free(enc);
 	}
 	path = str_printf("/containerLogs/%s/%s/%s%s", r->ns, r->name, container, q.s ? q.s : "");
-	forward(r, node, path);
+	forward(r, node, path, true);
 	free(path);
 	sbuf_free(&q);
 }

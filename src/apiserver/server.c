@@ -286,18 +286,23 @@ char *prefix_key(const struct resource *res, const char *ns)
 
 /* ---- routing ---------------------------------------------------------------- */
 
-/* Splits a path into at most 8 segments; returns the count (-1 if more). */
-static int split(const char *path, char **seg, int max)
+/* Splits a path into at most max segments; returns the count, *more set
+ * when the path goes on past them. */
+static int split(const char *path, char **seg, int max, bool *more)
 {
 	int n = 0;
 	const char *p = path;
+
+	*more = false;
 	while (*p == '/')
 		p++;
 	while (*p) {
 		const char *slash = strchr(p, '/');
 		size_t len = slash ? (size_t)(slash - p) : strlen(p);
-		if (n == max)
-			return -1;
+		if (n == max) {
+			*more = true;
+			break;
+		}
 		seg[n++] = xstrndup(p, len);
 		p += len;
 		while (*p == '/')
@@ -345,7 +350,8 @@ static const char *method_verb(struct req *r)
 static int route(struct req *r)
 {
 	char *seg[10] = {0};
-	int n = split(r->path, seg, 10), i, rc = ERR_NOTFOUND;
+	bool more;
+	int n = split(r->path, seg, 10, &more), i, rc = ERR_NOTFOUND;
 	const char *group, *version;
 
 	if (n < 3)
@@ -377,16 +383,16 @@ static int route(struct req *r)
 		goto out;
 	if (i < n)
 		i++;
-	/* A proxy's path goes on: it is the kubelet's. */
+	/* A proxy's path goes on, as deep as it likes: it is the kubelet's. */
 	if (r->sub && is(r->sub->name, "proxy"))
-		i = n;
-	if (i != n || (r->res->namespaced && r->name && !r->ns) ||
+		i = n, more = false;
+	if (i != n || more || (r->res->namespaced && r->name && !r->ns) ||
 	    (!r->res->namespaced && r->ns))
 		goto out;
 	r->kind = kind_rules_of(r->res);
 	rc = 0;
 out:
-	for (int j = 0; j < n && j < 10; j++)
+	for (int j = 0; j < n; j++)
 		free(seg[j]);
 	if (rc < 0)
 		r->res = NULL, r->sub = NULL;

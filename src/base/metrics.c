@@ -37,11 +37,39 @@ struct metric_family {
 	size_t nseries, capseries;
 };
 
+struct collector {
+	void (*fn)(void *arg);
+	void *arg;
+};
+
 struct metrics {
 	pthread_mutex_t mu;          /* guards the family array and function gauges' fn/arg */
 	struct metric_family **fams; /* sorted by name */
 	size_t nfams, capfams;
+	struct collector *collectors; /* metrics_on_render's, also under mu */
+	size_t ncollectors;
 };
+
+void metrics_on_render(struct metrics *m, void (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&m->mu);
+	m->collectors = realloc(m->collectors, (m->ncollectors + 1) * sizeof(*m->collectors));
+	if (!m->collectors)
+		abort();
+	m->collectors[m->ncollectors++] = (struct collector){fn, arg};
+	pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_off_render(struct metrics *m, void (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&m->mu);
+	for (size_t i = 0; i < m->ncollectors; i++)
+		if (m->collectors[i].fn == fn && m->collectors[i].arg == arg) {
+			m->collectors[i] = m->collectors[--m->ncollectors];
+			break;
+		}
+	pthread_mutex_unlock(&m->mu);
+}
 
 /* Grow an array of pointers to hold one more element. */
 static void *grow(void *arr, size_t len, size_t *cap)
@@ -134,6 +162,7 @@ void metrics_free(struct metrics *m)
 	for (size_t i = 0; i < m->nfams; i++)
 		family_free(m->fams[i]);
 	free(m->fams);
+	free(m->collectors);
 	pthread_mutex_destroy(&m->mu);
 	free(m);
 }
@@ -569,6 +598,22 @@ out:
 char *metrics_render(struct metrics *m)
 {
 	struct buf b = {0};
+	struct collector *run = NULL;
+	size_t n;
+
+	/* The collectors run unlocked: they update series of this registry. */
+	pthread_mutex_lock(&m->mu);
+	n = m->ncollectors;
+	if (n) {
+		run = malloc(n * sizeof(*run));
+		if (!run)
+			abort();
+		memcpy(run, m->collectors, n * sizeof(*run));
+	}
+	pthread_mutex_unlock(&m->mu);
+	for (size_t i = 0; i < n; i++)
+		run[i].fn(run[i].arg);
+	free(run);
 	buf_putn(&b, "", 0); /* an empty registry still yields "" */
 	pthread_mutex_lock(&m->mu);
 	for (size_t i = 0; i < m->nfams; i++)

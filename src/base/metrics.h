@@ -84,6 +84,15 @@ double metrics_value(const struct metric_series *s);
 /* A histogram's number of observations (0 for other types). */
 uint64_t metrics_count(const struct metric_series *s);
 
+/*
+ * fn(arg) runs at the start of every metrics_render, on the rendering
+ * thread, before any series is read: where a gauge that is a function of
+ * live state is brought up to date (workqueue_unfinished_work_seconds).
+ * metrics_off_render before arg goes.
+ */
+void metrics_on_render(struct metrics *m, void (*fn)(void *arg), void *arg);
+void metrics_off_render(struct metrics *m, void (*fn)(void *arg), void *arg);
+
 /* The exposition text of every family with at least one series. Caller frees. */
 char *metrics_render(struct metrics *m);
 

@@ -14,7 +14,8 @@ struct item {
 	bool processing; /* handed to process(), not done yet */
 	bool dirty;      /* added while processing: run again after done */
 	int failures;
-	int64_t added_at, started_at; /* mono: queued, handed to process() */
+	int64_t added_at, started_at; /* mono: added, handed to process() */
+	struct item *pnext, *pprev;   /* the processing list (instrumented queues) */
 	struct timer *delay;
 	struct workqueue *q;
 	struct item *next; /* FIFO link */
@@ -30,12 +31,16 @@ struct workqueue {
 	size_t len;
 	struct timer *kick; /* runs the queue on the next turn */
 	/* workqueue_instrument's series (NULL: not instrumented). */
+	struct metrics *metrics;
 	struct metric_series *depth, *adds, *queue_lat, *work_lat, *retries, *unfinished,
 		*longest;
+	struct item *processing; /* the items handed out, for the in-progress gauges */
 };
 
 /* upstream's workqueue histograms: 10 ns to 10 s, by tens. */
 static const double latency_buckets[] = {1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1, 10};
+
+static void update_unfinished(void *arg);
 
 void workqueue_instrument(struct workqueue *q, struct metrics *m, const char *name)
 {
@@ -76,22 +81,18 @@ void workqueue_instrument(struct workqueue *q, struct metrics *m, const char *na
 			      "been running.",
 			      "name"),
 		name);
+	q->metrics = m;
+	metrics_on_render(m, update_unfinished, q);
 }
 
-/* The in-progress gauges, brought up to date at each start and finish
- * (upstream refreshes them every 500 ms). */
-static void update_unfinished(struct workqueue *q)
+/* The in-progress gauges, as upstream's updateUnfinishedWorkLoop keeps
+ * them: brought up to date whenever the registry is rendered. */
+static void update_unfinished(void *arg)
 {
+	struct workqueue *q = arg;
 	int64_t now = clock_mono(), total = 0, longest = 0;
-	const char *k;
-	void *v;
 
-	if (!q->unfinished)
-		return;
-	for (size_t i = 0; hmap_next(&q->items, &i, &k, &v);) {
-		const struct item *it = v;
-		if (!it->processing)
-			continue;
+	for (const struct item *it = q->processing; it; it = it->pnext) {
 		total += now - it->started_at;
 		if (now - it->started_at > longest)
 			longest = now - it->started_at;
@@ -100,13 +101,18 @@ static void update_unfinished(struct workqueue *q)
 	metrics_set(q->longest, (double)longest / 1e9);
 }
 
-static void push(struct workqueue *q, struct item *it)
+/* upstream's metrics.add: once per key made dirty, with its time. */
+static void counted_add(struct workqueue *q, struct item *it)
 {
+	it->added_at = clock_mono();
 	if (q->depth) {
 		metrics_add(q->depth, 1);
 		metrics_inc(q->adds);
 	}
-	it->added_at = clock_mono();
+}
+
+static void push(struct workqueue *q, struct item *it)
+{
 	it->queued = true;
 	it->next = NULL;
 	if (q->tail)
@@ -156,7 +162,11 @@ static void run(void *arg)
 		if (q->depth) {
 			metrics_add(q->depth, -1);
 			metrics_observe(q->queue_lat, (double)(it->started_at - it->added_at) / 1e9);
-			update_unfinished(q);
+			it->pprev = NULL;
+			it->pnext = q->processing;
+			if (q->processing)
+				q->processing->pprev = it;
+			q->processing = it;
 		}
 		q->busy++;
 		q->process(q->arg, it->key);
@@ -191,6 +201,8 @@ void workqueue_free(struct workqueue *q)
 	}
 	hmap_free(&q->items);
 	timer_free(q->kick);
+	if (q->metrics)
+		metrics_off_render(q->metrics, update_unfinished, q);
 	free(q);
 }
 
@@ -198,18 +210,23 @@ void workqueue_add(struct workqueue *q, const char *key)
 {
 	struct item *it = item_get(q, key);
 	if (it->processing) {
-		if (!it->dirty && q->adds)
-			metrics_inc(q->adds);
+		if (!it->dirty)
+			counted_add(q, it);
 		it->dirty = true;
 		return;
 	}
-	if (!it->queued)
+	if (!it->queued) {
+		counted_add(q, it);
 		push(q, it);
+	}
 }
 
 void workqueue_add_after(struct workqueue *q, const char *key, int64_t delay_ns)
 {
 	struct item *it = item_get(q, key);
+	/* upstream's AddAfter counts a retry, rate-limited or not. */
+	if (q->retries)
+		metrics_inc(q->retries);
 	/* An earlier wake-up wins. */
 	if (!timer_pending(it->delay) || timer_deadline(it->delay) > clock_mono() + delay_ns)
 		timer_after(it->delay, delay_ns);
@@ -224,8 +241,6 @@ void workqueue_retry(struct workqueue *q, const char *key)
 	if (d > 1000 * NS_PER_SEC)
 		d = 1000 * NS_PER_SEC;
 	it->failures++;
-	if (q->retries)
-		metrics_inc(q->retries);
 	workqueue_add_after(q, key, d);
 }
 
@@ -245,7 +260,13 @@ void workqueue_done(struct workqueue *q, const char *key)
 	q->busy--;
 	if (q->work_lat) {
 		metrics_observe(q->work_lat, (double)(clock_mono() - it->started_at) / 1e9);
-		update_unfinished(q);
+		if (it->pprev)
+			it->pprev->pnext = it->pnext;
+		else
+			q->processing = it->pnext;
+		if (it->pnext)
+			it->pnext->pprev = it->pprev;
+		it->pnext = it->pprev = NULL;
 	}
 	if (it->dirty) {
 		it->dirty = false;

@@ -30,9 +30,9 @@ void workqueue_free(struct workqueue *q);
  * upstream's workqueue metrics in m, labelled name="<name>": workqueue_depth,
  * _adds_total, _queue_duration_seconds, _work_duration_seconds,
  * _retries_total, _unfinished_work_seconds and
- * _longest_running_processor_seconds (the last two brought up to date as
- * items start and finish). Queues sharing a name share the series, as
- * upstream's do.
+ * _longest_running_processor_seconds (the last two brought up to date
+ * each time m is rendered, which must be on the queue's thread). Queues
+ * sharing a name share the series, as upstream's do; m must outlive q.
  */
 struct metrics;
 void workqueue_instrument(struct workqueue *q, struct metrics *m, const char *name);

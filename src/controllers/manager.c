@@ -139,35 +139,39 @@ static void enqueue(struct controller_manager *m, const json_t *obj)
 /*
  * kube-state-metrics' CSR series, served beside the controllers' own (no
  * upstream controller exports them; the alert "CSR pending too long" needs
- * them, and a cube cluster runs no kube-state-metrics):
- * kube_certificatesigningrequest_condition{certificatesigningrequest,
- * signer_name, condition=approved|denied|failed} 1 or 0, and
+ * them, and a cube cluster runs no kube-state-metrics), with its names,
+ * labels and help texts: kube_certificatesigningrequest_condition
+ * {certificatesigningrequest, signer_name, condition=approved|denied} — how
+ * many conditions of that type the CSR has — and
  * kube_certificatesigningrequest_created (Unix seconds). Kept whatever
  * --controllers says, so they tell of an approver that is off.
  */
 static void csr_metrics(struct controller_manager *m, const json_t *csr, bool gone)
 {
-	static const char *const conds[][2] = {
-		{"Approved", "approved"}, {"Denied", "denied"}, {"Failed", "failed"}};
+	static const char *const conds[][2] = {{"Approved", "approved"}, {"Denied", "denied"}};
 	const char *name = jx_str(csr, "metadata.name"), *signer = jx_str(csr, "spec.signerName");
 	int64_t created = 0;
 
 	if (!m->m_csr_condition) {
 		m->m_csr_condition = metrics_gauge(
 			m->metrics, "kube_certificatesigningrequest_condition",
-			"The number of each certificatesigningrequest condition.",
+			"[STABLE] The number of each certificatesigningrequest condition",
 			"certificatesigningrequest,signer_name,condition");
-		m->m_csr_created = metrics_gauge(m->metrics, "kube_certificatesigningrequest_created",
-						 "Unix creation timestamp",
-						 "certificatesigningrequest,signer_name");
+		m->m_csr_created =
+			metrics_gauge(m->metrics, "kube_certificatesigningrequest_created",
+				      "[STABLE] Unix creation timestamp",
+				      "certificatesigningrequest,signer_name");
 	}
-	for (size_t i = 0; i < 3; i++) {
-		const json_t *c = jx_condition(json_object_get(csr, "status"), conds[i][0]);
+	for (size_t i = 0; i < 2; i++) {
+		const json_t *c;
+		size_t j, count = 0;
+		json_array_foreach(jx_get(csr, "status.conditions"), j, c)
+			count += !strcmp(jx_str(c, "type") ?: "", conds[i][0]);
 		if (gone)
 			metrics_remove(m->m_csr_condition, name, signer, conds[i][1]);
 		else
 			metrics_set(metrics_with(m->m_csr_condition, name, signer, conds[i][1]),
-				    c && !strcmp(jx_str(c, "status") ?: "", "True"));
+				    (double)count);
 	}
 	if (gone) {
 		metrics_remove(m->m_csr_created, name, signer);

@@ -30,6 +30,8 @@
 #include <openssl/ssl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 const char certs_report_usage[] =
     "Usage: cube certs report [--kubeconfig F] [--warn-within 30d] [-o table|json]\n"
@@ -40,7 +42,8 @@ const char certs_report_usage[] =
     "unreachable — the newest certificate the API issued the node (its CSRs);\n"
     "beside them the control plane's as this client sees them: the API server's\n"
     "serving certificate (from the TLS handshake), the kubeconfig's CA and client\n"
-    "certificate. Exits 1 naming each certificate expired or inside the window.\n"
+    "certificate. Exits 1 naming each certificate expired or inside the window, 4 when\n"
+    "the cluster cannot be read.\n"
     "\n"
     "Flags:\n"
     "      --kubeconfig F      the cluster (default $KUBECONFIG, else ~/.kube/config)\n"
@@ -214,14 +217,22 @@ static X509 *server_certificate(const char *server)
 	char addr[300];
 
 	if (host && ctx) {
-		snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+		/* libevent gives an IPv6 literal with its brackets. */
+		snprintf(addr, sizeof(addr), "%s:%d", host, port);
 		bio = BIO_new_ssl_connect(ctx);
 		BIO_get_ssl(bio, &ssl);
 		if (ssl && !strchr(host, ':'))
 			SSL_set_tlsext_host_name(ssl, host);
 		BIO_set_conn_hostname(bio, addr);
-		if (BIO_do_handshake(bio) == 1)
-			cert = SSL_get1_peer_certificate(ssl);
+		if (BIO_do_connect(bio) == 1) {
+			/* A server that accepts and says nothing must not hang us. */
+			struct timeval tv = {.tv_sec = 10};
+			int fd = (int)BIO_get_fd(bio, NULL);
+			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+			setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+			if (BIO_do_handshake(bio) == 1)
+				cert = SSL_get1_peer_certificate(ssl);
+		}
 	}
 	ERR_clear_error();
 	BIO_free_all(bio);
@@ -396,17 +407,20 @@ int certs_report(int argc, char **argv)
 		path = owned = env && *env ? xstrndup(env, strcspn(env, ":"))
 		                           : str_printf("%s/.kube/config", getenv("HOME") ?: ".");
 	if (kubeconfig_load(path, &kc) < 0) {
-		rc = cli_fail("%s", err_msg());
+		cli_fail("%s", err_msg());
+		rc = 4;
 		goto out;
 	}
 	loop = loop_new();
 	if (!(c = rest_client_from_kubeconfig(loop, &kc, "cube-certs-report"))) {
-		rc = cli_fail("%s: %s", path, err_msg());
+		cli_fail("%s: %s", path, err_msg());
+		rc = 4;
 		goto out;
 	}
 	if (rest_do_sync(c, "GET", "/api/v1/nodes", NULL, &nodes, &err) != 200) {
-		rc = cli_fail("GET /api/v1/nodes: %s",
+		cli_fail("GET /api/v1/nodes: %s",
 		              err ? err : jx_str(nodes, "message") ?: "refused");
+		rc = 4;
 		goto out;
 	}
 	rest_do_sync(c, "GET", "/apis/certificates.k8s.io/v1/certificatesigningrequests", NULL,

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #define EXIT_CRITICAL 3
+#define EXIT_UNINSPECTED 4 /* the kubeconfig could not even be used */
 
 static const char doctor_usage[] =
     "Usage: cube doctor [--kubeconfig F | --data-dir DIR] [--kubelet-dir DIR ...] [flags]\n"
@@ -50,8 +51,8 @@ static const char doctor_usage[] =
     "With neither flag it uses ./cube-data when it holds a cluster, else\n"
     "$KUBECONFIG or ~/.kube/config.\n"
     "\n"
-    "Exit status: 0 healthy, 1 warnings only, 3 at least one critical finding,\n"
-    "2 a bad command line.\n"
+    "Exit status: 0 healthy, 1 warnings only, 3 at least one critical finding (the API\n"
+    "unreachable included), 2 a bad command line, 4 a kubeconfig that cannot be used.\n"
     "\n"
     "Flags:\n"
     "      --kubeconfig F                  the cluster's kubeconfig\n"
@@ -285,13 +286,15 @@ int cmd_doctor(int argc, char **argv)
 	}
 	kc_path = default_kubeconfig(&o, &kc_path_owned);
 	if (kubeconfig_load(kc_path, &kc) < 0) {
-		rc = cli_fail("%s", err_msg());
+		cli_fail("%s", err_msg());
+		rc = EXIT_UNINSPECTED;
 		goto out;
 	}
 	loop = loop_new();
 	c = rest_client_from_kubeconfig(loop, &kc, "cube-doctor");
 	if (!c) {
-		rc = cli_fail("%s: %s", kc_path, err_msg());
+		cli_fail("%s: %s", kc_path, err_msg());
+		rc = EXIT_UNINSPECTED;
 		goto out;
 	}
 	in.now_ns = clock_now();

@@ -254,9 +254,12 @@ static void fix_plan_1(const struct ctx *c, struct doctor_finding *f, const char
 		           c->in->data_dir, node);
 	else
 		strv_pushf(&f->fix,
-		           "plan 1: rm -f %s && systemctl restart kubelet   # on %s (the kubelet "
-		           "bootstraps again with --bootstrap-kubeconfig)",
-		           link, node);
+		           "plan 1: rm -f %s && systemctl restart kubelet   # on %s: the kubelet "
+		           "bootstraps again with --bootstrap-kubeconfig, which needs a valid "
+		           "token (kubeadm join removes bootstrap-kubelet.conf: write one with "
+		           "`kubeadm token create`, or use `kubeadm kubeconfig user --org "
+		           "system:nodes --client-name system:node:%s` as kubelet.conf)",
+		           link, node, node);
 	free(link);
 }
 
@@ -713,7 +716,9 @@ static void not_ready_cause(struct ctx *c, struct doctor_finding *f, const char 
 		    duration_human(renew - now, b));
 		fix_clock(c, f, node);
 	} else if (log_says(l, "network is unreachable") || log_says(l, "connection refused") ||
-	           log_says(l, "i/o timeout") || log_says(l, "no route to host")) {
+	           log_says(l, "i/o timeout") || log_says(l, "no route to host") ||
+	           /* cube's client: a connection refused or cut */
+	           log_says(l, "failed or was closed")) {
 		set(&f->title, "the API server is unreachable from the node");
 		set(&f->cause,
 		    "%s: the kubelet cannot reach the API server (%s); its certificate is "

@@ -39,6 +39,7 @@ struct slot {
 	struct log_scope log; /* <root-dir>/<name>/kubelet.log: this kubelet's lines */
 	struct kubelet *k;    /* NULL while stopped */
 	struct timer *restart;
+	int want_port;        /* the port config.yaml asks for (-1: any) */
 	int last_port;        /* the HTTPS port its last run served on */
 	bool unreachable;     /* partitioned from the API server */
 };
@@ -112,13 +113,16 @@ static void restart(void *arg)
 	bool any_port;
 
 	slot_stop(s);
+	/* The configured port, kept apart from the one pinned below, so that
+	 * a config.yaml that no longer loads does not pin it for good. */
+	s->cfg.port = s->want_port;
 	reload_config(s);
+	s->want_port = s->cfg.port;
 	/* "Any port" serves again on the one it had, as a node's kubelet on
 	 * 10250, so the API server's proxy finds it before the next status
 	 * update; a port gone meanwhile makes the retry take any. */
-	any_port = s->cfg.port < 0;
-	if (any_port && s->last_port > 0)
-		s->cfg.port = s->last_port;
+	any_port = s->want_port < 0;
+	s->cfg.port = any_port && s->last_port > 0 ? s->last_port : s->want_port;
 	s->k = kubelet_new(s->pool->loop, &s->cfg);
 	if (s->k)
 		kubelet_set_unreachable(s->k, s->unreachable);
@@ -161,6 +165,7 @@ struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_co
 		/* One port each when asked for ports at all. */
 		if (tmpl->port > 0)
 			s->cfg.port = tmpl->port + i;
+		s->want_port = s->cfg.port;
 		s->cfg.name_in_logs = true;
 		s->cfg.on_exit = pool_on_exit;
 		s->cfg.on_exit_arg = s;

@@ -113,7 +113,8 @@ json_t *pods_list(struct pods *p);
  * reaches it (timestamps: RFC 3339 with nanoseconds before each, as the
  * CRI log format); the last tail lines (-1: all). *out malloc'd. Errors
  * in upstream's words: ERR_NOTFOUND for a pod or container this node does
- * not run, ERR_INVALID while the container is still being created.
+ * not run, ERR_INVALID while the container has not started ("is not
+ * available").
  */
 int pods_container_log(struct pods *p, const char *ns, const char *name, const char *container,
 		       bool timestamps, long tail, char **out);

@@ -160,7 +160,7 @@ static json_t *certificate_condition(struct kubelet *k, const json_t *old_status
 	X509 *cert = k->client_cm ? certmgr_held(k->client_cm, &key) : NULL;
 	const char *last = NULL;
 	int failing = k->client_cm ? certmgr_failing(k->client_cm, &last) : 0;
-	char na[TIME_BUF], left[DURATION_BUF], msg[1024], *path;
+	char na[TIME_BUF], msg[1024], *path;
 	int64_t nb, end, t = clock_now();
 	size_t n;
 	bool late;
@@ -174,7 +174,6 @@ static json_t *certificate_condition(struct kubelet *k, const json_t *old_status
 	late = t >= nb + (end - nb) / 10 * 9;
 	path = certstore_current_path(k->cfg.cert_dir, CERTSTORE_CLIENT);
 	time_format_rfc3339(end, na);
-	duration_short_human(end - t, left);
 	if (!late && failing < CERT_CONDITION_FAILURES) {
 		snprintf(msg, sizeof(msg), "client certificate %s valid until %s%s", path, na,
 			 k->cfg.rotate_certificates ? "; rotation renews it at 70-90% of its life"
@@ -183,8 +182,12 @@ static json_t *certificate_condition(struct kubelet *k, const json_t *old_status
 		return condition(old_status, "ClientCertificateExpiring", "False",
 				 "ClientCertificateValid", msg, now);
 	}
-	n = (size_t)snprintf(msg, sizeof(msg), "client certificate %s (NotAfter %s) %s%s", path,
-			     na, end > t ? "expires in " : "has expired", end > t ? left : "");
+	/* No countdown in it: the message changing at every sync would post the
+	 * whole status each time. */
+	n = (size_t)snprintf(msg, sizeof(msg), "client certificate %s (NotAfter %s) %s", path, na,
+			     end > t ? (late ? "is past 90% of its life and not renewed"
+					     : "is not renewed")
+				     : "has expired");
 	if (!k->cfg.rotate_certificates && n < sizeof(msg))
 		n += (size_t)snprintf(msg + n, sizeof(msg) - n, "; rotation is off");
 	if (failing && n < sizeof(msg))

@@ -764,21 +764,19 @@ int pods_container_log(struct pods *p, const char *ns, const char *name, const c
 	snprintf(key, sizeof(key), "%s/%s", ns, name);
 	pod = p ? informer_get(p->inf, key) : NULL;
 	st = p ? hmap_get(&p->states, key) : NULL;
+	/* The kubelet server's texts (getContainerLogs, validateContainerLogStatus). */
 	if (!pod)
-		return err_set(ERR_NOTFOUND, "pod \"%s\" cannot be found - no logs available",
-		               name);
+		return err_set(ERR_NOTFOUND, "pod \"%s\" does not exist", name);
 	json_array_foreach(jx_get(pod, "spec.containers"), i, c)
 	{
 		if (!strcmp(jx_str(c, "name") ?: "", container))
 			found = c;
 	}
 	if (!found)
-		return err_set(ERR_NOTFOUND, "container %s is not valid for pod %s", container,
+		return err_set(ERR_NOTFOUND, "container \"%s\" not found in pod \"%s\"", container,
 		               name);
 	if (!st || !st->started_wall)
-		return err_set(ERR_INVALID,
-		               "container \"%s\" in pod \"%s\" is waiting to start: "
-		               "ContainerCreating",
+		return err_set(ERR_INVALID, "container \"%s\" in pod \"%s\" is not available",
 		               container, name);
 	program_output(found, st->started_wall, clock_now(), timestamps, &lines);
 	for (i = tail >= 0 && (size_t)tail < lines.n ? lines.n - (size_t)tail : 0; i < lines.n; i++)

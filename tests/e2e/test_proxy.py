@@ -102,11 +102,15 @@ def test_kubectl_logs(cluster):
         p.stderr
     p = u.kubectl("logs", "two", "-c", "zz", check=False)
     assert "container zz is not valid for pod two" in p.stderr, p.stderr
-    # A pod the scheduler has not placed.
+    # A pod the scheduler has not placed: no location, nothing to stream
+    # (upstream's LogLocation), not an error.
     u.kubectl("run", "nowhere", "--image=nginx", "--overrides",
               '{"spec":{"nodeSelector":{"no":"such-node"}}}')
     p = u.kubectl("logs", "nowhere", check=False)
-    assert "pod nowhere does not have a host assigned" in p.stderr, p.stderr
+    assert p.returncode == 0 and p.stdout == "", p.stdout + p.stderr
+    # The kubelet's 404 for a container it does not run, through the proxy.
+    p = raw(u, f"/api/v1/nodes/{node}/proxy/containerLogs/default/talk/zz", check=False)
+    assert p.returncode != 0 and "(NotFound)" in p.stderr, p.stderr
     # An entrypoint that prints nothing: an empty log, not an error.
     wait_for(lambda: u.kubectl("logs", "two", "-c", "a", check=False).returncode == 0, 30,
              "container a running")

@@ -725,7 +725,7 @@ static void test_denied_is_never_signed(void **state)
 	    "kube_certificatesigningrequest_condition{certificatesigningrequest=\"alice-denied\","
 	    "signer_name=\"kubernetes.io/kube-apiserver-client\",condition=\"approved\"} 0\n",
 	    "kube_certificatesigningrequest_condition{certificatesigningrequest=\"alice-server\","
-	    "signer_name=\"kubernetes.io/kube-apiserver-client\",condition=\"failed\"} 1\n",
+	    "signer_name=\"kubernetes.io/kube-apiserver-client\",condition=\"approved\"} 1\n",
 	    "kube_certificatesigningrequest_condition{certificatesigningrequest=\"alice-approved\","
 	    "signer_name=\"kubernetes.io/kube-apiserver-client\",condition=\"approved\"} 1\n",
 	    "kube_certificatesigningrequest_created{certificatesigningrequest=\"alice-approved\","

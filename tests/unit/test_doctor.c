@@ -291,8 +291,11 @@ static void test_expired_no_csr_since(void **state)
 	                              "plan 1");
 	assert_string_equal(f->fix.v[0],
 	                    "plan 1: rm -f /data/nodes/node-2/pki/kubelet-client-current.pem && "
-	                    "systemctl restart kubelet   # on node-2 (the kubelet bootstraps again "
-	                    "with --bootstrap-kubeconfig)");
+	                    "systemctl restart kubelet   # on node-2: the kubelet bootstraps again "
+	                    "with --bootstrap-kubeconfig, which needs a valid token (kubeadm join "
+	                    "removes bootstrap-kubelet.conf: write one with `kubeadm token create`, "
+	                    "or use `kubeadm kubeconfig user --org system:nodes --client-name "
+	                    "system:node:node-2` as kubelet.conf)");
 	world_free(&w);
 }
 
@@ -522,14 +525,14 @@ static void test_reported_condition(void **state)
 	    conds, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "ClientCertificateExpiring",
 	                     "status", "True", "reason", "ClientCertificateNearExpiry", "message",
 	                     "client certificate /var/lib/kubelet/pki/kubelet-client-"
-	                     "current.pem (NotAfter 2026-12-01T10:00:00Z) expires in 1d; "
+	                     "current.pem (NotAfter 2026-12-01T10:00:00Z) is past 90% of its life and not renewed; "
 	                     "rotation is off",
 	                     "lastTransitionTime", at(NOW - NS_PER_HOUR)));
 	struct doctor_report *r = diagnose(&w);
 	assert_int_equal(r->n, 1);
 	const struct doctor_finding *f = find(r, "CertificateExpiring", "node/node-1");
 	assert_string_equal(f->title, "the kubelet reports its client certificate expiring");
-	assert_contains(f->symptom, "(NotAfter 2026-12-01T10:00:00Z) expires in 1d");
+	assert_contains(f->symptom, "(NotAfter 2026-12-01T10:00:00Z) is past 90% of its life");
 	assert_contains(f->fix.v[0],
 	                "plan 1: rm -f /var/lib/kubelet/pki/kubelet-client-current.pem");
 	world_free(&w);

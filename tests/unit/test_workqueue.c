@@ -153,10 +153,14 @@ static void test_metrics(void **state)
 	clock_advance(3 * NS_PER_MS); /* a waits 3 ms, then is held */
 	assert_int_equal(l.n, 1);
 	clock_advance(2 * NS_PER_SEC);
-	workqueue_add(l.q, "a"); /* dirty while processing: an add */
+	workqueue_add(l.q, "a"); /* dirty while processing: an add, in the depth too */
 	workqueue_retry(l.q, "b");
 	text = metrics_render(m);
-	assert_non_null(strstr(text, "workqueue_depth{name=\"certificate\"} 1\n"));
+	assert_non_null(strstr(text, "workqueue_depth{name=\"certificate\"} 2\n"));
+	/* a has been processing for 2 s: the render brings the gauges up to date. */
+	assert_non_null(strstr(text, "workqueue_unfinished_work_seconds{name=\"certificate\"} 2"));
+	assert_non_null(
+		strstr(text, "workqueue_longest_running_processor_seconds{name=\"certificate\"} 2"));
 	assert_non_null(strstr(text, "workqueue_adds_total{name=\"certificate\"} 3\n"));
 	assert_non_null(strstr(text, "workqueue_retries_total{name=\"certificate\"} 1\n"));
 	assert_non_null(strstr(

@@ -239,6 +239,7 @@ static int kubelets_start(struct component *c)
 	struct cluster *cl = c->cl;
 	struct kubelet_config t;
 	char *root = path_in(cl, "nodes"), *boot = path_in(cl, "bootstrap-kubelet.conf");
+	char *ca = path_in(cl, "pki/ca.crt");
 	int rc;
 
 	kubelet_config_init(&t);
@@ -253,6 +254,7 @@ static int kubelets_start(struct component *c)
 	 * and pods/log reach it there. */
 	t.port = -1;
 	kubelet_config_set(&t.address, "127.0.0.1");
+	kubelet_config_set(&t.client_ca_file, ca);
 	if (cl->o.status_update_ns > 0) {
 		t.node_status_update_frequency_ns = cl->o.status_update_ns;
 		t.update_frequency_set = true;
@@ -268,6 +270,7 @@ static int kubelets_start(struct component *c)
 	kubelet_config_free(&t);
 	free(root);
 	free(boot);
+	free(ca);
 	return rc;
 }
 

@@ -48,6 +48,9 @@ static const char usage[] =
 	"      --rotate-server-certificates[=BOOL]  request and rotate a serving certificate\n"
 	"      --node-ip IP                    the node's InternalIP (default 127.0.0.1)\n"
 	"      --address IP                    where the HTTPS server listens (default 0.0.0.0)\n"
+	"      --client-ca-file F              the HTTPS server asks a client certificate this CA\n"
+	"                                      signed for all but /healthz (401 otherwise);\n"
+	"                                      without it, it serves anyone\n"
 	"      --port N                        the HTTPS server's port (default 10250; 0 = none)\n"
 	"      --max-pods N                    capacity in pods (default 110)\n"
 	"  -v, --v N                           log verbosity\n"
@@ -130,6 +133,7 @@ static const struct option opts[] = {
 	{"rotate-server-certificates", optional_argument, NULL, 'S'},
 	{"node-ip", required_argument, NULL, 'i'},
 	{"address", required_argument, NULL, 'a'},
+	{"client-ca-file", required_argument, NULL, 0x301},
 	{"port", required_argument, NULL, 'p'},
 	{"max-pods", required_argument, NULL, 'm'},
 	{"self-heal", optional_argument, NULL, 'E'},
@@ -178,6 +182,7 @@ static int apply_flag(struct kubelet_config *c, struct run_opts *ro, int opt, ch
 	case 'S': rc = cli_parse_bool(optarg, &c->server_tls_bootstrap); break;
 	case 'E': rc = cli_parse_bool(optarg, &c->self_heal); break;
 	case 0x300: rc = cli_parse_bool(optarg, &c->certificate_condition); break;
+	case 0x301: kubelet_config_set(&c->client_ca_file, optarg); break;
 	case 'i': kubelet_config_set(&c->node_ip, optarg); break;
 	case 'a': kubelet_config_set(&c->address, optarg); break;
 	case 'p':

@@ -53,6 +53,7 @@ static const size_t string_fields[] = {
 	offsetof(struct kubelet_config, address),
 	offsetof(struct kubelet_config, tls_cert_file),
 	offsetof(struct kubelet_config, tls_private_key_file),
+	offsetof(struct kubelet_config, client_ca_file),
 };
 #define NSTRINGS (sizeof(string_fields) / sizeof(string_fields[0]))
 
@@ -180,6 +181,11 @@ static int apply_field(struct kubelet_config *c, const char *k, const json_t *v)
 		return want_string(v, k, &c->tls_cert_file);
 	if (!strcmp(k, "tlsPrivateKeyFile"))
 		return want_string(v, k, &c->tls_private_key_file);
+	if (!strcmp(k, "authentication")) {
+		const json_t *ca = jx_get(v, "x509.clientCAFile");
+		return ca ? want_string(ca, "authentication.x509.clientCAFile", &c->client_ca_file)
+			  : 0;
+	}
 	if (!strcmp(k, "registerWithTaints"))
 		return want_taints(v, &c->register_with_taints);
 	if (!strcmp(k, "apiVersion") || !strcmp(k, "kind"))
@@ -225,6 +231,10 @@ json_t *kubelet_config_json(const struct kubelet_config *c)
 		json_object_set_new(doc, "tlsCertFile", json_string(c->tls_cert_file));
 	if (c->tls_private_key_file)
 		json_object_set_new(doc, "tlsPrivateKeyFile", json_string(c->tls_private_key_file));
+	if (c->client_ca_file)
+		json_object_set_new(doc, "authentication",
+				    json_pack("{s:{s:s}, s:{s:b}}", "x509", "clientCAFile",
+					      c->client_ca_file, "anonymous", "enabled", 0));
 	if (json_array_size(c->register_with_taints))
 		json_object_set_new(doc, "registerWithTaints", json_deep_copy(c->register_with_taints));
 	/* cube's own fields (upstream's kubelet would ignore them). */

@@ -62,6 +62,9 @@ struct kubelet_config {
 	int port;                         /* port / --port: 10250; 0 = no server; -1 = any free
 					     port (tests; kubelet_port() says which) */
 	char *tls_cert_file, *tls_private_key_file; /* tlsCertFile / tlsPrivateKeyFile */
+	char *client_ca_file; /* authentication.x509.clientCAFile / --client-ca-file: the
+				 HTTPS server asks a certificate this CA signed (but for
+				 /healthz), as anonymous: false does; NULL: serves anyone */
 
 	/* cube's own */
 	bool self_heal;            /* selfHeal / --self-heal: re-bootstrap in place when the

@@ -1,16 +1,20 @@
 /*
  * The kubelet's HTTPS server: /healthz, /metrics (this kubelet's registry:
  * the certificate manager's TTL gauges and renewal counters), /configz (the
- * KubeletConfiguration it runs with) and /pods (the pods bound to the node,
- * as the informer sees them).
+ * KubeletConfiguration it runs with), /pods (the pods bound to the node,
+ * as the informer sees them) and /containerLogs/<ns>/<pod>/<container>.
  *
  * Its certificate, as upstream picks it: with serverTLSBootstrap, the serving
  * certificate manager's current one, chosen at each handshake — until one
  * is issued there is none, and the handshake fails ("no serving certificate
  * available for the kubelet"); else tlsCertFile/tlsPrivateKeyFile when
  * configured; else a self-signed kubelet.crt / kubelet.key in the cert dir,
- * made on first start. Requests are not authenticated (upstream delegates that to the
- * API server with webhook authn/authz); bind it to loopback in tests.
+ * made on first start.
+ *
+ * With a client CA (authentication.x509.clientCAFile) every request but
+ * /healthz needs a certificate it signed, as kubeadm's anonymous: false;
+ * authorization (upstream's webhook SubjectAccessReview) is not done: any
+ * such certificate may read everything. Without one it serves anyone.
  */
 #include "kubelet/internal.h"
 
@@ -88,6 +92,18 @@ static void handle(struct evhttp_request *req, void *arg)
 
 	if (!path)
 		path = "/";
+	/* x509 authentication, anonymous off (kubeadm's): a certificate the
+	 * client CA signed, but for /healthz. Who may do what is not asked
+	 * (upstream's webhook authorization): the CA's word is enough. */
+	if (s->k->cfg.client_ca_file && strcmp(path, "/healthz")) {
+		SSL *ssl = httpd_ssl(req);
+		const struct tls_identity *id = ssl ? tls_peer_identity(ssl, clock_now()) : NULL;
+		if (!id || !id->present || id->verify_err) {
+			httpd_reply(req, 401, "Unauthorized", "text/plain; charset=utf-8",
+				    "Unauthorized");
+			return;
+		}
+	}
 	if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
 		httpd_reply(req, 405, "Method Not Allowed", "text/plain; charset=utf-8",
 		            "405 method not allowed\n");
@@ -200,16 +216,19 @@ static SSL_CTX *serving_ctx(struct kserver *s)
 	SSL_CTX *ctx;
 
 	if (k->cfg.server_tls_bootstrap) {
-		if ((ctx = tls_server_ctx(NULL, NULL, NULL)))
+		if ((ctx = tls_server_ctx(NULL, NULL, k->cfg.client_ca_file)))
 			SSL_CTX_set_cert_cb(ctx, pick_serving_cert, s);
 		return ctx;
 	}
 	if (k->cfg.tls_cert_file && k->cfg.tls_private_key_file)
-		return tls_server_ctx(k->cfg.tls_cert_file, k->cfg.tls_private_key_file, NULL);
+		return tls_server_ctx(k->cfg.tls_cert_file, k->cfg.tls_private_key_file,
+				      k->cfg.client_ca_file);
 	crt = file_join(k->cfg.cert_dir, "kubelet.crt");
 	key = file_join(k->cfg.cert_dir, "kubelet.key");
-	if ((!file_exists(crt) || !file_exists(key) || !(ctx = tls_server_ctx(crt, key, NULL))) &&
-	    (self_signed(k, crt, key) < 0 || !(ctx = tls_server_ctx(crt, key, NULL))))
+	if ((!file_exists(crt) || !file_exists(key) ||
+	     !(ctx = tls_server_ctx(crt, key, k->cfg.client_ca_file))) &&
+	    (self_signed(k, crt, key) < 0 ||
+	     !(ctx = tls_server_ctx(crt, key, k->cfg.client_ca_file))))
 		ctx = NULL;
 	free(crt);
 	free(key);

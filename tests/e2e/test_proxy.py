@@ -53,6 +53,19 @@ def test_node_proxy(cluster):
     pods = json.loads(raw(u, "/api/v1/nodes/node-2/proxy/pods").stdout)
     assert pods["kind"] == "PodList", pods
 
+    # The kubelet itself asks a certificate of the cluster CA, but for
+    # /healthz (anonymous off, as kubeadm's); the API server shows one.
+    conf_text = (u.data / "nodes" / "node-1" / "config.yaml").read_text()
+    assert "clientCAFile: " + str(u.data / "pki" / "ca.crt") in conf_text, conf_text
+    direct = f"https://127.0.0.1:{port}"
+    p = u.run("curl", "-sk", "-w", " %{http_code}", f"{direct}/configz")
+    assert p.stdout == "Unauthorized 401", p.stdout
+    assert u.run("curl", "-sk", f"{direct}/healthz").stdout == "ok"
+    pki = u.data / "pki"
+    p = u.run("curl", "-sk", "--cert", pki / "apiserver-kubelet-client.crt", "--key",
+              pki / "apiserver-kubelet-client.key", f"{direct}/configz")
+    assert json.loads(p.stdout)["kubeletconfig"]["port"] == port, p.stdout
+
     # A path the kubelet does not serve: its own 404, passed through.
     p = raw(u, "/api/v1/nodes/node-1/proxy/nothing-here", check=False)
     assert p.returncode != 0 and "NotFound" in p.stderr, p.stderr

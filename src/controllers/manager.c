@@ -448,10 +448,11 @@ void controller_manager_free(struct controller_manager *m)
 	namespace_free(m->namespaces);
 	jobctl_free(m->jobs);
 	aggregation_free(m->aggregation);
-	metrics_free(m->metrics);
 	csrcleaner_free(m->cleaner);
 	csrapproving_free(m->approving);
 	csrsigning_free(m->signing);
+	/* Last: the controllers' queues unhook from it as they go. */
+	metrics_free(m->metrics);
 	free(m->signing_cert);
 	free(m->signing_key);
 	free(m);

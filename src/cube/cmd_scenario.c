@@ -41,18 +41,19 @@ static bool node_ready_is(struct scen *s, void *arg)
 	return n && !strcmp(scen_ready(n) ?: "", w->ready);
 }
 
-static bool all_ready(struct scen *s, void *arg)
+/* Every node's Ready is arg ("True", "Unknown"). */
+static bool every_node(struct scen *s, void *arg)
 {
-	int want = *(int *)arg, ready = 0;
+	int n = scen_nodes(s), matching = 0;
 	char name[32];
 
-	for (int i = 0; i < want; i++) {
-		json_t *n;
+	for (int i = 0; i < n; i++) {
+		json_t *node;
 		snprintf(name, sizeof(name), "node-%d", i);
-		n = scen_node(s, name);
-		ready += n && !strcmp(scen_ready(n) ?: "", "True");
+		node = scen_node(s, name);
+		matching += node && !strcmp(scen_ready(node) ?: "", (const char *)arg);
 	}
-	return ready == want;
+	return matching == n;
 }
 
 struct taint_is {
@@ -233,14 +234,13 @@ static json_t *pinned_pod(void)
 /* The cluster up and the workload running on every node. */
 static int setup(struct scen *s)
 {
-	int nodes = scen_nodes(s);
 	json_t *d = deployment();
 	int rc;
 
 	scen_say(s, "The nodes come up: each kubelet bootstraps with a token, gets a client "
 	            "certificate through a CSR the controller manager approves and signs, and "
 	            "renews its Lease.");
-	if (scen_wait(s, "every node Ready", all_ready, &nodes, 60) < 0)
+	if (scen_wait(s, "every node Ready", every_node, (void *)"True", 60) < 0)
 		return -1;
 	scen_mark(s, "kubectl create deployment " APP " --replicas=%d", REPLICAS);
 	rc = scen_create(s, "/apis/apps/v1/namespaces/default/deployments", d);
@@ -636,25 +636,11 @@ static int rbac_removal(struct scen *s)
 	return node_back(s, scen_now(s));
 }
 
-static bool all_unknown(struct scen *s, void *arg)
-{
-	int n = scen_nodes(s), unknown = 0;
-	char name[32];
-	for (int i = 0; i < n; i++) {
-		json_t *node;
-		snprintf(name, sizeof(name), "node-%d", i);
-		node = scen_node(s, name);
-		unknown += node && !strcmp(scen_ready(node) ?: "", "Unknown");
-	}
-	return unknown == n;
-}
-
 /* Every node's certificate at once (failure table: scheduling queue blocked). */
 static int expire_all(struct scen *s)
 {
 	const struct scen_timings *t = scen_timings(s);
 	char msg[512] = "", *out = NULL, name[32];
-	int nodes = scen_nodes(s);
 	struct app_count c;
 	json_t *pod;
 	double t_all;
@@ -673,7 +659,7 @@ static int expire_all(struct scen *s)
 	}
 	if (scen_fault(s, "expire-all --in 3s"))
 		return -1;
-	if ((t_all = scen_wait(s, "every node Ready=Unknown", all_unknown, NULL,
+	if ((t_all = scen_wait(s, "every node Ready=Unknown", every_node, (void *)"Unknown",
 	                       (double)t->grace_ns / 1e9 + 40)) < 0)
 		return -1;
 	scen_sh(s, true, "kubectl get nodes", NULL);
@@ -698,7 +684,7 @@ static int expire_all(struct scen *s)
 	scen_say(s, "Recovery: `cube fault clear` puts back every certificate and turns rotation "
 	            "on again.");
 	scen_fault(s, "clear");
-	if (scen_wait(s, "every node Ready", all_ready, &nodes, 60) < 0)
+	if (scen_wait(s, "every node Ready", every_node, (void *)"True", 60) < 0)
 		return -1;
 	return scen_wait(s, "pod pinned Running on " NODE, pinned_running, NULL, 60) < 0 ? -1 : 0;
 }

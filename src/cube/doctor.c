@@ -17,7 +17,6 @@
 #include <string.h>
 
 #define SIGNER_CLIENT "kubernetes.io/kube-apiserver-client-kubelet"
-#define SIGNER_SERVING "kubernetes.io/kubelet-serving"
 #define ROLE_NODECLIENT "system:certificates.k8s.io:certificatesigningrequests:nodeclient"
 #define ROLE_SELFNODECLIENT "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"
 #define TAINT_UNREACHABLE "node.kubernetes.io/unreachable"

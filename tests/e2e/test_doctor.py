@@ -13,19 +13,9 @@ import json
 import os
 import re
 
-import pytest
 
-from test_fault import FAST, fault, ready_status
-from test_up import NODES, Up, ready_nodes, wait_for
-
-
-@pytest.fixture
-def cluster(cube, tmp, run):
-    u = Up(cube, tmp / "cluster", run, *FAST)
-    wait_for(lambda: ready_nodes(u) == set(NODES), 30, "3 Ready nodes")
-    yield u
-    if u.proc.poll() is None:
-        u.stop()
+from test_fault import cluster, fault, ready_status  # noqa: F401 (the fixture)
+from test_up import NODES, ready_nodes, wait_for
 
 
 def doctor(u, *args):

@@ -26,15 +26,7 @@
 #define T0 (INT64_C(1796032800) * NS_PER_SEC) /* 2026-11-30T10:00:00Z */
 #define YEAR (365 * NS_PER_DAY)
 
-#define assert_contains(s, sub)                                                                    \
-	do {                                                                                       \
-		const char *s_ = (s);                                                              \
-		if (!s_ || !strstr(s_, (sub))) {                                                   \
-			print_error("\"%s\"\n  does not contain \"%s\"\n", s_ ? s_ : "(null)",     \
-			            (sub));                                                        \
-			fail();                                                                    \
-		}                                                                                  \
-	} while (0)
+#include "testassert.h"
 
 /* A CA and two node pairs, made once. */
 static EVP_PKEY *ca_key, *key1, *key2;

@@ -30,15 +30,7 @@
 #define ROLE_NODECLIENT "system:certificates.k8s.io:certificatesigningrequests:nodeclient"
 #define ROLE_SELF "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"
 
-#define assert_contains(s, sub)                                                                    \
-	do {                                                                                       \
-		const char *s_ = (s);                                                              \
-		if (!s_ || !strstr(s_, (sub))) {                                                   \
-			print_error("\"%s\"\n  does not contain \"%s\"\n", s_ ? s_ : "(null)",     \
-			            (sub));                                                        \
-			fail();                                                                    \
-		}                                                                                  \
-	} while (0)
+#include "testassert.h"
 
 /* ---- fixtures ------------------------------------------------------------------------------ */
 

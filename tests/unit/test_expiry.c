@@ -31,15 +31,7 @@
 #define VALIDITY (240 * NS_PER_HOUR)
 #define WARN (30 * NS_PER_DAY)
 
-#define assert_contains(s, sub)                                                                    \
-	do {                                                                                       \
-		const char *s_ = (s);                                                              \
-		if (!s_ || !strstr(s_, (sub))) {                                                   \
-			print_error("\"%s\"\n  does not contain \"%s\"\n", s_ ? s_ : "(null)",     \
-			            (sub));                                                        \
-			fail();                                                                    \
-		}                                                                                  \
-	} while (0)
+#include "testassert.h"
 
 /* kubeadm's rows, in kubeadm's order; the CA last. */
 static const char *const leaf_rows[] = {"admin.conf", "apiserver", "apiserver-kubelet-client",

@@ -24,15 +24,7 @@
 
 #define T0 (INT64_C(1796032800) * NS_PER_SEC) /* 2026-11-30T10:00:00Z */
 
-#define assert_contains(s, sub)                                                                    \
-	do {                                                                                       \
-		const char *s_ = (s);                                                              \
-		if (!s_ || !strstr(s_, (sub))) {                                                   \
-			print_error("\"%s\"\n  does not contain \"%s\"\n", s_ ? s_ : "(null)",     \
-			            (sub));                                                        \
-			fail();                                                                    \
-		}                                                                                  \
-	} while (0)
+#include "testassert.h"
 
 /* Real PEM text, so what goes through base64 is what clients carry. */
 static char *ca_pem, *cert_pem, *key_pem;

@@ -32,6 +32,8 @@ struct apiserver_opts {
 	const char *client_ca_file; /* --client-ca-file */
 	const char *data_dir;       /* --data-dir: holds state.db */
 	enum store_sync sync;       /* --storage-sync normal|full */
+	bool etcd;                  /* --storage-backend etcd3 (default sqlite) */
+	struct store_etcd_opts etcd_opts; /* --etcd-servers, --etcd-prefix, ... */
 	bool enable_bootstrap_token_auth;
 	bool anonymous_auth;
 	int64_t not_ready_toleration_s;   /* --default-not-ready-toleration-seconds */

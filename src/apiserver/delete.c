@@ -282,7 +282,9 @@ static void on_deleted(void *arg, int err, json_t *obj)
 	struct req *r = d->r;
 
 	(void)obj;
-	if (err) {
+	if (retry_lost_write(r, err)) {
+		json_decref(d->answer);
+	} else if (err) {
 		json_decref(d->answer);
 		reply_storage_error(r, err_msg());
 	} else if (d->answer)

@@ -221,7 +221,11 @@ static void on_written(void *arg, int err, json_t *obj)
 	struct gc *g = w->s->gc;
 
 	(void)obj;
-	if (err && g) {
+	if (err == ERR_CONFLICT && g) {
+		/* Another API server wrote the key first (a shared store): the
+		 * cache has its write now; look again. */
+		enqueue(g, w->key);
+	} else if (err && g) {
 		LOG_ERROR("garbage collector: write of %s failed, retrying in 1s: %s", w->key,
 		          err_msg());
 		hmap_put(&g->retry, w->key, (void *)1);

@@ -171,7 +171,8 @@ void reply_invalid(struct req *r, struct validation *v, const char *kind, const 
 struct write_ctx {
 	struct req *r;
 	int code;
-	json_t *answer; /* sent instead of the stored object when set */
+	json_t *answer;     /* sent instead of the stored object when set */
+	char *then_delete;  /* once written: delete this key (the last finalizer gone) */
 };
 
 
@@ -186,18 +187,53 @@ void reply_storage_error(struct req *r, const char *detail)
 	req_fail_status(r, st);
 }
 
+/*
+ * A write to a shared store lost its compare to another API server's (the
+ * cache said the key was at one revision, etcd had a newer one): serve the
+ * request again on the state the cache now has — its preconditions, its
+ * admission, its patch — as upstream's GuaranteedUpdate runs its update
+ * function again. A precondition that no longer holds then answers 409
+ * the usual way. true when it took r over.
+ */
+#define WRITE_TRIES 16
+
+bool retry_lost_write(struct req *r, int err)
+{
+	if (err != ERR_CONFLICT || !cache_remote(r->s->cache))
+		return false;
+	if (++r->write_tries >= WRITE_TRIES || r->gone) {
+		reply_conflict(r);
+		return true;
+	}
+	LOG_V(4, "write of %s lost to another server's; serving it again (try %d)", r->path,
+	      r->write_tries + 1);
+	handle_resource(r);
+	return true;
+}
+
 static void on_written(void *arg, int err, json_t *obj)
 {
 	struct write_ctx *w = arg;
-	if (err) {
+	struct apiserver *s = w->r->s; /* the reply may end r */
+
+	if (retry_lost_write(w->r, err)) {
+		json_decref(w->answer);
+	} else if (err) {
 		json_decref(w->answer);
 		reply_storage_error(w->r, err_msg());
-	} else if (w->answer)
-		req_reply(w->r, w->code, w->answer);
-	else if (is_scale(w->r))
-		req_reply(w->r, w->code, scale_of(obj));
-	else
-		reply_object(w->r, w->code, json_incref(obj));
+	} else {
+		if (w->answer)
+			req_reply(w->r, w->code, w->answer);
+		else if (is_scale(w->r))
+			req_reply(w->r, w->code, scale_of(obj));
+		else
+			reply_object(w->r, w->code, json_incref(obj));
+		/* After the write, on the state it left: a shared store's
+		 * cache has it only now. */
+		if (w->then_delete)
+			delete_internal(s, w->then_delete, 0, "Background");
+	}
+	free(w->then_delete);
 	free(w);
 }
 
@@ -222,8 +258,8 @@ static void write_refused(struct req *r, int rc)
 	req_fail_status(r, status_failure(rc, msg, r->res->group, r->res->plural, r->name));
 }
 
-void write_and_answer(struct req *r, const char *key, json_t *obj, bool create, int code,
-		      json_t *answer)
+static void write_then(struct req *r, const char *key, json_t *obj, bool create, int code,
+		       json_t *answer, bool then_delete)
 {
 	struct write_ctx *w;
 	int rc;
@@ -252,13 +288,22 @@ void write_and_answer(struct req *r, const char *key, json_t *obj, bool create, 
 	w->r = r;
 	w->code = code;
 	w->answer = answer;
+	if (then_delete && !(w->then_delete = strdup(key)))
+		abort();
 	rc = create ? cache_create(r->s->cache, key, obj, on_written, w)
 		    : cache_update(r->s->cache, key, obj, on_written, w);
 	if (rc < 0) {
 		json_decref(w->answer);
+		free(w->then_delete);
 		free(w);
 		write_refused(r, rc);
 	}
+}
+
+void write_and_answer(struct req *r, const char *key, json_t *obj, bool create, int code,
+		      json_t *answer)
+{
+	write_then(r, key, obj, create, code, answer, false);
 }
 
 void write_and_reply(struct req *r, const char *key, json_t *obj, bool create, int code)
@@ -827,12 +872,7 @@ static void update_with(struct req *r, const json_t *old, json_t *body, bool che
 	    (json_array_size(jx_get(old, "metadata.finalizers")) > 0 ||
 	     (r->kind->finalizers && json_array_size(jx_get(old, r->kind->finalizers)) > 0)) &&
 	    (!r->kind->finalizers || json_array_size(jx_get(next, r->kind->finalizers)) == 0)) {
-		/* The reply may end r at once (a dry run): nothing of r after it. */
-		struct apiserver *s = r->s;
-		bool dry = req_dry_run(r);
-		write_and_reply(r, key, next, false, 200);
-		if (!dry)
-			delete_internal(s, key, 0, "Background");
+		write_then(r, key, next, false, 200, NULL, true);
 		free(key);
 		return;
 	}

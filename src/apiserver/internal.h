@@ -37,7 +37,6 @@ struct apiserver {
 	struct satoken *sa; /* service account token keys, or NULL */
 	struct gc *gc;      /* the garbage collector (gc.c) */
 	struct rv_wait *rv_waits;      /* reads held for a revision (read.c) */
-	struct cache_watch *rv_watch;  /* tells them of commits */
 	struct proxy *proxy;           /* the way to the kubelets (proxy.c) */
 };
 
@@ -106,6 +105,7 @@ struct req {
 	int code;
 	bool streaming;
 	bool dry_run; /* ?dryRun or a DeleteOptions body's dryRun: answer, store nothing */
+	int write_tries; /* a shared store's writes lost to another server's (retry_lost_write) */
 };
 
 /* Two strings, both present and equal (what most comparisons here ask). */

@@ -24,6 +24,8 @@ void reply_object(struct req *r, int code, json_t *obj);
 void reply_storage_error(struct req *r, const char *detail);
 /* 409 Conflict with upstream's "the object has been modified" text. */
 void reply_conflict(struct req *r);
+/* A write lost to another API server's on a shared store: r served again. */
+bool retry_lost_write(struct req *r, int err);
 /* 422 from collected validation errors. */
 void reply_invalid(struct req *r, struct validation *v, const char *kind, const char *name);
 

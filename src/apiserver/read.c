@@ -180,6 +180,49 @@ void rv_waits_cancel(struct apiserver *s)
 	}
 }
 
+/* ---- consistent reads on a shared store ------------------------------------------ */
+
+struct fresh_read {
+	struct req *r;
+	void (*resume)(struct req *r);
+};
+
+static void on_current_rev(void *arg, int err, int64_t rev)
+{
+	struct fresh_read *f = arg;
+	struct req *r = f->r;
+	void (*resume)(struct req *r) = f->resume;
+
+	free(f);
+	if (err)
+		reply_storage_error(r, err_msg());
+	else if (rev > cache_committed_rev(r->s->cache))
+		wait_for_rv(r, rev, resume);
+	else
+		resume(r);
+}
+
+/*
+ * A read with no resourceVersion is the latest state. On a shared store
+ * another API server may have written since this cache last heard: learn
+ * the store's revision (a quorum read) and serve once the cache has it, as
+ * upstream's consistent reads from the watch cache do. true when it took r
+ * over (resume serves it).
+ */
+static bool read_fresh(struct req *r, const char *rv, void (*resume)(struct req *r))
+{
+	struct fresh_read *f;
+
+	if ((rv && *rv) || !cache_remote(r->s->cache))
+		return false;
+	if (!(f = calloc(1, sizeof(*f))))
+		abort();
+	f->r = r;
+	f->resume = resume;
+	store_current_rev(cache_store(r->s->cache), on_current_rev, f);
+	return true;
+}
+
 /* ---- GET ------------------------------------------------------------------- */
 
 /* The committed object, authorized (again, after a wait: it may not be
@@ -222,6 +265,8 @@ void handle_get(struct req *r)
 		wait_for_rv(r, rv, get_after_wait);
 		return;
 	}
+	if (read_fresh(r, req_query(r, "resourceVersion"), get_after_wait))
+		return;
 	get_reply(r, false);
 }
 
@@ -588,5 +633,7 @@ void handle_list(struct req *r)
 		wait_for_rv(r, rv, list_latest);
 		return;
 	}
+	if (read_fresh(r, rv_s, list_latest))
+		return;
 	list_latest(r);
 }

@@ -34,6 +34,8 @@ void apiserver_opts_default(struct apiserver_opts *o)
 	/* Each event holds two versions of an object: 10,000 bound the memory
 	 * (bench/: 100,000 kept 245 MiB alive and doubled malloc's share). */
 	o->watch_window = 10000;
+	o->etcd_opts.prefix = "/registry";
+	o->etcd_opts.compaction_interval_ns = 5 * 60 * NS_PER_SEC; /* upstream's 5m0s */
 }
 
 /* ---- replying ------------------------------------------------------------- */
@@ -659,9 +661,8 @@ static void register_metrics(struct apiserver *s)
 }
 
 /* Every commit: reads held for a revision may run now (read.c). */
-static void on_commit(void *arg, const struct cache_event *ev)
+static void on_commit(void *arg)
 {
-	(void)ev;
 	rv_waits_committed(arg);
 }
 
@@ -696,23 +697,28 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 		goto fail;
 	if (satoken_init(s) < 0 || proxy_init(s) < 0)
 		goto fail;
-	if (file_mkdirs(o->data_dir, 0700) < 0)
-		goto fail;
-	db = file_join(o->data_dir, "state.db");
-	s->store = store_sqlite_open(db, o->sync, loop);
-	free(db);
+	if (o->etcd) {
+		s->store = store_etcd_open(&o->etcd_opts, loop);
+	} else {
+		if (file_mkdirs(o->data_dir, 0700) < 0)
+			goto fail;
+		db = file_join(o->data_dir, "state.db");
+		s->store = store_sqlite_open(db, o->sync, loop);
+		free(db);
+	}
 	if (!s->store)
 		goto fail;
 	s->cache = cache_new(s->store, o->watch_window);
 	if (cache_load(s->cache) < 0)
 		goto fail;
-	LOG_INFO("Loaded storage: revision %" PRId64, cache_rev(s->cache));
+	LOG_INFO("Loaded storage (%s): revision %" PRId64, o->etcd ? "etcd3" : "sqlite",
+		 cache_rev(s->cache));
 	seed_defaults(s);
 	if (gc_start(s) < 0)
 		goto fail;
 	/* From what is durable: the seeds' writes still in flight commit later,
 	 * and reads waiting for their revisions must hear of them. */
-	s->rv_watch = cache_watch(s->cache, "/", cache_committed_rev(s->cache), on_commit, s);
+	cache_on_progress(s->cache, on_commit, s);
 	if (o->secure_port < 0)
 		return s;
 	if (!(s->httpd = httpd_new(loop, s->tls, &ho, on_request, s)))
@@ -748,7 +754,6 @@ void apiserver_free(struct apiserver *s)
 	/* Queued writes finish and their callbacks run before the cache goes. */
 	store_close(s->store);
 	loop_poll(s->loop);
-	cache_unwatch(s->rv_watch);
 	cache_free(s->cache);
 	SSL_CTX_free(s->tls);
 	satoken_free(s);

@@ -17,7 +17,8 @@
 static const char usage[] =
 	"Usage: cube apiserver [flags]\n"
 	"\n"
-	"The Kubernetes API over HTTPS with mutual TLS, stored in SQLite.\n"
+	"The Kubernetes API over HTTPS with mutual TLS, stored in SQLite (one server) or\n"
+	"etcd (several servers on one etcd cluster).\n"
 	"\n"
 	"Flags (upstream's names):\n"
 	"      --secure-port N                 port to serve HTTPS on (default 6443; 0 = any)\n"
@@ -25,7 +26,15 @@ static const char usage[] =
 	"      --tls-cert-file F               serving certificate (chain)\n"
 	"      --tls-private-key-file F        its key\n"
 	"      --client-ca-file F              CA for client certificates\n"
-	"      --storage-backend sqlite        the store (sqlite; etcd3 is not built yet)\n"
+	"      --storage-backend sqlite|etcd3  the store (default sqlite; etcd3 when\n"
+	"                                      --etcd-servers is given)\n"
+	"      --etcd-servers URL,...          etcd members (http:// or https://), tried in turn\n"
+	"      --etcd-cafile F                 CA for the members' serving certificates\n"
+	"      --etcd-certfile F, --etcd-keyfile F  our client pair (kubeadm's\n"
+	"                                      apiserver-etcd-client)\n"
+	"      --etcd-prefix P                 the keys' prefix (default /registry)\n"
+	"      --etcd-compaction-interval D    how often to compact etcd's history (default\n"
+	"                                      5m0s; 0 never)\n"
 	"      --data-dir DIR                  where state.db lives (default /var/lib/cube)\n"
 	"      --storage-sync normal|full      SQLite synchronous mode (default normal: survives\n"
 	"                                      a process crash; full: also power loss)\n"
@@ -75,6 +84,12 @@ int cmd_apiserver(int argc, char **argv)
 		{"client-ca-file", required_argument, NULL, 'C'},
 		{"storage-backend", required_argument, NULL, 's'},
 		{"data-dir", required_argument, NULL, 'd'},
+		{"etcd-servers", required_argument, NULL, 0x110},
+		{"etcd-cafile", required_argument, NULL, 0x111},
+		{"etcd-certfile", required_argument, NULL, 0x112},
+		{"etcd-keyfile", required_argument, NULL, 0x113},
+		{"etcd-prefix", required_argument, NULL, 0x114},
+		{"etcd-compaction-interval", required_argument, NULL, 0x115},
 		{"storage-sync", required_argument, NULL, 'S'},
 		{"enable-bootstrap-token-auth", optional_argument, NULL, 'B'},
 		{"anonymous-auth", optional_argument, NULL, 'A'},
@@ -101,7 +116,7 @@ int cmd_apiserver(int argc, char **argv)
 	struct apiserver_opts o;
 	char *cluster_files[8] = {NULL};
 	int64_t max_exp_ns;
-	const char *port_file = NULL;
+	const char *port_file = NULL, *backend = NULL;
 	struct apiserver *s;
 	int c, rc = 0;
 
@@ -127,9 +142,23 @@ int cmd_apiserver(int argc, char **argv)
 		case 'k': o.tls_private_key_file = optarg; break;
 		case 'C': o.client_ca_file = optarg; break;
 		case 's':
-			if (strcmp(optarg, "sqlite"))
+			backend = optarg;
+			if (strcmp(optarg, "sqlite") && strcmp(optarg, "etcd3"))
 				return cli_usage_error("apiserver",
-						       "--storage-backend %s: only sqlite is built",
+						       "--storage-backend %s: want sqlite or etcd3",
+						       optarg);
+			break;
+		case 0x110: o.etcd_opts.servers = optarg; break;
+		case 0x111: o.etcd_opts.cafile = optarg; break;
+		case 0x112: o.etcd_opts.certfile = optarg; break;
+		case 0x113: o.etcd_opts.keyfile = optarg; break;
+		case 0x114: o.etcd_opts.prefix = optarg; break;
+		case 0x115:
+			if (duration_parse(optarg, &o.etcd_opts.compaction_interval_ns) < 0 ||
+			    o.etcd_opts.compaction_interval_ns < 0)
+				return cli_usage_error("apiserver",
+						       "invalid argument \"%s\" for "
+						       "\"--etcd-compaction-interval\" flag",
 						       optarg);
 			break;
 		case 'd': o.data_dir = optarg; break;
@@ -201,6 +230,10 @@ int cmd_apiserver(int argc, char **argv)
 		default: return cli_bad_flag("apiserver", argv);
 		}
 	}
+	/* As upstream, whose only backend is etcd3: it needs its servers. */
+	o.etcd = backend ? !strcmp(backend, "etcd3") : o.etcd_opts.servers != NULL;
+	if (o.etcd && !o.etcd_opts.servers)
+		return cli_usage_error("apiserver", "--etcd-servers must be specified");
 	main_loop = loop_new();
 	s = apiserver_new(main_loop, &o);
 	if (!s) {

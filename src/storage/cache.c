@@ -46,8 +46,24 @@ struct shadow {
 	struct pending *head, *tail; /* them, in submission (= completion) order */
 };
 
+/* A remote write the store took: its answer waits for the watch to bring
+ * its revision, so that the writer then reads what it wrote. */
+struct rwrite {
+	struct cache *c;
+	json_t *obj; /* what was written (PUT), or the last state (DELETE) */
+	cache_done_fn done;
+	void *arg;
+	int err;     /* 0 or ERR_CONFLICT */
+	int64_t rev; /* the write's revision, or the store's at the conflict */
+	struct rwrite *next;
+};
+
 struct cache {
 	struct store *store;
+	bool remote;           /* the store assigns revisions (store_remote) */
+	struct rwrite *rwaits; /* remote writes waiting for their revision, by rev */
+	void (*progress)(void *arg);
+	void *progress_arg;
 	struct hmap objs;    /* key → json_t* (latest state, the writers' view) */
 	struct hmap shadows; /* key → struct shadow*, while writes are in flight */
 	int64_t rev;         /* last revision handed out */
@@ -69,6 +85,7 @@ struct cache *cache_new(struct store *store, size_t window)
 	if (!c)
 		abort();
 	c->store = store;
+	c->remote = store_remote(store);
 	c->window = window ? window : 1;
 	c->ring = calloc(c->window, sizeof(*c->ring));
 	if (!c->ring)
@@ -91,6 +108,15 @@ void cache_free(struct cache *c)
 
 	if (!c)
 		return;
+	while (c->rwaits) {
+		struct rwrite *w = c->rwaits;
+		c->rwaits = w->next;
+		err_set(ERR_UNAVAILABLE, "the cache is closing");
+		if (w->done)
+			w->done(w->arg, ERR_UNAVAILABLE, NULL);
+		json_decref(w->obj);
+		free(w);
+	}
 	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);)
 		json_decref(v);
 	hmap_free(&c->objs);
@@ -115,26 +141,63 @@ void cache_free(struct cache *c)
 	free(c);
 }
 
+struct load_into {
+	struct hmap *map;
+	bool stamp; /* a remote store keeps the revision out of the value */
+};
+
+static void set_rv(json_t *obj, int64_t rev);
+
 static void load_one(void *arg, const char *key, const char *value, size_t len, int64_t rev)
 {
-	struct cache *c = arg;
+	struct load_into *l = arg;
 	json_t *obj = jx_parse(value, len);
 	if (!obj) {
 		LOG_ERROR("storage: skipping unreadable object %s: %s", key, err_msg());
 		return;
 	}
-	json_decref(hmap_put(&c->objs, key, obj));
+	if (l->stamp)
+		set_rv(obj, rev);
+	json_decref(hmap_put(l->map, key, obj));
+}
+
+static void remote_event(void *arg, const struct store_event *ev);
+static void remote_reset(void *arg);
+
+static void remote_watch(struct cache *c)
+{
+	struct store_watcher w = {.event = remote_event, .reset = remote_reset, .arg = c};
+	store_watch(c->store, c->committed, &w);
 }
 
 int cache_load(struct cache *c)
 {
+	struct load_into l = {.map = &c->objs, .stamp = c->remote};
 	int64_t rev = 0;
-	int r = c->store ? store_load(c->store, load_one, c, &rev) : 0;
+	int r = c->store ? store_load(c->store, load_one, &l, &rev) : 0;
 	if (r == 0) {
 		c->rev = c->committed = rev;
 		c->gone_rev = rev;
+		if (c->remote)
+			remote_watch(c);
 	}
 	return r;
+}
+
+void cache_on_progress(struct cache *c, void (*fn)(void *arg), void *arg)
+{
+	c->progress = fn;
+	c->progress_arg = arg;
+}
+
+bool cache_remote(const struct cache *c)
+{
+	return c->remote;
+}
+
+struct store *cache_store(const struct cache *c)
+{
+	return c->store;
 }
 
 int64_t cache_rev(const struct cache *c)
@@ -434,11 +497,12 @@ static void shadow_settle(struct cache *c, const char *key, bool durable, json_t
 	}
 }
 
-static void on_durable(void *arg, int err)
+static void on_durable(void *arg, int err, int64_t rev)
 {
 	struct pending *p = arg;
 	struct cache *c = p->c;
 
+	(void)rev; /* the cache's own, in p */
 	if (c->store)
 		c->inflight--;
 	if (err) {
@@ -469,6 +533,8 @@ static void on_durable(void *arg, int err)
 		p->done(p->arg, 0, p->ev.obj);
 	event_clear(&p->ev);
 	free(p);
+	if (c->progress)
+		c->progress(c->progress_arg);
 }
 
 static void set_rv(json_t *obj, int64_t rev)
@@ -476,6 +542,218 @@ static void set_rv(json_t *obj, int64_t rev)
 	char buf[24];
 	snprintf(buf, sizeof(buf), "%" PRId64, rev);
 	jx_set_str(obj, "metadata.resourceVersion", buf);
+}
+
+
+/* ---- a remote store: revisions come from it, state from its watch ------------------- */
+
+static int64_t rv_of(const json_t *obj)
+{
+	const char *rv = jx_str(obj, "metadata.resourceVersion");
+	return rv ? strtoll(rv, NULL, 10) : 0;
+}
+
+static void rwrite_finish(struct rwrite *w)
+{
+	if (w->err) {
+		err_set(w->err, "Operation cannot be fulfilled: the object has been modified");
+		if (w->done)
+			w->done(w->arg, w->err, NULL);
+	} else {
+		set_rv(w->obj, w->rev);
+		if (w->done)
+			w->done(w->arg, 0, w->obj);
+	}
+	json_decref(w->obj);
+	free(w);
+}
+
+/* Answer the writes whose revision the watch has brought. */
+static void rwaits_run(struct cache *c)
+{
+	while (c->rwaits && c->rwaits->rev <= c->committed) {
+		struct rwrite *w = c->rwaits;
+		c->rwaits = w->next;
+		rwrite_finish(w);
+	}
+}
+
+static void on_remote_written(void *arg, int err, int64_t rev)
+{
+	struct rwrite *w = arg, **p;
+	struct cache *c = w->c;
+
+	c->inflight--;
+	if (err && err != ERR_CONFLICT) {
+		char msg[512];
+		snprintf(msg, sizeof(msg), "%s", err_msg());
+		LOG_ERROR("storage write failed: %s", msg);
+		err_set(err, "%s", msg);
+		if (w->done)
+			w->done(w->arg, err, NULL);
+		json_decref(w->obj);
+		free(w);
+		return;
+	}
+	/* A conflict is answered once this cache has seen what it lost to,
+	 * so that the write, built again, builds on it. */
+	w->err = err;
+	w->rev = rev;
+	if (rev <= c->committed) {
+		rwrite_finish(w);
+		return;
+	}
+	for (p = &c->rwaits; *p && (*p)->rev <= rev; p = &(*p)->next)
+		;
+	w->next = *p;
+	*p = w;
+}
+
+/* Send one write: compare-and-swap against the state it was built on. */
+static int submit_remote(struct cache *c, enum cache_event_type type, const char *key,
+			 json_t *obj, cache_done_fn done, void *arg)
+{
+	json_t *prev = hmap_get(&c->objs, key);
+	struct store_op *op = calloc(1, sizeof(*op));
+	struct rwrite *w = calloc(1, sizeof(*w));
+
+	if (!op || !w || !(op->key = strdup(key)))
+		abort();
+	/* Built on the revision the object says (a copy taken earlier may
+	 * be older than the cache now), else on the cache's state. */
+	if (type == CACHE_ADDED)
+		op->expect = 0;
+	else
+		op->expect = obj && rv_of(obj) > 0 ? rv_of(obj) : prev ? rv_of(prev) : 0;
+	if (type == CACHE_DELETED) {
+		op->type = STORE_DELETE;
+		w->obj = json_deep_copy(prev);
+	} else {
+		/* The revision is the key's mod_revision, not part of the value. */
+		jx_del(obj, "metadata.resourceVersion");
+		op->type = STORE_PUT;
+		op->value = jx_dump(obj);
+		op->len = strlen(op->value);
+		if (op->len > CACHE_MAX_OBJECT_BYTES) {
+			free(op->value);
+			free(op->key);
+			free(op);
+			free(w);
+			json_decref(obj);
+			return err_set(ERR_TOOLARGE, "etcdserver: request is too large");
+		}
+		w->obj = obj;
+	}
+	w->c = c;
+	w->done = done;
+	w->arg = arg;
+	c->inflight++;
+	store_write(c->store, op, 1, on_remote_written, w);
+	return 0;
+}
+
+static void advance(struct cache *c, int64_t rev)
+{
+	if (rev > c->committed)
+		c->committed = c->rev = rev;
+}
+
+static void remote_event(void *arg, const struct store_event *sev)
+{
+	struct cache *c = arg;
+	struct cache_event ev = {.rev = sev->rev, .key = sev->key};
+
+	if (sev->key && sev->type == STORE_PUT) {
+		if (!(ev.obj = jx_parse(sev->value, sev->len))) {
+			LOG_ERROR("storage: skipping unreadable object %s at revision %" PRId64 ": %s",
+				  sev->key, sev->rev, err_msg());
+		} else {
+			set_rv(ev.obj, sev->rev);
+			ev.prev = hmap_put(&c->objs, sev->key, json_incref(ev.obj));
+			ev.type = ev.prev ? CACHE_MODIFIED : CACHE_ADDED;
+		}
+	} else if (sev->key && (ev.prev = hmap_del(&c->objs, sev->key))) {
+		ev.type = CACHE_DELETED;
+		ev.obj = json_deep_copy(ev.prev);
+		set_rv(ev.obj, sev->rev);
+	}
+	advance(c, sev->rev);
+	if (ev.obj) {
+		ring_push(c, &ev);
+		dispatch(c, &ev);
+	}
+	json_decref(ev.obj);
+	json_decref(ev.prev);
+	rwaits_run(c);
+	if (c->progress)
+		c->progress(c->progress_arg);
+}
+
+/* Tell the watchers how the new state differs from the old, at rev. */
+static void reset_diff(struct cache *c, struct hmap *fresh, int64_t rev)
+{
+	const char *k;
+	void *v;
+
+	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);) {
+		json_t *now = hmap_get(fresh, k);
+		struct cache_event ev = {.rev = rev, .key = k, .obj = now, .prev = v};
+		if (now && rv_of(now) == rv_of(v))
+			continue;
+		ev.type = now ? CACHE_MODIFIED : CACHE_DELETED;
+		if (!now) {
+			ev.obj = json_deep_copy(v);
+			set_rv(ev.obj, rev);
+		}
+		dispatch(c, &ev);
+		if (!now)
+			json_decref(ev.obj);
+	}
+	for (size_t i = 0; hmap_next(fresh, &i, &k, &v);)
+		if (!hmap_get(&c->objs, k)) {
+			struct cache_event ev = {.type = CACHE_ADDED, .rev = rev, .key = k, .obj = v};
+			dispatch(c, &ev);
+		}
+}
+
+/*
+ * The watch's history is gone (compacted while it was away): load the
+ * store again. Watchers hear the difference as events at the new revision,
+ * and the window starts there: a watch from before it is 410 Gone.
+ */
+static void remote_reset(void *arg)
+{
+	struct cache *c = arg;
+	struct hmap fresh = {0};
+	struct load_into l = {.map = &fresh, .stamp = true};
+	const char *k;
+	void *v;
+	int64_t rev = 0;
+
+	if (store_load(c->store, load_one, &l, &rev) < 0) {
+		LOG_ERROR("storage: reloading after a compaction failed: %s", err_msg());
+		for (size_t i = 0; hmap_next(&fresh, &i, &k, &v);)
+			json_decref(v);
+		hmap_free(&fresh);
+		remote_watch(c); /* from where it was: compacted again, reset again */
+		return;
+	}
+	LOG_INFO("storage: reloaded at revision %" PRId64 " after the watch lost its history",
+		 rev);
+	reset_diff(c, &fresh, rev);
+	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);)
+		json_decref(v);
+	hmap_free(&c->objs);
+	c->objs = fresh;
+	for (size_t i = 0; i < c->len; i++)
+		event_clear(&c->ring[(c->head + i) % c->window]);
+	c->head = c->len = 0;
+	c->gone_rev = rev;
+	advance(c, rev);
+	rwaits_run(c);
+	if (c->progress)
+		c->progress(c->progress_arg);
+	remote_watch(c);
 }
 
 static int submit(struct cache *c, enum cache_event_type type, const char *key, json_t *obj,
@@ -486,6 +764,8 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
 	int64_t rev = c->rev + 1;
 	char *value = NULL;
 
+	if (c->remote)
+		return submit_remote(c, type, key, obj, done, arg);
 	if (type != CACHE_DELETED) {
 		size_t len;
 		set_rv(obj, rev);
@@ -532,7 +812,7 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
 	}
 
 	if (!c->store) {
-		on_durable(p, 0);
+		on_durable(p, 0, rev);
 		return 0;
 	}
 	struct store_op *op = calloc(1, sizeof(*op));

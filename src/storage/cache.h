@@ -20,6 +20,17 @@
  * failed one's content to disk as its own, as a write that timed out in
  * etcd may still land).
  *
+ * With a remote store (etcd, shared with other API servers) the store
+ * assigns revisions and the cache is fed by the store's watch: a write is a
+ * compare-and-swap against the revision of the state it was built on, and
+ * its `done` runs once the watch has brought its revision (so a writer
+ * reads what it wrote, and watchers heard of it first). There is one view
+ * (latest = committed = what the watch brought). A write that lost the
+ * compare to another server's is done with ERR_CONFLICT once this cache
+ * has seen the winner: the caller builds it again on the new state, as
+ * upstream's GuaranteedUpdate does. When the watch's history is compacted
+ * away the cache loads again; watchers hear the difference as events.
+ *
  * Watchers see events in revision order. A window of recent events lets a
  * watch resume from a resourceVersion and a list be read as it was at one
  * (cache_list_at, for continue tokens); older than the window is ERR_GONE
@@ -65,6 +76,14 @@ struct cache *cache_new(struct store *store, size_t window);
 void cache_free(struct cache *c);
 /* Fill memory from the store; the revision counter resumes after it. */
 int cache_load(struct cache *c);
+
+/* cb(arg) whenever the committed revision moves (one hook: the API
+ * server's reads waiting for a revision). */
+void cache_on_progress(struct cache *c, void (*fn)(void *arg), void *arg);
+/* The store is remote: reads with no resourceVersion must first learn its
+ * current revision (store_current_rev) and wait for it, to be consistent. */
+bool cache_remote(const struct cache *c);
+struct store *cache_store(const struct cache *c);
 
 /* The last revision handed out; the last one durable (and dispatched). */
 int64_t cache_rev(const struct cache *c);

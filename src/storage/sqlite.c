@@ -20,7 +20,8 @@ struct batch {
 	struct batch *next;
 };
 
-struct store {
+struct sqlite_store {
+	struct store base;
 	sqlite3 *db;
 	sqlite3_stmt *put, *del, *setrev;
 	struct loop *loop;
@@ -64,11 +65,11 @@ static void complete(void *arg)
 	struct batch *b = arg;
 	if (b->err)
 		err_set(b->err, "%s", b->msg);
-	b->done(b->arg, b->err);
+	b->done(b->arg, b->err, b->n ? b->ops[b->n - 1].rev : 0);
 	free_batch(b);
 }
 
-static int apply_op(struct store *s, const struct store_op *op)
+static int apply_op(struct sqlite_store *s, const struct store_op *op)
 {
 	sqlite3_stmt *st = op->type == STORE_PUT ? s->put : s->del;
 	int rc;
@@ -90,7 +91,7 @@ static int apply_op(struct store *s, const struct store_op *op)
  * page) fails alone and not the writes that happened to share its commit.
  * A batch's err and msg say how it ended; the result is the commit's own.
  */
-static int commit_all(struct store *s, struct batch *list)
+static int commit_all(struct sqlite_store *s, struct batch *list)
 {
 	int64_t rev = 0;
 	int r = exec(s->db, "BEGIN IMMEDIATE");
@@ -132,7 +133,7 @@ static int commit_all(struct store *s, struct batch *list)
 
 static void *writer_main(void *arg)
 {
-	struct store *s = arg;
+	struct sqlite_store *s = arg;
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
@@ -175,7 +176,7 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-static int prepare(struct store *s)
+static int prepare(struct sqlite_store *s)
 {
 	static const char schema[] =
 		"CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
@@ -198,13 +199,18 @@ static int prepare(struct store *s)
 	return r;
 }
 
+static void sqlite_close(struct store *st_);
+static const struct store_ops sqlite_ops;
+
 struct store *store_sqlite_open(const char *path, enum store_sync sync, struct loop *loop)
 {
-	struct store *s = calloc(1, sizeof(*s));
+	struct sqlite_store *s = calloc(1, sizeof(*s));
 	int r;
+
 
 	if (!s)
 		abort();
+	s->base.ops = &sqlite_ops;
 	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 						  SQLITE_OPEN_NOMUTEX,
 			    NULL) != SQLITE_OK) {
@@ -225,7 +231,7 @@ struct store *store_sqlite_open(const char *path, enum store_sync sync, struct l
 		r = prepare(s);
 	if (r < 0) {
 		err_wrap(r, "%s", path);
-		store_close(s);
+		sqlite_close(&s->base);
 		return NULL;
 	}
 	s->loop = loop;
@@ -234,11 +240,12 @@ struct store *store_sqlite_open(const char *path, enum store_sync sync, struct l
 	pthread_cond_init(&s->idle, NULL);
 	s->tail = &s->head;
 	pthread_create(&s->writer, NULL, writer_main, s);
-	return s;
+	return &s->base;
 }
 
-int store_load(struct store *s, store_each_fn each, void *arg, int64_t *rev)
+static int sqlite_load(struct store *st_, store_each_fn each, void *arg, int64_t *rev)
 {
+	struct sqlite_store *s = (struct sqlite_store *)st_;
 	sqlite3_stmt *st;
 	int rc;
 
@@ -258,8 +265,10 @@ int store_load(struct store *s, store_each_fn each, void *arg, int64_t *rev)
 	return rc == SQLITE_DONE ? 0 : sql_err(s->db, "load");
 }
 
-void store_write(struct store *s, struct store_op *ops, size_t n, store_done_fn done, void *arg)
+static void sqlite_write(struct store *st_, struct store_op *ops, size_t n, store_done_fn done,
+			 void *arg)
 {
+	struct sqlite_store *s = (struct sqlite_store *)st_;
 	struct batch *b = calloc(1, sizeof(*b));
 	if (!b)
 		abort();
@@ -274,14 +283,16 @@ void store_write(struct store *s, struct store_op *ops, size_t n, store_done_fn 
 	pthread_mutex_unlock(&s->lock);
 }
 
-void store_stats(struct store *s, uint64_t *writes, uint64_t *commits)
+static void sqlite_stats(struct store *st_, uint64_t *writes, uint64_t *commits)
 {
+	struct sqlite_store *s = (struct sqlite_store *)st_;
 	*writes = atomic_load(&s->writes);
 	*commits = atomic_load(&s->commits);
 }
 
-void store_close(struct store *s)
+static void sqlite_close(struct store *st_)
 {
+	struct sqlite_store *s = (struct sqlite_store *)st_;
 	if (!s)
 		return;
 	if (s->loop) {
@@ -300,3 +311,10 @@ void store_close(struct store *s)
 	sqlite3_close(s->db);
 	free(s);
 }
+
+static const struct store_ops sqlite_ops = {
+	.load = sqlite_load,
+	.write = sqlite_write,
+	.stats = sqlite_stats,
+	.close = sqlite_close,
+};

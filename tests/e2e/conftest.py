@@ -183,6 +183,107 @@ class Response:
         return f"<HTTP {self.status} {self.text[:800]}>"
 
 
+
+# -- etcd -------------------------------------------------------------------
+#
+# CUBE_TEST_STORAGE=etcd3 runs every CubeAPIServer on a private one-member
+# etcd (Debian's etcd-server) on free loopback ports instead of SQLite:
+# the API server suite runs against both backends (tests/CMakeLists.txt).
+
+def free_loopback_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_ETCDS = []
+
+
+class Etcd:
+    """A real etcd cluster of `members` on loopback, plain HTTP or TLS."""
+
+    def __init__(self, parent, members=1, name="etcd"):
+        self.dir = parent / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.names = [f"{name}{i}" for i in range(members)]
+        self.client = [free_loopback_port() for _ in self.names]
+        self.peer = [free_loopback_port() for _ in self.names]
+        self.procs = [None] * members
+        _ETCDS.append(self)
+
+    @property
+    def urls(self):
+        return [f"http://127.0.0.1:{p}" for p in self.client]
+
+    @property
+    def servers(self):
+        return ",".join(self.urls)
+
+    def start_member(self, i):
+        cluster = ",".join(f"{n}=http://127.0.0.1:{p}"
+                           for n, p in zip(self.names, self.peer))
+        argv = ["etcd", "--name", self.names[i],
+                "--data-dir", str(self.dir / self.names[i]),
+                "--listen-client-urls", self.urls[i],
+                "--advertise-client-urls", self.urls[i],
+                "--listen-peer-urls", f"http://127.0.0.1:{self.peer[i]}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{self.peer[i]}",
+                "--initial-cluster", cluster,
+                "--initial-cluster-state", "new",
+                "--log-level", "warn"]
+        log = open(self.dir / f"{self.names[i]}.log", "ab")
+        self.procs[i] = subprocess.Popen(argv, stdout=log, stderr=log,
+                                         stdin=subprocess.DEVNULL)
+        log.close()
+
+    def start(self, timeout=30):
+        for i in range(len(self.names)):
+            self.start_member(i)
+        _wait_until(self.healthy, timeout, "etcd to answer /health")
+        return self
+
+    def healthy(self, i=None):
+        import urllib.request
+        for j, url in enumerate(self.urls):
+            if i is not None and j != i:
+                continue
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if b'"true"' not in r.read():
+                        return False
+            except OSError:
+                return False
+        return True
+
+    def kill(self, i):
+        if self.procs[i] and self.procs[i].poll() is None:
+            self.procs[i].kill()
+            self.procs[i].wait(10)
+
+    def stop(self):
+        for i in range(len(self.procs)):
+            self.kill(i)
+
+    def etcdctl(self, *args):
+        return subprocess.run(["etcdctl", "--endpoints", self.servers,
+                               *map(str, args)],
+                              env=dict(os.environ, ETCDCTL_API="3"),
+                              capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_etcds():
+    yield
+    for e in _ETCDS:
+        e.stop()
+
+
+def storage_backend():
+    return os.environ.get("CUBE_TEST_STORAGE", "sqlite")
+
+
 class CubeAPIServer:
     """One `cube apiserver` over a `cube pki init` cluster directory."""
 
@@ -208,6 +309,12 @@ class CubeAPIServer:
         self._cube("pki", "init", "--dir", self.dir)
         self.token = (self.pki / "bootstrap-token").read_text().strip()
         self.admin = self._admin_identity()
+        self.etcd = None
+        if storage_backend() == "etcd3" and not any(
+                a.startswith("--etcd-servers") or a == "--storage-backend"
+                for a in self.extra_args):
+            self.etcd = Etcd(parent).start()
+            self.extra_args += ["--etcd-servers", self.etcd.servers]
 
     # -- processes ---------------------------------------------------------
 

@@ -29,20 +29,10 @@
 
 char *new_uid(void)
 {
-	unsigned char b[16];
-	char *out = malloc(37);
-	uint64_t x = rand_u64(), y = rand_u64();
-
+	char *out = malloc(RAND_UUID_LEN + 1);
 	if (!out)
 		abort();
-	memcpy(b, &x, 8);
-	memcpy(b + 8, &y, 8);
-	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
-	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-		 b[13], b[14], b[15]);
-	return out;
+	return rand_uuid(out);
 }
 
 /* ---- bodies ------------------------------------------------------------------ */

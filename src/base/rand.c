@@ -1,5 +1,8 @@
 #include "base/rand.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -114,4 +117,20 @@ void rand_alnum(char *out, size_t n)
 	static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
 	for (size_t i = 0; i < n; i++)
 		out[i] = alphabet[rand_below(sizeof(alphabet) - 1)];
+}
+
+char *rand_uuid(char out[RAND_UUID_LEN + 1])
+{
+	unsigned char b[16];
+	uint64_t x = rand_u64(), y = rand_u64();
+
+	memcpy(b, &x, 8);
+	memcpy(b + 8, &y, 8);
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+	snprintf(out, RAND_UUID_LEN + 1,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+		 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+		 b[15]);
+	return out;
 }

@@ -31,6 +31,9 @@ void rand_seed(uint64_t seed);
 uint64_t rand_u64(void);
 double rand_double(void);
 uint64_t rand_below(uint64_t n);
+/* A random (version 4) UUID, "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx", into out. */
+#define RAND_UUID_LEN 36
+char *rand_uuid(char out[RAND_UUID_LEN + 1]);
 /* Fill `out` with n lowercase alphanumerics (generateName suffixes). */
 void rand_alnum(char *out, size_t n);
 

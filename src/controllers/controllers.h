@@ -109,6 +109,12 @@ struct controller_manager;
 
 /* Starts every enabled controller; NULL with err_msg() on a bad kubeconfig,
  * unreadable signing files or an unknown controller name. */
+/*
+ * What controller_manager_new would refuse without the API (the controller
+ * list, the signing CA and key): checked before a leader election, so a
+ * wrong flag fails at once rather than once the lease is won.
+ */
+int controller_manager_preflight(const struct controller_manager_opts *o);
 struct controller_manager *controller_manager_new(struct loop *loop,
 						  const struct controller_manager_opts *o);
 /* The CSR informer has listed once. */

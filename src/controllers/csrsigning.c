@@ -119,6 +119,17 @@ static int load_ca(const char *cert_path, const char *key_path, X509 **ca, EVP_P
 	return 0;
 }
 
+int csrsigning_check_ca(const char *cert_path, const char *key_path)
+{
+	X509 *ca;
+	EVP_PKEY *key;
+	int rc = load_ca(cert_path, key_path, &ca, &key);
+
+	X509_free(ca);
+	EVP_PKEY_free(key);
+	return rc;
+}
+
 /* Before each signature: re-read the files if either changed on disk. */
 static void refresh_ca(struct csrsigning *c)
 {

@@ -143,6 +143,8 @@ void csrapproving_free(struct csrapproving *c);
 
 /* NULL with err_msg() when the CA files cannot be read. */
 struct csrsigning *csrsigning_new(struct controller_manager *m);
+/* The signing pair loads (the CA and its key): 0, or the error csrsigning_new would meet. */
+int csrsigning_check_ca(const char *cert_path, const char *key_path);
 void csrsigning_enqueue(struct csrsigning *c, const char *key);
 void csrsigning_free(struct csrsigning *c);
 /* upstream's signer.duration: the cluster signing duration, or the request's

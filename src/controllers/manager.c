@@ -294,6 +294,22 @@ void controller_manager_opts_default(struct controller_manager_opts *o)
 }
 
 
+int controller_manager_preflight(const struct controller_manager_opts *o)
+{
+	bool signing = o->cluster_signing_cert_file && *o->cluster_signing_cert_file &&
+		       o->cluster_signing_key_file && *o->cluster_signing_key_file;
+
+	if (controller_manager_check_controllers(o->controllers) < 0)
+		return ERR_INVALID;
+	if (signing && controller_enabled(o->controllers, CTL_SIGNING) &&
+	    csrsigning_check_ca(o->cluster_signing_cert_file, o->cluster_signing_key_file) < 0) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", err_msg());
+		return err_set(ERR_INVALID, "error starting controllers: %s", msg);
+	}
+	return 0;
+}
+
 struct controller_manager *controller_manager_new(struct loop *loop,
 						  const struct controller_manager_opts *o)
 {

@@ -63,6 +63,58 @@ struct secure_serving_opts;
 /* 1: c was one of them (stored), 0: not, EXIT_USAGE: a bad value (printed). */
 int cli_serving_flag(const char *cmd, int c, const char *arg, struct secure_serving_opts *o);
 
+/* ---- leader election (the controller manager and the scheduler) ---- */
+
+struct cli_leader_opts {
+	bool elect;                            /* --leader-elect (default true) */
+	int64_t lease_ns, renew_ns, retry_ns;  /* 15s, 10s, 2s */
+	const char *lock, *name, *ns;          /* leases, the component's name, kube-system */
+};
+#define CLI_LEADER_BASE 0x300
+#define CLI_LEADER_OPTIONS                                                                         \
+	{"leader-elect", optional_argument, NULL, CLI_LEADER_BASE},                                \
+	{"leader-elect-lease-duration", required_argument, NULL, CLI_LEADER_BASE + 1},             \
+	{"leader-elect-renew-deadline", required_argument, NULL, CLI_LEADER_BASE + 2},             \
+	{"leader-elect-retry-period", required_argument, NULL, CLI_LEADER_BASE + 3},               \
+	{"leader-elect-resource-lock", required_argument, NULL, CLI_LEADER_BASE + 4},              \
+	{"leader-elect-resource-name", required_argument, NULL, CLI_LEADER_BASE + 5},              \
+	{"leader-elect-resource-namespace", required_argument, NULL, CLI_LEADER_BASE + 6}
+#define CLI_LEADER_HELP(name)                                                                      \
+	"      --leader-elect                  run only while holding the Lease kube-system/" name   \
+	"\n"                                                                                        \
+	"                                      (several instances: one active; default true)\n"    \
+	"      --leader-elect-lease-duration D how long a silent holder keeps it (default 15s)\n"   \
+	"      --leader-elect-renew-deadline D how long the holder tries to renew before it gives\n" \
+	"                                      up (default 10s)\n"                                  \
+	"      --leader-elect-retry-period D   between attempts (default 2s)\n"                     \
+	"      --leader-elect-resource-lock leases, --leader-elect-resource-name N,\n"              \
+	"      --leader-elect-resource-namespace NS  the lock (default leases, " name ",\n"         \
+	"                                      kube-system)\n"
+void cli_leader_defaults(struct cli_leader_opts *o, const char *name);
+/* 1: c was one of them (stored), 0: not, EXIT_USAGE: a bad value (printed). */
+int cli_leader_flag(const char *cmd, int c, const char *arg, struct cli_leader_opts *o);
+/* 0, or EXIT_USAGE with client-go's complaint about the durations. */
+int cli_leader_check(const char *cmd, const struct cli_leader_opts *o);
+
+/*
+ * Run a component until SIGTERM or SIGINT — with o->elect, only while it
+ * holds the lease: start(arg) once leading, stop(arg) at the end. Lost
+ * lease: lost_msg logged ("leaderelection lost") and exit status 1, as
+ * upstream's components exit. release: give the lease up on SIGTERM (the
+ * scheduler's ReleaseOnCancel; the controller manager keeps it to expire).
+ * events_component: source of the "became leader" Event. Returns the exit
+ * status; start's failure is printed and returned as 1.
+ */
+struct cli_elected {
+	const char *cmd, *kubeconfig, *user_agent, *events_component, *lost_msg;
+	bool release;
+	int (*start)(void *arg);
+	void (*stop)(void *arg);
+	void *arg;
+};
+int cli_run_elected(struct loop *loop, const struct cli_leader_opts *o,
+		    const struct cli_elected *e);
+
 /* ---- tables as Go's tabwriter prints them (minwidth 10, padding 3) ---- */
 
 #define CLI_TABLE_COLS 8

@@ -79,6 +79,7 @@ static const char usage[] =
 	"                                      manager's own user, which then needs more than the\n"
 	"                                      system:kube-controller-manager role grants\n"
 	CLI_SERVING_HELP("10257")
+	CLI_LEADER_HELP("kube-controller-manager")
 	"  -v, --v N                           log verbosity (2: CA reloads and why a CSR is left\n"
 	"                                      pending; 4: every CSR event)\n"
 	"  -h, --help                          this help\n"
@@ -91,6 +92,26 @@ static const char usage[] =
 	"                                      Pending, as upstream)\n"
 	"\n"
 	"SIGTERM or SIGINT stops the controllers gracefully.\n";
+
+/* The controllers, started once this instance leads (cli_run_elected). */
+struct cm_run {
+	struct controller_manager_opts *o;
+	struct loop *loop;
+	struct controller_manager *m;
+};
+
+static int cm_start(void *arg)
+{
+	struct cm_run *r = arg;
+	return (r->m = controller_manager_new(r->loop, r->o)) ? 0 : -1;
+}
+
+static void cm_stop(void *arg)
+{
+	struct cm_run *r = arg;
+	controller_manager_free(r->m);
+	r->m = NULL;
+}
 
 int cmd_controller_manager(int argc, char **argv)
 {
@@ -111,16 +132,25 @@ int cmd_controller_manager(int argc, char **argv)
 		{"terminated-pod-gc-threshold", required_argument, NULL, 8},
 		{"use-service-account-credentials", optional_argument, NULL, 9},
 		CLI_SERVING_OPTIONS,
+		CLI_LEADER_OPTIONS,
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct controller_manager_opts o;
-	struct controller_manager *m;
-	struct loop *loop;
-	int c;
+	struct cli_leader_opts leader;
+	struct cm_run run = {.o = &o};
+	struct cli_elected elected = {.cmd = "controller-manager",
+				      .user_agent = "kube-controller-manager/leader-election",
+				      .events_component = "kube-controller-manager",
+				      .lost_msg = "\"leaderelection lost\"",
+				      .start = cm_start,
+				      .stop = cm_stop,
+				      .arg = &run};
+	int c, rc;
 
 	controller_manager_opts_default(&o);
+	cli_leader_defaults(&leader, "kube-controller-manager");
 	while ((c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'k': o.kubeconfig = optarg; break;
@@ -194,6 +224,8 @@ int cmd_controller_manager(int argc, char **argv)
 		case 'h': return cli_help(usage);
 		default: {
 			int r = cli_serving_flag("controller-manager", c, optarg, &o.serving);
+			if (r == 0)
+				r = cli_leader_flag("controller-manager", c, optarg, &leader);
 			if (r == 1)
 				break;
 			return r ? r : cli_bad_flag("controller-manager", argv);
@@ -211,15 +243,14 @@ int cmd_controller_manager(int argc, char **argv)
 				       "--cluster-signing-cert-file and --cluster-signing-key-file "
 				       "go together");
 
-	loop = loop_new();
-	if (!(m = controller_manager_new(loop, &o))) {
-		int rc = cli_fail("%s", err_msg());
-		loop_free(loop);
+	if ((rc = cli_leader_check("controller-manager", &leader)))
 		return rc;
-	}
-	cli_run_until_signal(loop);
-	controller_manager_free(m);
+	if (controller_manager_preflight(&o) < 0)
+		return cli_fail("%s", err_msg());
+	elected.kubeconfig = o.kubeconfig;
+	run.loop = loop_new();
+	rc = cli_run_elected(run.loop, &leader, &elected);
 	LOG_INFO("\"Shutdown complete\"");
-	loop_free(loop);
-	return 0;
+	loop_free(run.loop);
+	return rc;
 }

@@ -37,11 +37,32 @@ static const char usage[] =
 	"                             how long an unschedulable pod waits before it is tried\n"
 	"                             again anyway (default 5m0s)\n"
 	CLI_SERVING_HELP("10259")
+	CLI_LEADER_HELP("kube-scheduler")
 	"  -v, --v N                  log verbosity (2: bindings and why pods do not fit;\n"
 	"                             3: every attempt)\n"
 	"  -h, --help                 this help\n"
 	"\n"
 	"SIGTERM or SIGINT stops the scheduler.\n";
+
+/* The scheduler, started once this instance leads (cli_run_elected). */
+struct sched_run {
+	struct scheduler_opts *o;
+	struct loop *loop;
+	struct scheduler *s;
+};
+
+static int sched_start(void *arg)
+{
+	struct sched_run *r = arg;
+	return (r->s = scheduler_new(r->loop, r->o)) ? 0 : -1;
+}
+
+static void sched_stop(void *arg)
+{
+	struct sched_run *r = arg;
+	scheduler_free(r->s);
+	r->s = NULL;
+}
 
 int cmd_scheduler(int argc, char **argv)
 {
@@ -50,16 +71,28 @@ int cmd_scheduler(int argc, char **argv)
 		{"config", required_argument, NULL, 'c'},
 		{"pod-max-in-unschedulable-pods-duration", required_argument, NULL, 'u'},
 		CLI_SERVING_OPTIONS,
+		CLI_LEADER_OPTIONS,
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct scheduler_opts o;
-	struct scheduler *s;
-	struct loop *loop;
-	int c;
+	struct cli_leader_opts leader;
+	struct sched_run run = {.o = &o};
+	/* Upstream records its leader election under the first profile's
+	 * scheduler name, and gives the lease up when it is told to stop. */
+	struct cli_elected elected = {.cmd = "scheduler",
+				      .user_agent = "kube-scheduler/leader-election",
+				      .events_component = "default-scheduler",
+				      .lost_msg = "\"Leaderelection lost\"",
+				      .release = true,
+				      .start = sched_start,
+				      .stop = sched_stop,
+				      .arg = &run};
+	int c, rc;
 
 	scheduler_opts_default(&o);
+	cli_leader_defaults(&leader, "kube-scheduler");
 	while ((c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'k': o.kubeconfig = optarg; break;
@@ -78,6 +111,8 @@ int cmd_scheduler(int argc, char **argv)
 		case 'h': return cli_help(usage);
 		default: {
 			int r = cli_serving_flag("scheduler", c, optarg, &o.serving);
+			if (r == 0)
+				r = cli_leader_flag("scheduler", c, optarg, &leader);
 			if (r == 1)
 				break;
 			return r ? r : cli_bad_flag("scheduler", argv);
@@ -88,15 +123,12 @@ int cmd_scheduler(int argc, char **argv)
 		return cli_usage_error("scheduler", "unexpected argument %s", argv[optind]);
 	if (!o.kubeconfig || !*o.kubeconfig)
 		return cli_usage_error("scheduler", "--kubeconfig is required");
-	loop = loop_new();
-	if (!(s = scheduler_new(loop, &o))) {
-		int rc = cli_fail("%s", err_msg());
-		loop_free(loop);
+	if ((rc = cli_leader_check("scheduler", &leader)))
 		return rc;
-	}
+	elected.kubeconfig = o.kubeconfig;
+	run.loop = loop_new();
 	LOG_INFO("\"Starting Kubernetes Scheduler\" version=\"v1.32.0\"");
-	cli_run_until_signal(loop);
-	scheduler_free(s);
-	loop_free(loop);
-	return 0;
+	rc = cli_run_elected(run.loop, &leader, &elected);
+	loop_free(run.loop);
+	return rc;
 }

@@ -556,10 +556,10 @@ static void make_ids(struct kubelet *k)
 	k->machine_id = strndup(hex, 32);
 	k->system_uuid = str_printf("%.8s-%.4s-%.4s-%.4s-%.12s", hex + 32, hex + 40, hex + 44,
 				    hex + 48, hex + 52);
-	k->boot_id = str_printf("%08x-%04x-4%03x-%04x-%012llx", (unsigned)rand_below(1ull << 32),
-				(unsigned)rand_below(1u << 16), (unsigned)rand_below(1u << 12),
-				(unsigned)(0x8000 | rand_below(1u << 14)),
-				(unsigned long long)rand_below(1ull << 48));
+	{
+		char uuid[RAND_UUID_LEN + 1];
+		k->boot_id = str_printf("%s", rand_uuid(uuid));
+	}
 }
 
 struct kubelet *kubelet_new(struct loop *loop, const struct kubelet_config *cfg)

@@ -52,7 +52,9 @@ class ControllerManager:
                 "--cluster-signing-cert-file", str(self.server.pki / "ca.crt"),
                 "--cluster-signing-key-file", str(self.server.pki / "ca.key"),
                 "--secure-port", "0", "-v", "2", "--use-service-account-credentials",
-                *self.extra]
+                # One instance per test on a module's server: no waiting for
+                # the last test's lease (test_leader_election.py elects).
+                "--leader-elect=false", *self.extra]
 
     def start(self, wait_until):
         log = open(self.log_path, "ab")

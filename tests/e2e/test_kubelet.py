@@ -100,7 +100,7 @@ class ControllerManager:
             [str(cube), "controller-manager", "--kubeconfig", str(conf),
              "--cluster-signing-cert-file", str(server.pki / "ca.crt"),
              "--cluster-signing-key-file", str(server.pki / "ca.key"), "-v", "2",
-             "--use-service-account-credentials",
+             "--use-service-account-credentials", "--leader-elect=false",
              "--secure-port", str(self.port), "--bind-address", "127.0.0.1",
              "--client-ca-file", str(server.pki / "ca.crt"),
              # compressed node lifecycle timings: NotReady within seconds

@@ -187,10 +187,17 @@ void reply_storage_error(struct req *r, const char *detail)
  */
 #define WRITE_TRIES 16
 
+static void write_refused(struct req *r, int rc);
+
 bool retry_lost_write(struct req *r, int err)
 {
 	if (err != ERR_CONFLICT || !cache_remote(r->s->cache))
 		return false;
+	/* A create loses only to a create of the same name: it exists now. */
+	if (is(r->verb, "create") && !r->sub) {
+		write_refused(r, ERR_EXISTS);
+		return true;
+	}
 	if (++r->write_tries >= WRITE_TRIES || r->gone) {
 		reply_conflict(r);
 		return true;

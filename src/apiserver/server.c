@@ -18,6 +18,7 @@
 #include <sys/queue.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 void apiserver_opts_default(struct apiserver_opts *o)
@@ -666,6 +667,22 @@ static void on_commit(void *arg)
 	rv_waits_committed(arg);
 }
 
+static int settle_seeds(struct apiserver *s)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (cache_inflight(s->cache)) {
+		loop_poll(s->loop);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 60)
+			return err_set(ERR_UNAVAILABLE,
+				       "storage: the defaults' writes were not answered in 60s");
+		nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
+	}
+	return 0;
+}
+
 struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *o)
 {
 	struct apiserver *s = calloc(1, sizeof(*s));
@@ -714,6 +731,10 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 	LOG_INFO("Loaded storage (%s): revision %" PRId64, o->etcd ? "etcd3" : "sqlite",
 		 cache_rev(s->cache));
 	seed_defaults(s);
+	/* A shared store's cache hears of the seeds' writes through its watch:
+	 * serve once it has them (the default namespace, the RBAC policy). */
+	if (cache_remote(s->cache) && settle_seeds(s) < 0)
+		goto fail;
 	if (gc_start(s) < 0)
 		goto fail;
 	/* From what is durable: the seeds' writes still in flight commit later,

@@ -65,7 +65,11 @@ static const char usage[] =
 	"      --cluster-dir DIR               take the certificates and sa.key/sa.pub from a\n"
 	"                                      'cube pki init' DIR (apiserver-kubelet-client for\n"
 	"                                      the kubelets too) and seed its bootstrap token\n"
-	"                                      Secret\n"
+	"                                      Secret. For https --etcd-servers also etcd's CA\n"
+	"                                      (pki/etcd/ca.crt) and our client pair\n"
+	"                                      (pki/apiserver-etcd-client.crt, .key), when DIR\n"
+	"                                      has all three and none of --etcd-cafile,\n"
+	"                                      --etcd-certfile, --etcd-keyfile is given\n"
 	"      --bootstrap-token-file F        seed Secret kube-system/bootstrap-token-<id>\n"
 	"      --port-file F                   write the port actually bound (for --secure-port 0)\n"
 	"      --watch-window N                recent events kept, all resources together (default\n"
@@ -114,7 +118,8 @@ int cmd_apiserver(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct apiserver_opts o;
-	char *cluster_files[8] = {NULL};
+	char *cluster_files[11] = {NULL};
+	const char *cluster_dir = NULL;
 	int64_t max_exp_ns;
 	const char *port_file = NULL, *backend = NULL;
 	struct apiserver *s;
@@ -197,6 +202,7 @@ int cmd_apiserver(int argc, char **argv)
 			cluster_files[7] = file_join(optarg, "pki/apiserver-kubelet-client.key");
 			o.kubelet_client_certificate = cluster_files[6];
 			o.kubelet_client_key = cluster_files[7];
+			cluster_dir = optarg;
 			break;
 		case 0x100: o.kubelet_client_certificate = optarg; break;
 		case 0x101: o.kubelet_client_key = optarg; break;
@@ -230,6 +236,19 @@ int cmd_apiserver(int argc, char **argv)
 		default: return cli_bad_flag("apiserver", argv);
 		}
 	}
+	/* kubeadm's etcd client files from the cluster dir, as a set, unless
+	 * the flags name any: half a pair from each would not match. */
+	if (cluster_dir && !o.etcd_opts.cafile && !o.etcd_opts.certfile && !o.etcd_opts.keyfile) {
+		cluster_files[8] = file_join(cluster_dir, "pki/etcd/ca.crt");
+		cluster_files[9] = file_join(cluster_dir, "pki/apiserver-etcd-client.crt");
+		cluster_files[10] = file_join(cluster_dir, "pki/apiserver-etcd-client.key");
+		if (file_exists(cluster_files[8]) && file_exists(cluster_files[9]) &&
+		    file_exists(cluster_files[10])) {
+			o.etcd_opts.cafile = cluster_files[8];
+			o.etcd_opts.certfile = cluster_files[9];
+			o.etcd_opts.keyfile = cluster_files[10];
+		}
+	}
 	/* As upstream, whose only backend is etcd3: it needs its servers. */
 	o.etcd = backend ? !strcmp(backend, "etcd3") : o.etcd_opts.servers != NULL;
 	if (o.etcd && !o.etcd_opts.servers)
@@ -250,7 +269,7 @@ int cmd_apiserver(int argc, char **argv)
 	LOG_INFO("\"Shutdown complete\"");
 out:
 	loop_free(main_loop);
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < 11; i++)
 		free(cluster_files[i]);
 	return rc;
 }

@@ -37,7 +37,9 @@
 #include "base/strv.h"
 #include "base/timeutil.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <openssl/x509v3.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -78,6 +80,14 @@ static const char fault_usage[] =
     "  heal NODE                     undo partition\n"
     "  stop-kubelet NODE             systemctl stop kubelet on NODE\n"
     "  clock-skew NODE DUR           NODE's clock DUR ahead (\"-10m\": behind; 0: right)\n"
+    "\n"
+    "  With `cube up --ha`:\n"
+    "  kill-etcd MEMBER              SIGKILL etcd member MEMBER (etcd1, or 1); it stays down\n"
+    "  kill-apiserver N              SIGKILL API server N (apiserver0, or 0) behind haproxy\n"
+    "  kill NAME                     SIGKILL any component (controller-manager-0, ...)\n"
+    "  expire-etcd-cert MEMBER [--in DUR]  MEMBER's serving certificate replaced by one the\n"
+    "                                etcd CA signs that expires in DUR (default 0s), member\n"
+    "                                restarted: the API servers' TLS to it fails\n"
     "  list                          the faults in effect\n"
     "  clear                         undo every fault, newest first\n"
     "\n"
@@ -817,6 +827,8 @@ static int said(int rc, const char *node, const char *what)
 	return rc;
 }
 
+static int restore_etcd_cert(struct fault_ctx *f, const json_t *e);
+
 static int undo(struct fault_ctx *f, const json_t *e)
 {
 	const char *kind = jx_str(e, "fault") ?: "", *node = jx_str(e, "target") ?: "";
@@ -839,6 +851,11 @@ static int undo(struct fault_ctx *f, const json_t *e)
 	if (!strcmp(kind, "clock-skew"))
 		return said(supervise(f, json_pack("[s, s, s]", "clock-skew", node, "0"), NULL),
 		            node, "clock right again");
+	if (!strcmp(kind, "kill-etcd") || !strcmp(kind, "kill-apiserver") || !strcmp(kind, "kill"))
+		return said(supervise(f, json_pack("[s, s]", "start", node), NULL), node,
+			    "started again");
+	if (!strcmp(kind, "expire-etcd-cert"))
+		return restore_etcd_cert(f, e);
 	return 0; /* revoke-autoapprove: restore_autoapprove reads the record */
 }
 
@@ -866,6 +883,135 @@ static int clear(struct fault_ctx *f)
 		printf("No faults in effect.\n");
 	return rc == 0 ? 0
 	               : err_set(ERR_IO, "some faults could not be undone (still in faults.json)");
+}
+
+/* ---- the HA layout's faults (cube up --ha, ha.h) ----------------------------------------- */
+
+/* "etcd1" from "1" or "etcd1"; prefix "" takes the name as it is. */
+static void component_name(const char *prefix, const char *arg, char *out, size_t n)
+{
+	bool digits = *arg && strspn(arg, "0123456789") == strlen(arg);
+	snprintf(out, n, "%s%s", digits ? prefix : "", arg);
+}
+
+static int kill_component(struct fault_ctx *f, const char *kind, const char *name)
+{
+	int rc = supervise(f, json_pack("[s, s]", "kill", name), NULL);
+
+	if (rc == 0)
+		rc = record(f, kind, name, NULL);
+	if (rc == 0)
+		printf("%s: killed (SIGKILL); it stays down until `cube fault clear`\n", name);
+	return rc;
+}
+
+/* The DNS names and IPs of cert's subjectAltName. */
+static void sans_read(X509 *cert, struct strv *dns, struct strv *ips)
+{
+	GENERAL_NAMES *names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+
+	for (int i = 0; names && i < sk_GENERAL_NAME_num(names); i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
+		char buf[64];
+		if (g->type == GEN_DNS) {
+			strv_push(dns, (const char *)ASN1_STRING_get0_data(g->d.dNSName));
+		} else if (g->type == GEN_IPADD) {
+			int len = ASN1_STRING_length(g->d.iPAddress);
+			const unsigned char *b = ASN1_STRING_get0_data(g->d.iPAddress);
+			if (inet_ntop(len == 4 ? AF_INET : AF_INET6, b, buf, sizeof(buf)))
+				strv_push(ips, buf);
+		}
+	}
+	GENERAL_NAMES_free(names);
+}
+
+/* MEMBER's serving certificate (etcd/<member>/server.crt), same key, subject
+ * and SANs, signed by the etcd CA, NotAfter now + in_ns; member restarted. */
+static int expire_etcd_cert(struct fault_ctx *f, const char *member, int64_t in_ns)
+{
+	char rel[128], when[TIME_BUF];
+	char *crt, *keyf, *saved, *cacrt = file_join(f->dir, "pki/etcd/ca.crt");
+	char *cakey = file_join(f->dir, "pki/etcd/ca.key"), *cn = NULL;
+	struct strv orgs = STRV_INIT, dns = STRV_INIT, ips = STRV_INIT;
+	X509 *cert, *ca = pki_cert_load(cacrt), *next = NULL;
+	EVP_PKEY *key, *ca_key = pki_key_load(cakey);
+	int64_t now = clock_now();
+	int rc = 0;
+
+	snprintf(rel, sizeof(rel), "etcd/%s/server.crt", member);
+	crt = file_join(f->dir, rel);
+	snprintf(rel, sizeof(rel), "etcd/%s/server.key", member);
+	keyf = file_join(f->dir, rel);
+	snprintf(rel, sizeof(rel), "etcd/%s/server.crt.pre-fault", member);
+	saved = file_join(f->dir, rel);
+	cert = pki_cert_load(crt);
+	key = pki_key_load(keyf);
+	if (!cert || !key || !ca || !ca_key) {
+		rc = err_set(ERR_NOTFOUND, "no etcd member %s with its certificate in %s (is this a "
+					   "`cube up --ha` cluster?)",
+			     member, crt);
+		goto out;
+	}
+	pki_name_read(X509_get_subject_name(cert), &cn, &orgs);
+	sans_read(cert, &dns, &ips);
+	struct pki_cert_spec spec = {
+	    .cn = cn,
+	    .orgs = (const char *const *)orgs.v,
+	    .dns = (const char *const *)dns.v,
+	    .ips = (const char *const *)ips.v,
+	    .usages = PKI_U_DIGITAL_SIGNATURE | PKI_U_KEY_ENCIPHERMENT | PKI_U_SERVER_AUTH |
+		      PKI_U_CLIENT_AUTH,
+	    .not_before_ns = now - NS_PER_HOUR,
+	    .not_after_ns = now + in_ns,
+	};
+	/* The certificate before the first fault is the one clear restores. */
+	if ((!file_exists(saved) && rename(crt, saved) < 0) ||
+	    !(next = pki_cert_new(&spec, key, ca, ca_key)) || pki_cert_save(crt, next) < 0) {
+		rc = err_wrap(ERR_IO, "a new serving certificate for %s", member);
+		goto out;
+	}
+	if ((rc = record(f, "expire-etcd-cert", member,
+			 json_pack("{s:s, s:s}", "restore", saved, "notAfter",
+				   time_format_rfc3339(now + in_ns, when)))) < 0)
+		goto out;
+	printf("%s: serving certificate replaced (CN=%s, issuer etcd-ca, NotAfter %s)\n", member,
+	       cn, when);
+	if ((rc = supervise(f, json_pack("[s, s]", "restart", member), NULL)) == 0)
+		printf("%s: restarted to serve it\n", member);
+out:
+	X509_free(cert);
+	X509_free(ca);
+	X509_free(next);
+	EVP_PKEY_free(key);
+	EVP_PKEY_free(ca_key);
+	strv_free(&orgs);
+	strv_free(&dns);
+	strv_free(&ips);
+	free(cn);
+	free(crt);
+	free(keyf);
+	free(saved);
+	free(cacrt);
+	free(cakey);
+	return rc;
+}
+
+static int restore_etcd_cert(struct fault_ctx *f, const json_t *e)
+{
+	const char *member = jx_str(e, "target") ?: "", *saved = jx_str(e, "restore") ?: "";
+	char rel[128], *crt;
+	int rc;
+
+	snprintf(rel, sizeof(rel), "etcd/%s/server.crt", member);
+	crt = file_join(f->dir, rel);
+	rc = rename(saved, crt) < 0 && file_exists(saved)
+		 ? err_set(ERR_IO, "%s: %s", saved, strerror(errno))
+		 : 0;
+	free(crt);
+	if (rc == 0)
+		rc = said(supervise(f, json_pack("[s, s]", "restart", member), NULL), member,
+			  "serving certificate restored, member restarted");
+	return rc;
 }
 
 /* ---- the command ------------------------------------------------------------------------- */
@@ -923,6 +1069,10 @@ static int run_fault(struct fault_ctx *f, const char *fault, const struct fault_
 	    {"heal", "NODE", 1},
 	    {"stop-kubelet", "NODE", 1},
 	    {"clock-skew", "NODE DUR", 2},
+	    {"kill-etcd", "MEMBER", 1},
+	    {"kill-apiserver", "N", 1},
+	    {"kill", "NAME", 1},
+	    {"expire-etcd-cert", "MEMBER", 1},
 	    {"list", "", 0},
 	    {"clear", "", 0},
 	};
@@ -965,6 +1115,17 @@ static int run_fault(struct fault_ctx *f, const char *fault, const struct fault_
 		                  true, NULL);
 	if (!strcmp(fault, "clock-skew"))
 		return clock_skew(f, a, b);
+	if (!strcmp(fault, "kill-etcd") || !strcmp(fault, "kill-apiserver") ||
+	    !strcmp(fault, "kill") || !strcmp(fault, "expire-etcd-cert")) {
+		char name[64];
+		component_name(!strcmp(fault, "kill-apiserver") ? "apiserver"
+			       : !strcmp(fault, "kill")         ? ""
+								: "etcd",
+			       a, name, sizeof(name));
+		if (!strcmp(fault, "expire-etcd-cert"))
+			return expire_etcd_cert(f, name, args->in_ns);
+		return kill_component(f, fault, name);
+	}
 	if (!strcmp(fault, "list"))
 		return list(f);
 	return clear(f);

@@ -6,6 +6,7 @@
 #include "cube/cli.h"
 #include "cube/cluster.h"
 #include "cube/control.h"
+#include "cube/ha.h"
 
 #include "controllers/controllers.h"
 
@@ -77,6 +78,14 @@ static const char up_usage[] =
 	"                                      certificate expires, instead of exiting (cube's)\n"
 	"      --server-tls-bootstrap          kubelets request serving certificates too\n"
 	"      --approve-kubelet-serving       ...and the controller manager approves them\n"
+	"      --ha                            kubeadm's HA layout as processes: an etcd cluster\n"
+	"                                      (TLS, pki/etcd/), several API servers on it behind\n"
+	"                                      haproxy on --port, two controller managers and two\n"
+	"                                      schedulers electing leaders, the kubelets in one\n"
+	"                                      `cube kubelet --hollow-nodes` process; `cube fault\n"
+	"                                      kill-etcd|kill-apiserver|expire-etcd-cert` break it\n"
+	"      --etcd-members N                with --ha (default 3)\n"
+	"      --apiservers N                  with --ha (default 2)\n"
 	CONTROL_PLANE_HELP;
 
 static const char server_usage[] =
@@ -312,6 +321,14 @@ static json_t *supervise(void *arg, const json_t *words)
 	return cluster_control(*cl, words);
 }
 
+static struct ha *ha_now; /* the --ha supervisor, for its socket */
+
+static json_t *supervise_ha(void *arg, const json_t *words)
+{
+	(void)arg;
+	return ha_control(ha_now, words);
+}
+
 /* Start the cluster with its supervisor socket on loop; refuses when
  * another cube already runs on dir. */
 static struct cluster *start(struct loop *loop, const struct cluster_opts *o,
@@ -337,6 +354,7 @@ static struct cluster *start(struct loop *loop, const struct cluster_opts *o,
 static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control *ctl,
 			   const char *dir, int want, bool events)
 {
+	/* cl NULL: the --ha supervisor (ha_now) runs the cluster. */
 	struct progress p = {.loop = loop, .want = want, .shown = -1, .start = clock_mono(),
 			     .dir = dir, .events = events};
 	struct kubeconfig kc;
@@ -354,10 +372,52 @@ static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control
 	timer_free(p.tick);
 	rest_client_free(p.client);
 	control_free(ctl);
-	loop_free(loop);
-	cluster_stop(cl);
+	if (cl) {
+		loop_free(loop);
+		cluster_stop(cl);
+	} else {
+		ha_stop(ha_now);
+		ha_now = NULL;
+		loop_free(loop);
+	}
 	LOG_INFO("\"Shutdown complete\"");
 	return 0;
+}
+
+/* cube up --ha: the processes of ha.h, supervised from this one. */
+static int up_ha(struct loop *loop, const struct cluster_opts *o, int etcd_members,
+		 int apiservers, bool events)
+{
+	struct ha_opts ho = {.dir = o->dir,
+			     .port = o->port,
+			     .nodes = o->nodes,
+			     .etcd_members = etcd_members,
+			     .apiservers = apiservers,
+			     .cert_ttl_ns = o->cert_ttl_ns,
+			     .node_monitor_grace_period_ns = o->node_monitor_grace_period_ns,
+			     .status_update_ns = o->status_update_ns,
+			     .self_heal = o->self_heal};
+	char *sock = control_path(o->dir);
+	struct control *ctl;
+
+	if (file_mkdirs(o->dir, 0700) < 0 ||
+	    !(ctl = control_listen(loop, sock, supervise_ha, NULL))) {
+		free(sock);
+		loop_free(loop);
+		return cli_fail("%s", err_msg());
+	}
+	free(sock);
+	if (!(ha_now = ha_start(loop, &ho))) {
+		int rc = cli_fail("%s", err_msg());
+		control_free(ctl);
+		loop_free(loop);
+		return rc;
+	}
+	printf("  %d etcd members, %d API servers behind haproxy on https://127.0.0.1:%d, 2 "
+	       "controller managers, 2 schedulers (leader-elected)\n",
+	       etcd_members, apiservers, ha_port(ha_now));
+	fflush(stdout);
+	return wait_for_signal(loop, NULL, ctl, o->dir, o->nodes, events);
 }
 
 /* The console is for progress: the whole klog stream goes to
@@ -449,12 +509,17 @@ int cmd_up(int argc, char **argv)
 		{"pod-initial-backoff", required_argument, NULL, 3},
 		{"pod-max-backoff", required_argument, NULL, 4},
 		{"controllers", required_argument, NULL, 5},
+		{"ha", no_argument, NULL, 0x303},
+		{"etcd-members", required_argument, NULL, 0x304},
+		{"apiservers", required_argument, NULL, 0x305},
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct cluster_opts o = {.dir = "cube-data", .bind_address = "127.0.0.1", .port = 6443,
 				 .nodes = 3, .node_prefix = "node-"};
+	bool ha = false;
+	int etcd_members = 3, apiservers = 2;
 	struct cluster *cl = NULL;
 	struct control *ctl;
 	struct loop *loop;
@@ -484,6 +549,15 @@ int cmd_up(int argc, char **argv)
 				r = cli_usage_error("up", "--events: true or false, not \"%s\"", optarg);
 			break;
 		case 'S': o.server_tls_bootstrap = true; break;
+		case 0x303: ha = true; break;
+		case 0x304:
+			if ((etcd_members = atoi(optarg)) < 1 || etcd_members > 7)
+				r = cli_usage_error("up", "--etcd-members: 1 to 7");
+			break;
+		case 0x305:
+			if ((apiservers = atoi(optarg)) < 1 || apiservers > 9)
+				r = cli_usage_error("up", "--apiservers: 1 to 9");
+			break;
 		case 'v':
 			log_set_verbosity(atoi(optarg));
 			console_klog = true;
@@ -504,6 +578,8 @@ int cmd_up(int argc, char **argv)
 		       "COMPONENT`, or -v N to see them here\n",
 		       o.dir, o.dir, o.dir);
 	fflush(stdout);
+	if (ha)
+		return up_ha(loop, &o, etcd_members, apiservers, events);
 	if (!start(loop, &o, &cl, &ctl)) {
 		loop_free(loop);
 		return cli_fail("%s", err_msg());

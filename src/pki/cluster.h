@@ -12,9 +12,23 @@
  *   <dir>/pki/sa.key, sa.pub                     service account token signing pair
  *   <dir>/pki/bootstrap-token                    "<id>.<secret>", 0600
  *
+ * and, with opts.etcd, kubeadm's PKI for a local (stacked) etcd, under a CA
+ * of its own that nothing else trusts:
+ *
+ *   <dir>/pki/etcd/ca.crt, ca.key                CN=etcd-ca
+ *   <dir>/pki/etcd/server.crt, .key              CN=<node>; server and client auth;
+ *   <dir>/pki/etcd/peer.crt, .key                  <node>, localhost, 127.0.0.1, ::1
+ *                                                  and etcd_sans
+ *   <dir>/pki/etcd/healthcheck-client.crt, .key  CN=kube-etcd-healthcheck-client
+ *   <dir>/pki/apiserver-etcd-client.crt, .key    CN=kube-apiserver-etcd-client
+ *
+ * (no O= on the two clients: kubeadm dropped system:masters from them.)
+ *
  * cluster_pki_init keeps every file that exists and is still valid for the
- * request (right CA, right subject and SANs, not expired) and regenerates the
- * rest; force regenerates all. A new CA invalidates everything it signed.
+ * request (right CA, right subject, SANs and extended usages, not expired)
+ * and regenerates the rest; force regenerates all. A new CA invalidates
+ * everything it signed, and only that: a new etcd CA leaves the cluster CA's
+ * certificates alone, and the other way round.
  *
  * Any thread; one writer per directory.
  */
@@ -34,6 +48,16 @@ struct cluster_pki_opts {
 	const char *cluster_name;          /* "kubernetes" */
 	const char *server;                /* "https://127.0.0.1:6443" */
 	const char *const *apiserver_sans; /* extra DNS names or IPs */
+	/* kubeadm's nodeRegistration.name: the etcd server and peer
+	 * certificates' CN and a DNS name of theirs and of the API server's.
+	 * NULL: the hostname, lower-cased, as kubeadm defaults it. */
+	const char *node_name;
+	/* Write the etcd PKI above. false is kubeadm's external etcd, whose
+	 * certificates are someone else's to make. */
+	bool etcd;
+	/* Extra DNS names or IPs for etcd/server and etcd/peer (kubeadm's
+	 * etcd.local.serverCertSANs and peerCertSANs, here one list). */
+	const char *const *etcd_sans;
 	enum pki_key_type key_type;
 	int64_t ca_validity_ns;
 	int64_t validity_ns;

@@ -42,9 +42,18 @@ static void set_error(struct expiry_row *row, enum expiry_status st)
 	row->error = str_dup(err_msg());
 }
 
+/* The CA a row is checked against, and what its column says when it verifies. */
+struct signer {
+	X509 *cert; /* NULL when the CA's file is missing or unreadable */
+	const char *name;
+};
+
 /* Fills status, CA column and expiry from a parsed certificate. */
-static void judge(struct expiry_row *row, X509 *cert, X509 *ca, int64_t now, int64_t warn_ns)
+static void judge(struct expiry_row *row, X509 *cert, const struct signer *sig, int64_t now,
+		  int64_t warn_ns)
 {
+	X509 *ca = sig ? sig->cert : NULL;
+
 	row->not_after_ns = pki_cert_not_after(cert);
 	/* Only a broken chain makes a row INVALID; an expired one is judged by
 	 * its dates below, like every other row. */
@@ -59,7 +68,7 @@ static void judge(struct expiry_row *row, X509 *cert, X509 *ca, int64_t now, int
 		if (row->is_ca)
 			row->ca = str_dup("");
 		else if (ca)
-			row->ca = str_dup("ca");
+			row->ca = str_dup(sig->name);
 		else
 			pki_name_read(X509_get_issuer_name(cert), &row->ca, NULL);
 	}
@@ -71,8 +80,8 @@ static void judge(struct expiry_row *row, X509 *cert, X509 *ca, int64_t now, int
 		row->status = EXPIRY_OK;
 }
 
-static void scan_pem(struct expiry_report *r, const char *name, const char *path, X509 *ca,
-		     bool is_ca, int64_t now, int64_t warn_ns)
+static void scan_pem(struct expiry_report *r, const char *name, const char *path,
+		     const struct signer *ca, bool is_ca, int64_t now, int64_t warn_ns)
 {
 	struct expiry_row *row = add_row(r, name, path);
 	X509 *cert;
@@ -91,8 +100,8 @@ static void scan_pem(struct expiry_report *r, const char *name, const char *path
 	X509_free(cert);
 }
 
-static void scan_kubeconfig(struct expiry_report *r, const char *name, const char *path, X509 *ca,
-			    int64_t now, int64_t warn_ns)
+static void scan_kubeconfig(struct expiry_report *r, const char *name, const char *path,
+			    const struct signer *ca, int64_t now, int64_t warn_ns)
 {
 	struct expiry_row *row = add_row(r, name, path);
 	struct kubeconfig kc;
@@ -151,8 +160,8 @@ static void kubelet_row_name(const char *prefix, const char *dir, const char *cu
 	free(cn);
 }
 
-static bool scan_kubelet_certdir(struct expiry_report *r, const char *dir, X509 *ca, int64_t now,
-				 int64_t warn_ns)
+static bool scan_kubelet_certdir(struct expiry_report *r, const char *dir,
+				 const struct signer *ca, int64_t now, int64_t warn_ns)
 {
 	static const char *const prefixes[] = {CERTSTORE_CLIENT, CERTSTORE_SERVER};
 	bool found = false;
@@ -172,8 +181,8 @@ static bool scan_kubelet_certdir(struct expiry_report *r, const char *dir, X509 
 }
 
 /* A cert dir, a kubelet root dir (<dir>/pki), or a directory of node dirs. */
-static void scan_kubelet(struct expiry_report *r, const char *dir, X509 *ca, int64_t now,
-			 int64_t warn_ns)
+static void scan_kubelet(struct expiry_report *r, const char *dir, const struct signer *ca,
+			 int64_t now, int64_t warn_ns)
 {
 	char *sub = file_join(dir, "pki");
 	bool found = scan_kubelet_certdir(r, dir, ca, now, warn_ns) ||
@@ -204,40 +213,87 @@ static void scan_kubelet(struct expiry_report *r, const char *dir, X509 *ca, int
 	}
 }
 
+/* A certificate kubeadm's check-expiration lists, in its (alphabetical) order. */
+struct cluster_row {
+	const char *name; /* kubeadm's: "apiserver-etcd-client", "etcd-server" */
+	const char *rel;  /* the file: a kubeconfig when it ends in .conf */
+	bool etcd;        /* signed by the etcd CA, and listed only with a local etcd */
+};
+
+static const struct cluster_row cluster_rows[] = {
+	{"admin.conf", "admin.conf", false},
+	{"apiserver", "pki/apiserver.crt", false},
+	{"apiserver-etcd-client", "pki/apiserver-etcd-client.crt", true},
+	{"apiserver-kubelet-client", "pki/apiserver-kubelet-client.crt", false},
+	{"controller-manager.conf", "controller-manager.conf", false},
+	{"etcd-healthcheck-client", "pki/etcd/healthcheck-client.crt", true},
+	{"etcd-peer", "pki/etcd/peer.crt", true},
+	{"etcd-server", "pki/etcd/server.crt", true},
+	{"scheduler.conf", "scheduler.conf", false},
+};
+
+static void scan_cluster_row(struct expiry_report *out, const char *dir,
+			     const struct cluster_row *cr, const struct signer *ca, int64_t now,
+			     int64_t warn_ns)
+{
+	size_t len = strlen(cr->rel);
+	char *p = cluster_path(dir, cr->rel);
+
+	if (len > 5 && !strcmp(cr->rel + len - 5, ".conf"))
+		scan_kubeconfig(out, cr->name, p, ca, now, warn_ns);
+	else
+		scan_pem(out, cr->name, p, ca, false, now, warn_ns);
+	free(p);
+}
+
+static X509 *load_if_there(const char *dir, const char *rel)
+{
+	char *p = cluster_path(dir, rel);
+	X509 *x = file_exists(p) ? pki_cert_load(p) : NULL;
+	free(p);
+	return x;
+}
+
+static void scan_cluster(struct expiry_report *out, const char *dir, const struct signer *ca,
+			 int64_t now, int64_t warn_ns)
+{
+	char *etcd_dir = cluster_path(dir, "pki/etcd"), *crt, *key;
+	/* kubeadm lists etcd's certificates only for a local etcd; with no
+	 * config to read, a pki/etcd directory is what says there is one. */
+	bool etcd = file_exists(etcd_dir);
+	struct signer etcd_ca = {etcd ? load_if_there(dir, "pki/etcd/ca.crt") : NULL, "etcd-ca"};
+
+	for (size_t i = 0; i < sizeof(cluster_rows) / sizeof(cluster_rows[0]); i++)
+		if (etcd || !cluster_rows[i].etcd)
+			scan_cluster_row(out, dir, &cluster_rows[i],
+					 cluster_rows[i].etcd ? &etcd_ca : ca, now, warn_ns);
+	crt = cluster_path(dir, "pki/ca.crt");
+	key = cluster_path(dir, "pki/ca.key");
+	scan_pem(out, "ca", crt, NULL, true, now, warn_ns);
+	out->rows[out->n - 1].external = !file_exists(key);
+	free(crt);
+	free(key);
+	if (etcd) {
+		/* Never "externally managed": kubeadm has no external etcd CA mode. */
+		crt = cluster_path(dir, "pki/etcd/ca.crt");
+		scan_pem(out, "etcd-ca", crt, NULL, true, now, warn_ns);
+		free(crt);
+	}
+	X509_free(etcd_ca.cert);
+	free(etcd_dir);
+}
+
 int expiry_scan(const char *dir, const char *const *kubelet_dirs, int64_t now, int64_t warn_ns,
 		struct expiry_report *out)
 {
-	/* kubeadm's rows, in kubeadm's (alphabetical) order; names ending
-	 * in .conf are kubeconfigs, the rest pki/<name>.crt. */
-	static const char *const rows[] = {"admin.conf", "apiserver", "apiserver-kubelet-client",
-					   "controller-manager.conf", "scheduler.conf"};
-	X509 *ca = NULL;
+	struct signer ca = {dir ? load_if_there(dir, "pki/ca.crt") : NULL, "ca"};
 
 	memset(out, 0, sizeof(*out));
-	if (dir) {
-		char *crt = cluster_path(dir, "pki/ca.crt"), *key = cluster_path(dir, "pki/ca.key");
-		ca = file_exists(crt) ? pki_cert_load(crt) : NULL;
-		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-			size_t len = strlen(rows[i]);
-			char rel[128], *p;
-			if (len > 5 && !strcmp(rows[i] + len - 5, ".conf")) {
-				p = cluster_path(dir, rows[i]);
-				scan_kubeconfig(out, rows[i], p, ca, now, warn_ns);
-			} else {
-				snprintf(rel, sizeof(rel), "pki/%s.crt", rows[i]);
-				p = cluster_path(dir, rel);
-				scan_pem(out, rows[i], p, ca, false, now, warn_ns);
-			}
-			free(p);
-		}
-		scan_pem(out, "ca", crt, NULL, true, now, warn_ns);
-		out->rows[out->n - 1].external = !file_exists(key);
-		free(crt);
-		free(key);
-	}
+	if (dir)
+		scan_cluster(out, dir, &ca, now, warn_ns);
 	for (size_t i = 0; kubelet_dirs && kubelet_dirs[i]; i++)
-		scan_kubelet(out, kubelet_dirs[i], ca, now, warn_ns);
-	X509_free(ca);
+		scan_kubelet(out, kubelet_dirs[i], &ca, now, warn_ns);
+	X509_free(ca.cert);
 	return 0;
 }
 

@@ -8,6 +8,12 @@
  * directories as `cube up` makes is walked one level down). Each row says
  * when it expires and whether that is inside the warning window.
  *
+ * etcd's certificates (etcd-server, etcd-peer, etcd-healthcheck-client,
+ * apiserver-etcd-client, kubeadm's names) and the etcd-ca row are listed when
+ * <dir>/pki/etcd exists, and checked against pki/etcd/ca.crt. kubeadm leaves
+ * them out for an external etcd; cube has no config that says which, so the
+ * directory does.
+ *
  * Ownership: the report owns its rows; expiry_report_free releases them.
  * Any thread.
  */
@@ -23,16 +29,19 @@ enum expiry_status {
 	EXPIRY_WARNING, /* inside the warning window */
 	EXPIRY_EXPIRED,
 	EXPIRY_MISSING,
-	EXPIRY_INVALID, /* unreadable, or not signed by the cluster CA */
+	EXPIRY_INVALID, /* unreadable, or not signed by its CA */
 };
 
 struct expiry_row {
-	char *name;  /* "apiserver", "admin.conf", "kubelet-client (node-1)", "ca" */
+	char *name;  /* "apiserver", "admin.conf", "etcd-server", "kubelet-client (node-1)",
+		      * "ca", "etcd-ca" */
 	char *path;  /* the file read (symlink target for kubelet certs) */
-	char *ca;    /* "ca" when verified against the cluster CA, else issuer CN */
+	char *ca;    /* "ca" or "etcd-ca" when verified against the CA that should have
+		      * signed it (the etcd CA for the etcd rows), else the issuer's CN */
 	char *error; /* why the row is INVALID or MISSING */
 	bool is_ca;
-	bool external; /* the CA's key is not on disk (kubeadm's "externally managed") */
+	bool external; /* the CA's key is not on disk (kubeadm's "externally managed");
+			* never for etcd-ca, as kubeadm */
 	int64_t not_after_ns;
 	enum expiry_status status;
 };

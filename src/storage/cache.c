@@ -62,6 +62,7 @@ struct cache {
 	struct store *store;
 	bool remote;           /* the store assigns revisions (store_remote) */
 	struct rwrite *rwaits; /* remote writes waiting for their revision, by rev */
+	size_t nrwaits;
 	void (*progress)(void *arg);
 	void *progress_arg;
 	struct hmap objs;    /* key → json_t* (latest state, the writers' view) */
@@ -574,6 +575,7 @@ static void rwaits_run(struct cache *c)
 	while (c->rwaits && c->rwaits->rev <= c->committed) {
 		struct rwrite *w = c->rwaits;
 		c->rwaits = w->next;
+		c->nrwaits--;
 		rwrite_finish(w);
 	}
 }
@@ -607,6 +609,7 @@ static void on_remote_written(void *arg, int err, int64_t rev)
 		;
 	w->next = *p;
 	*p = w;
+	c->nrwaits++;
 }
 
 /* Send one write: compare-and-swap against the state it was built on. */
@@ -833,7 +836,8 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
 
 size_t cache_inflight(const struct cache *c)
 {
-	return c->inflight;
+	/* A remote write is answered once the watch brings it, too. */
+	return c->inflight + c->nrwaits;
 }
 
 int cache_create(struct cache *c, const char *key, json_t *obj, cache_done_fn done, void *arg)

@@ -106,7 +106,8 @@ size_t cache_list_committed(const struct cache *c, const char *prefix, const cha
 int cache_list_at(const struct cache *c, int64_t rev, const char *prefix, const char *start,
                   bool inclusive, size_t limit, json_t ***out, bool *more, size_t *n);
 size_t cache_count(const struct cache *c, const char *prefix);
-/* Writes acknowledged to no one yet: handed to the store, not durable. */
+/* Writes acknowledged to no one yet: handed to the store, not durable (or,
+ * remote, not yet back through the watch). */
 size_t cache_inflight(const struct cache *c);
 
 /*

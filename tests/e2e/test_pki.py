@@ -1,9 +1,10 @@
-"""End-to-end tests of cube's PKI commands (issue 2).
+"""End-to-end tests of cube's PKI commands (issues 2 and 12).
 
-`cube pki init` lays out a cluster's certificates as kubeadm does; the
-`cube certs` commands inspect, verify, sign and check the expiry of them.
-Everything cube writes is checked with the real openssl and kubectl, and
-expiry is rehearsed with cube's --clock-offset rather than by waiting.
+`cube pki init` lays out a cluster's certificates as kubeadm does, etcd's
+under their own CA too; the `cube certs` commands inspect, verify, sign and
+check the expiry of them. Everything cube writes is checked with the real
+openssl and kubectl, and expiry is rehearsed with cube's --clock-offset
+rather than by waiting. test_etcd_tls.py runs a real etcd on the etcd files.
 """
 
 import base64
@@ -11,22 +12,37 @@ import os
 import hashlib
 import json
 import re
+import shutil
+import socket
 import stat
 from datetime import datetime, timedelta, timezone
 
 import pytest
 import yaml
 
+# kubeadm's etcd certificates: check-expiration name -> file under pki/.
+ETCD_LEAVES = {
+    "apiserver-etcd-client": "apiserver-etcd-client",
+    "etcd-healthcheck-client": "etcd/healthcheck-client",
+    "etcd-peer": "etcd/peer",
+    "etcd-server": "etcd/server",
+}
 # Rows of `cube certs check-expiration`, as kubeadm names them.
 CLUSTER_ROWS = ["apiserver", "apiserver-kubelet-client", "admin.conf",
-                "controller-manager.conf", "scheduler.conf"]
+                "controller-manager.conf", "scheduler.conf"] + list(ETCD_LEAVES)
+# kubeadm's order: the certificates by name, then the CAs by name.
+KUBEADM_ROWS = sorted(CLUSTER_ROWS)
+KUBEADM_CAS = ["ca", "etcd-ca"]
 KUBECONFIGS = ["admin.conf", "controller-manager.conf", "scheduler.conf"]
+ETCD_FILES = ["etcd/ca.crt", "etcd/ca.key"] + [
+    f"{base}.{ext}" for base in ETCD_LEAVES.values() for ext in ("crt", "key")]
 PKI_FILES = ["ca.crt", "ca.key", "apiserver.crt", "apiserver.key",
              "apiserver-kubelet-client.crt", "apiserver-kubelet-client.key",
-             "bootstrap-token"]
+             "bootstrap-token"] + ETCD_FILES
 TOP_FILES = KUBECONFIGS + ["bootstrap-kubelet.conf"]
 PRIVATE_FILES = ["pki/ca.key", "pki/apiserver.key",
-                 "pki/apiserver-kubelet-client.key", "pki/bootstrap-token"]
+                 "pki/apiserver-kubelet-client.key", "pki/bootstrap-token"] + [
+    f"pki/{f}" for f in ETCD_FILES if f.endswith(".key")]
 
 NODE_SUBJECT = "/CN=system:node:node-1/O=system:nodes"
 BACKDATE = timedelta(minutes=5)
@@ -419,6 +435,175 @@ def test_new_san_regenerates_serving_certificate(run, pki_init, cluster):
     assert "DNS:new.example.com" in out, f"kept a serving cert without the new SAN:\n{out}"
 
 
+# ------------------------------------------------------------ etcd PKI ---
+# kubeadm's layout for a local etcd (cmd/kubeadm/app/phases/certs/certlist.go):
+# a CA of its own, CN etcd-ca; etcd/server and etcd/peer with CN = the node
+# name, SANs node name, localhost, 127.0.0.1, ::1 and the extra SANs, server
+# and client auth; etcd/healthcheck-client and apiserver-etcd-client, client
+# auth only, no organisation.
+
+ETCD_NODE = "etcd-node-1"
+ETCD_CA_SIGNED = [f"{base}.crt" for base in ETCD_LEAVES.values()]
+
+
+@pytest.fixture
+def etcd_cluster(pki_init):
+    """A cluster with a chosen node name and extra etcd SANs."""
+    c, _ = pki_init("etcd", "--node-name", ETCD_NODE, "--etcd-san", "10.0.0.7",
+                    "--etcd-san", "etcd.example.com")
+    return c
+
+
+def sans(run, path):
+    """The subjectAltName entries of a certificate, as openssl prints them."""
+    out = x509(run, path, "-ext", "subjectAltName")
+    return {e.strip() for e in out.splitlines()[-1].split(",")} if "DNS:" in out else set()
+
+
+def usages(run, path):
+    return x509(run, path, "-ext", "keyUsage,extendedKeyUsage")
+
+
+def test_etcd_ca_is_its_own_ca(run, etcd_cluster):
+    ca = etcd_cluster / "pki" / "etcd" / "ca.crt"
+    out = x509(run, ca, "-subject", "-issuer", "-ext", "basicConstraints,keyUsage")
+    assert "subject=CN = etcd-ca" in out and "issuer=CN = etcd-ca" in out, out
+    assert "CA:TRUE" in out and "Certificate Sign" in out, out
+    assert fingerprint(run, ca) != fingerprint(run, etcd_cluster / "pki" / "ca.crt")
+
+
+@pytest.mark.parametrize("base", ["etcd/server", "etcd/peer"])
+def test_etcd_serving_pairs_name_the_node(run, etcd_cluster, base):
+    crt = etcd_cluster / "pki" / f"{base}.crt"
+    assert subject(run, crt) == f"subject=CN = {ETCD_NODE}"
+    assert sans(run, crt) == {f"DNS:{ETCD_NODE}", "DNS:localhost", "DNS:etcd.example.com",
+                              "IP Address:127.0.0.1", "IP Address:0:0:0:0:0:0:0:1",
+                              "IP Address:10.0.0.7"}
+    out = usages(run, crt)
+    assert "TLS Web Server Authentication, TLS Web Client Authentication" in out, out
+
+
+@pytest.mark.parametrize("base, cn", [
+    ("etcd/healthcheck-client", "kube-etcd-healthcheck-client"),
+    ("apiserver-etcd-client", "kube-apiserver-etcd-client"),
+])
+def test_etcd_clients_are_client_only_without_organisation(run, etcd_cluster, base, cn):
+    crt = etcd_cluster / "pki" / f"{base}.crt"
+    # kubeadm 1.32 puts no O= on them (it used to be system:masters).
+    assert subject(run, crt) == f"subject=CN = {cn}"
+    out = usages(run, crt)
+    assert "TLS Web Client Authentication" in out, out
+    assert "TLS Web Server Authentication" not in out, out
+    assert sans(run, crt) == set(), x509(run, crt, "-text")
+
+
+def test_etcd_node_name_defaults_to_the_hostname(run, cluster):
+    want = socket.gethostname().lower()
+    for base in ("etcd/server", "etcd/peer"):
+        crt = cluster / "pki" / f"{base}.crt"
+        assert subject(run, crt) == f"subject=CN = {want}"
+        assert f"DNS:{want}" in sans(run, crt)
+
+
+def test_etcd_certificates_verify_against_etcd_ca_only(run, etcd_cluster):
+    pki = etcd_cluster / "pki"
+    certs = [pki / f for f in ETCD_CA_SIGNED]
+    proc = openssl(run, "verify", "-CAfile", pki / "etcd" / "ca.crt", *certs, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for c in certs:
+        assert f"{c}: OK" in proc.stdout, proc.stdout
+    # Each one alone, so one failure cannot hide another's success.
+    for c in certs:
+        proc = openssl(run, "verify", "-CAfile", pki / "ca.crt", c, check=False)
+        assert proc.returncode != 0, f"the cluster CA accepts {c}:\n{proc.stdout}"
+    # Nor does the etcd CA vouch for the cluster's own certificates.
+    for c in (pki / "apiserver.crt", pki / "apiserver-kubelet-client.crt"):
+        proc = openssl(run, "verify", "-CAfile", pki / "etcd" / "ca.crt", c, check=False)
+        assert proc.returncode != 0, f"the etcd CA accepts {c}:\n{proc.stdout}"
+
+
+@pytest.mark.parametrize("base", ["etcd/ca"] + list(ETCD_LEAVES.values()))
+def test_etcd_key_files_match_their_certificates(run, etcd_cluster, base):
+    pki = etcd_cluster / "pki"
+    assert (public_key_digest(run, "x509", "-in", pki / f"{base}.crt", "-noout", "-pubkey")
+            == public_key_digest(run, "pkey", "-in", pki / f"{base}.key", "-pubout")), base
+
+
+def test_init_says_what_it_makes_for_etcd(pki_init):
+    _, proc = pki_init("c", "--node-name", ETCD_NODE)
+    for base in ["etcd/ca"] + list(ETCD_LEAVES.values()):
+        assert f'[certs] Generating "{base}" certificate and key' in proc.stdout, proc.stdout
+    assert (f"[certs] etcd/server serving cert is signed for DNS names [{ETCD_NODE} localhost] "
+            "and IPs [127.0.0.1 ::1]") in proc.stdout, proc.stdout
+
+
+def test_etcd_rsa_key_type(run, pki_init):
+    cluster, _ = pki_init("rsa", "--key-type", "rsa")
+    pki = cluster / "pki"
+    for f in ["etcd/ca.crt"] + ETCD_CA_SIGNED:
+        text = x509(run, pki / f, "-text")
+        assert "Public-Key: (2048 bit)" in text, f"{f} is not RSA 2048"
+    out = usages(run, pki / "etcd" / "server.crt")
+    assert "Digital Signature, Key Encipherment" in out, out
+
+
+def test_rerun_with_new_node_name_regenerates_only_what_names_it(run, pki_init, etcd_cluster):
+    before = snapshot(etcd_cluster)
+    _, proc = pki_init("etcd", "--node-name", "etcd-node-2", "--etcd-san", "10.0.0.7",
+                       "--etcd-san", "etcd.example.com")
+    after = snapshot(etcd_cluster)
+    changed = {f for f in before if before[f] != after.get(f)}
+    # The apiserver certificate names the node too, as kubeadm's does.
+    assert changed == {"pki/etcd/server.crt", "pki/etcd/server.key", "pki/etcd/peer.crt",
+                       "pki/etcd/peer.key", "pki/apiserver.crt", "pki/apiserver.key"}, \
+        f"{sorted(changed)}\n{proc.stdout}"
+    assert subject(run, etcd_cluster / "pki" / "etcd" / "server.crt") == \
+        "subject=CN = etcd-node-2"
+    assert "DNS:etcd-node-2" in sans(run, etcd_cluster / "pki" / "apiserver.crt")
+
+
+def test_new_etcd_ca_remakes_etcd_certificates_only(run, pki_init, etcd_cluster):
+    before = snapshot(etcd_cluster)
+    (etcd_cluster / "pki" / "etcd" / "ca.key").unlink()
+    pki_init("etcd", "--node-name", ETCD_NODE, "--etcd-san", "10.0.0.7",
+             "--etcd-san", "etcd.example.com")
+    after = snapshot(etcd_cluster)
+    changed = {f for f in before if before[f] != after.get(f)}
+    assert changed == {f"pki/{f}" for f in ETCD_FILES}, sorted(changed)
+    proc = openssl(run, "verify", "-CAfile", etcd_cluster / "pki" / "etcd" / "ca.crt",
+                   *[etcd_cluster / "pki" / f for f in ETCD_CA_SIGNED], check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_new_cluster_ca_leaves_etcd_alone(pki_init, etcd_cluster):
+    before = snapshot(etcd_cluster)
+    (etcd_cluster / "pki" / "ca.key").unlink()
+    pki_init("etcd", "--node-name", ETCD_NODE, "--etcd-san", "10.0.0.7",
+             "--etcd-san", "etcd.example.com")
+    after = snapshot(etcd_cluster)
+    assert all(before[f"pki/{f}"] == after[f"pki/{f}"] for f in ETCD_FILES), \
+        "a new cluster CA remade etcd's certificates"
+    assert before["pki/ca.crt"] != after["pki/ca.crt"]
+
+
+def test_force_regenerates_the_etcd_ca(run, pki_init, etcd_cluster):
+    ca = etcd_cluster / "pki" / "etcd" / "ca.crt"
+    old = fingerprint(run, ca)
+    pki_init("etcd", "--node-name", ETCD_NODE, "--force")
+    assert fingerprint(run, ca) != old, "--force kept the old etcd CA"
+    proc = openssl(run, "verify", "-CAfile", ca,
+                   *[etcd_cluster / "pki" / f for f in ETCD_CA_SIGNED], check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_help_describes_the_etcd_files(run, cube):
+    out = run(cube, "pki", "init", "--help").stdout
+    for text in ("DIR/pki/etcd/ca.crt", "etcd/server.crt", "etcd/peer.crt",
+                 "etcd/healthcheck-client.crt", "apiserver-etcd-client.crt", "etcd-ca",
+                 "--etcd-san", "--node-name"):
+        assert text in out, f"{text!r} not in:\n{out}"
+
+
 # ------------------------------------------------------------ sign-csr ---
 
 @pytest.mark.parametrize("key_kind", ["ecparam", "genpkey-ec"])
@@ -700,6 +885,71 @@ def test_check_expiration_reports_missing_certificate(cluster, check_expiration)
     assert len(missing) == 1 and '"scheduler.conf"' in missing[0], proc.stdout
 
 
+def table_cells(row):
+    """A check-expiration row split into its columns."""
+    return re.split(r"\s{2,}", row.strip())
+
+
+def test_check_expiration_rows_are_kubeadms(cluster, check_expiration):
+    proc = check_expiration("--dir", cluster)
+    assert proc.returncode == 0, proc.stdout
+    certs, cas = proc.stdout.split("\n\n", 1)
+    names = [table_cells(line)[0] for line in certs.splitlines()[1:]]
+    assert names == KUBEADM_ROWS, proc.stdout
+    assert [table_cells(line)[0] for line in cas.strip().splitlines()[1:]] == KUBEADM_CAS, \
+        proc.stdout
+
+
+@pytest.mark.parametrize("name", CLUSTER_ROWS)
+def test_check_expiration_names_each_rows_ca(run, cluster, check_expiration, name):
+    proc = check_expiration("--dir", cluster)
+    cells = table_cells(table_row(proc.stdout, name))
+    # CERTIFICATE, EXPIRES, RESIDUAL TIME, CERTIFICATE AUTHORITY, EXTERNALLY MANAGED
+    assert cells[3] == ("etcd-ca" if name in ETCD_LEAVES else "ca"), cells
+    assert cells[4] == "no", cells
+    if name in ETCD_LEAVES:
+        _, not_after = cert_dates(run, cluster / "pki" / f"{ETCD_LEAVES[name]}.crt")
+        assert cells[1] == not_after.strftime("%b %d, %Y %H:%M UTC"), cells
+
+
+def test_check_expiration_etcd_ca_row(run, cluster, check_expiration):
+    proc = check_expiration("--dir", cluster)
+    cells = table_cells(table_row(proc.stdout, "etcd-ca"))
+    _, not_after = cert_dates(run, cluster / "pki" / "etcd" / "ca.crt")
+    assert cells[1] == not_after.strftime("%b %d, %Y %H:%M UTC"), cells
+    assert cells[3] == "no", cells
+
+
+def test_check_expiration_without_local_etcd_leaves_etcd_out(cluster, check_expiration):
+    # kubeadm's external etcd: no pki/etcd, and no etcd rows at all.
+    shutil.rmtree(cluster / "pki" / "etcd")
+    proc = check_expiration("--dir", cluster)
+    assert proc.returncode == 0, proc.stdout
+    for name in list(ETCD_LEAVES) + ["etcd-ca"]:
+        assert not re.search(rf"^{name}\s", proc.stdout, re.M), proc.stdout
+
+
+def test_check_expiration_reports_missing_etcd_certificate(cluster, check_expiration):
+    (cluster / "pki" / "etcd" / "server.crt").unlink()
+    proc = check_expiration("--dir", cluster)
+    assert proc.returncode == 1, proc.stdout
+    missing = lines_starting(proc.stdout, "MISSING:")
+    assert len(missing) == 1 and '"etcd-server"' in missing[0], proc.stdout
+    assert "pki/etcd/server.crt" in missing[0], proc.stdout
+
+
+def test_check_expiration_flags_etcd_cert_from_the_cluster_ca(cluster, check_expiration):
+    # A certificate the cluster CA signed where etcd's should be.
+    pki = cluster / "pki"
+    shutil.copy(pki / "apiserver-kubelet-client.crt", pki / "etcd" / "healthcheck-client.crt")
+    proc = check_expiration("--dir", cluster)
+    assert proc.returncode == 1, proc.stdout
+    invalid = lines_starting(proc.stdout, "INVALID:")
+    assert len(invalid) == 1 and '"etcd-healthcheck-client"' in invalid[0], proc.stdout
+    cells = table_cells(table_row(proc.stdout, "etcd-healthcheck-client"))
+    assert cells[3] == "kubernetes", cells
+
+
 # kubelet certificate stores
 
 @pytest.fixture
@@ -785,7 +1035,11 @@ def test_check_expiration_json(run, past_cluster, sign, tmp, kubelet_root, check
     want = {name: "warning" for name in CLUSTER_ROWS}
     want["kubelet-client (node-1)"] = "expired"
     assert status == want
-    assert [(c["name"], c["status"]) for c in info["certificateAuthorities"]] == [("ca", "ok")]
+    assert [(c["name"], c["status"]) for c in info["certificateAuthorities"]] == \
+        [("ca", "ok"), ("etcd-ca", "ok")]
+    authority = {c["name"]: c["certificateAuthority"] for c in info["certificates"]}
+    for name in CLUSTER_ROWS:
+        assert authority[name] == ("etcd-ca" if name in ETCD_LEAVES else "ca"), authority
 
 
 # ----------------------------------------------------- bad command lines ---
@@ -796,6 +1050,7 @@ def test_check_expiration_json(run, past_cluster, sign, tmp, kubelet_root, check
     pytest.param(["pki", "init", "--dir", "{d}", "--key-type", "dsa"], "dsa", id="bad-key-type"),
     pytest.param(["pki", "init", "--dir", "{d}", "--validity", "10parsecs"], "10parsecs", id="bad-validity"),
     pytest.param(["pki", "init", "--dir", "{d}", "--ca-validity", "-1h"], "-1h", id="bad-ca-validity"),
+    pytest.param(["pki", "init", "--dir", "{d}", "--node-name", "Node_1"], "nodeRegistration.name: Invalid value: \"Node_1\"", id="bad-node-name"),
     pytest.param(["--clock-offset=yesterday", "pki", "init", "--dir", "{d}"], "yesterday", id="bad-clock-offset"),
     pytest.param(["certs", "check-expiration", "--warn-within", "soon"], "soon", id="bad-warn-within"),
     pytest.param(["certs", "check-expiration", "-o", "yaml"], "yaml", id="bad-output-format"),

@@ -1,6 +1,8 @@
 /* pki: keys, usages, certificates, CSRs, the signer's policy, PEM files,
- * verification at a chosen time and bootstrap tokens — all on the virtual
- * clock, standing at 2026-11-30T10:00:00Z unless a test moves it. */
+ * verification at a chosen time, bootstrap tokens, and the etcd PKI
+ * cluster_pki_init lays out as kubeadm does with the check-expiration rows
+ * expiry_scan makes of it — all on the virtual clock, standing at
+ * 2026-11-30T10:00:00Z unless a test moves it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +24,8 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "base/strv.h"
+#include "pki/cluster.h"
+#include "pki/expiry.h"
 #include "pki/pki.h"
 
 #define T0 (INT64_C(1796032800) * NS_PER_SEC) /* 2026-11-30T10:00:00Z */
@@ -1308,6 +1312,458 @@ static void test_token(void **state)
 	assert_string_not_equal(a, b);
 }
 
+/* ---- the etcd PKI (cluster.h) and its expiry rows (expiry.h) -------------- */
+
+/* kubeadm's etcd files (cmd/kubeadm/app/phases/certs/certlist.go). */
+static const char *const etcd_keys[] = {"pki/etcd/ca.key",
+                                        "pki/etcd/server.key",
+                                        "pki/etcd/peer.key",
+                                        "pki/etcd/healthcheck-client.key",
+                                        "pki/apiserver-etcd-client.key",
+                                        NULL};
+static const char *const etcd_certs[] = {"pki/etcd/ca.crt",
+                                         "pki/etcd/server.crt",
+                                         "pki/etcd/peer.crt",
+                                         "pki/etcd/healthcheck-client.crt",
+                                         "pki/apiserver-etcd-client.crt",
+                                         NULL};
+
+static void say_into(void *arg, const char *line)
+{
+	strv_push(arg, line);
+}
+
+/* cluster_pki_init with the etcd PKI for node (NULL: the hostname). */
+static int init_etcd(const char *dir, const char *node, bool etcd, struct strv *said)
+{
+	static const char *const sans[] = {"10.0.0.7", "etcd.example.com", NULL};
+	struct cluster_pki_opts o = {
+	    .dir = dir,
+	    .cluster_name = "kubernetes",
+	    .server = "https://127.0.0.1:6443",
+	    .key_type = PKI_KEY_ECDSA,
+	    .ca_validity_ns = CLUSTER_CA_VALIDITY,
+	    .validity_ns = CLUSTER_CERT_VALIDITY,
+	    .node_name = node,
+	    .etcd = etcd,
+	    .etcd_sans = sans,
+	    .say = say_into,
+	    .say_arg = said,
+	};
+	int r;
+
+	strv_free(said);
+	if ((r = cluster_pki_init(&o)) < 0)
+		print_error("cluster_pki_init: %s (%s)\n", err_name(r), err_msg());
+	return r;
+}
+
+static X509 *load_in(const char *dir, const char *rel)
+{
+	char *p = path_in(dir, rel);
+	X509 *x = pki_cert_load(p);
+	if (!x)
+		fail_msg("%s: %s", rel, err_msg());
+	free(p);
+	return x;
+}
+
+static char *read_in(const char *dir, const char *rel)
+{
+	char *p = path_in(dir, rel), *text = NULL;
+	if (file_read(p, &text, NULL, 1 << 20) < 0)
+		fail_msg("read %s: %s", rel, err_msg());
+	free(p);
+	return text;
+}
+
+static bool exists_in(const char *dir, const char *rel)
+{
+	char *p = path_in(dir, rel);
+	bool yes = file_exists(p);
+	free(p);
+	return yes;
+}
+
+static void unlink_in(const char *dir, const char *rel)
+{
+	char *p = path_in(dir, rel);
+	assert_int_equal(unlink(p), 0);
+	free(p);
+}
+
+/* Every file under the cluster dir that `rels` names, read now. */
+static void snap(const char *dir, const char *const *rels, char **out)
+{
+	for (size_t i = 0; rels[i]; i++)
+		out[i] = read_in(dir, rels[i]);
+}
+
+/* Which of rels changed since snap (true) — and frees the snapshot. */
+static void changed_since(const char *dir, const char *const *rels, char **before, bool *out)
+{
+	for (size_t i = 0; rels[i]; i++) {
+		char *now = read_in(dir, rels[i]);
+		out[i] = strcmp(now, before[i]) != 0;
+		free(now);
+		free(before[i]);
+	}
+}
+
+/* A leaf of the etcd CA as kubeadm makes it: subject, SANs, usages, CA. */
+static void check_etcd_leaf(const char *dir, const char *rel, const char *cn, bool serving,
+                            X509 *etcd_ca, X509 *cluster_ca)
+{
+	const unsigned both = PKI_U_SERVER_AUTH | PKI_U_CLIENT_AUTH;
+	X509 *x = load_in(dir, rel);
+	struct pki_cert_info info;
+
+	pki_cert_info(x, &info);
+	assert_string_equal(info.cn, cn);
+	/* kubeadm 1.32 puts no O= on any of them. */
+	assert_int_equal(info.orgs.n, 0);
+	assert_false(info.is_ca);
+	assert_int_equal(info.not_before_ns, T0 - PKI_BACKDATE_NS);
+	assert_int_equal(info.not_after_ns, T0 + CLUSTER_CERT_VALIDITY);
+	if (serving) {
+		const char *const dns[] = {cn, "localhost", "etcd.example.com", NULL};
+		assert_true(strv_equals(&info.dns, dns));
+		assert_strv(info.ips, "127.0.0.1", "::1", "10.0.0.7");
+		assert_int_equal(info.usages & both, both);
+		assert_int_equal(pki_verify_with(x, etcd_ca, T0, PKI_PURPOSE_SERVER), 0);
+	} else {
+		assert_int_equal(info.dns.n + info.ips.n, 0);
+		assert_int_equal(info.usages & both, PKI_U_CLIENT_AUTH);
+		assert_int_equal(pki_verify_with(x, etcd_ca, T0, PKI_PURPOSE_SERVER),
+		                 ERR_UNAUTHORIZED);
+	}
+	assert_int_equal(pki_verify_with(x, etcd_ca, T0, PKI_PURPOSE_CLIENT), 0);
+	/* The cluster CA vouches for none of etcd's certificates. */
+	assert_int_equal(pki_verify_with(x, cluster_ca, T0, PKI_PURPOSE_ANY), ERR_UNAUTHORIZED);
+	assert_contains(err_msg(), "x509: certificate signed by unknown authority");
+	pki_cert_info_free(&info);
+	X509_free(x);
+}
+
+static void test_cluster_etcd_layout(void **state)
+{
+	char *dir = mkdir_tmp();
+	struct strv said = STRV_INIT;
+	struct pki_cert_info info;
+	X509 *etcd_ca, *ca, *x;
+
+	assert_int_equal(init_etcd(dir, "node-a", true, &said), 0);
+	for (size_t i = 0; etcd_keys[i]; i++) {
+		struct stat st;
+		char *p = path_in(dir, etcd_keys[i]);
+		assert_int_equal(stat(p, &st), 0);
+		if ((st.st_mode & 07777) != 0600)
+			fail_msg("%s has mode %o", etcd_keys[i], st.st_mode & 07777);
+		free(p);
+		assert_true(exists_in(dir, etcd_certs[i]));
+	}
+
+	etcd_ca = load_in(dir, "pki/etcd/ca.crt");
+	ca = load_in(dir, "pki/ca.crt");
+	pki_cert_info(etcd_ca, &info);
+	assert_string_equal(info.cn, "etcd-ca");
+	assert_true(info.is_ca);
+	assert_int_equal(info.not_after_ns, T0 + CLUSTER_CA_VALIDITY);
+	pki_cert_info_free(&info);
+	assert_int_not_equal(X509_cmp(etcd_ca, ca), 0);
+
+	check_etcd_leaf(dir, "pki/etcd/server.crt", "node-a", true, etcd_ca, ca);
+	check_etcd_leaf(dir, "pki/etcd/peer.crt", "node-a", true, etcd_ca, ca);
+	check_etcd_leaf(dir, "pki/etcd/healthcheck-client.crt", "kube-etcd-healthcheck-client",
+	                false, etcd_ca, ca);
+	check_etcd_leaf(dir, "pki/apiserver-etcd-client.crt", "kube-apiserver-etcd-client", false,
+	                etcd_ca, ca);
+
+	/* The cluster's own certificates are not the etcd CA's. */
+	x = load_in(dir, "pki/apiserver.crt");
+	assert_int_equal(pki_verify_with(x, etcd_ca, T0, PKI_PURPOSE_ANY), ERR_UNAUTHORIZED);
+	assert_int_equal(pki_verify_with(x, ca, T0, PKI_PURPOSE_SERVER), 0);
+	/* ... and the API server's certificate names the node, as kubeadm's. */
+	pki_cert_info(x, &info);
+	assert_true(strv_has(&info.dns, "node-a"));
+	pki_cert_info_free(&info);
+	X509_free(x);
+
+	/* kubeadm's progress lines, with its base names. */
+	assert_true(strv_has(&said, "[certs] Generating \"etcd/ca\" certificate and key"));
+	assert_true(strv_has(&said, "[certs] Generating \"etcd/healthcheck-client\" certificate "
+	                            "and key"));
+	assert_true(strv_has(&said, "[certs] Generating \"apiserver-etcd-client\" certificate "
+	                            "and key"));
+	assert_true(strv_has(&said, "[certs] etcd/server serving cert is signed for DNS names "
+	                            "[node-a localhost etcd.example.com] and IPs "
+	                            "[127.0.0.1 ::1 10.0.0.7]"));
+	assert_true(strv_has(&said, "[certs] etcd/peer serving cert is signed for DNS names "
+	                            "[node-a localhost etcd.example.com] and IPs "
+	                            "[127.0.0.1 ::1 10.0.0.7]"));
+	X509_free(etcd_ca);
+	X509_free(ca);
+	strv_free(&said);
+	rm_rf(dir);
+}
+
+static void test_cluster_etcd_off(void **state)
+{
+	/* Without opts.etcd (kubeadm's external etcd, and every caller that
+	 * predates it) nothing of etcd's is written, nor listed. */
+	char *dir = mkdir_tmp();
+	struct strv said = STRV_INIT;
+	struct expiry_report rep;
+
+	assert_int_equal(init_etcd(dir, "node-a", false, &said), 0);
+	assert_false(exists_in(dir, "pki/etcd"));
+	assert_false(exists_in(dir, "pki/apiserver-etcd-client.crt"));
+	assert_int_equal(expiry_scan(dir, NULL, T0, 30 * NS_PER_DAY, &rep), 0);
+	assert_int_equal(rep.n, 6);
+	for (size_t i = 0; i < rep.n; i++)
+		if (strstr(rep.rows[i].name, "etcd"))
+			fail_msg("row %s without a local etcd", rep.rows[i].name);
+	expiry_report_free(&rep);
+	strv_free(&said);
+	rm_rf(dir);
+}
+
+static void test_cluster_etcd_empty_node_name(void **state)
+{
+	char *dir = mkdir_tmp();
+	struct strv said = STRV_INIT;
+
+	assert_int_equal(init_etcd(dir, "", true, &said), ERR_INVALID);
+	assert_contains(err_msg(), "no node name");
+	assert_false(exists_in(dir, "pki"));
+	strv_free(&said);
+	rm_rf(dir);
+}
+
+static void test_cluster_etcd_rerun(void **state)
+{
+	static const char *const rels[] = {"pki/etcd/ca.crt",
+	                                   "pki/etcd/ca.key",
+	                                   "pki/etcd/server.crt",
+	                                   "pki/etcd/peer.crt",
+	                                   "pki/etcd/healthcheck-client.crt",
+	                                   "pki/apiserver-etcd-client.crt",
+	                                   "pki/apiserver.crt",
+	                                   "pki/ca.crt",
+	                                   NULL};
+	/* Which of rels a new node name remakes: what names the node. */
+	static const bool renamed[] = {false, false, true, true, false, false, true, false};
+	char *dir = mkdir_tmp(), *before[8];
+	struct strv said = STRV_INIT;
+	bool changed[8];
+	X509 *x;
+
+	assert_int_equal(init_etcd(dir, "node-a", true, &said), 0);
+	snap(dir, rels, before);
+	clock_advance(NS_PER_HOUR);
+	assert_int_equal(init_etcd(dir, "node-a", true, &said), 0);
+	assert_true(strv_has(&said, "[certs] Using existing etcd/ca certificate authority"));
+	assert_true(strv_has(&said, "[certs] Using existing etcd/server certificate and key on "
+	                            "disk"));
+	assert_true(strv_has(&said, "[certs] Using existing apiserver-etcd-client certificate "
+	                            "and key on disk"));
+	changed_since(dir, rels, before, changed);
+	for (size_t i = 0; rels[i]; i++)
+		if (changed[i])
+			fail_msg("%s was rewritten by a second init", rels[i]);
+
+	snap(dir, rels, before);
+	assert_int_equal(init_etcd(dir, "node-b", true, &said), 0);
+	changed_since(dir, rels, before, changed);
+	for (size_t i = 0; rels[i]; i++)
+		if (changed[i] != renamed[i])
+			fail_msg("%s: changed %d after a new node name, want %d", rels[i],
+			         changed[i], renamed[i]);
+	x = load_in(dir, "pki/etcd/peer.crt");
+	{
+		struct pki_cert_info info;
+		pki_cert_info(x, &info);
+		assert_string_equal(info.cn, "node-b");
+		assert_true(strv_has(&info.dns, "node-b"));
+		pki_cert_info_free(&info);
+	}
+	X509_free(x);
+	strv_free(&said);
+	rm_rf(dir);
+}
+
+static void test_cluster_etcd_server_needs_client_auth(void **state)
+{
+	/* A serving certificate without client auth, but otherwise right, is
+	 * remade: etcd dials itself with it (kubeadm's reason for both). */
+	static const char *const dns[] = {"node-a", "localhost", "etcd.example.com", NULL};
+	static const char *const ips[] = {"127.0.0.1", "::1", "10.0.0.7", NULL};
+	char *dir = mkdir_tmp(), *ckf = path_in(dir, "pki/etcd/ca.key");
+	char *kf = path_in(dir, "pki/etcd/server.key"), *crt = path_in(dir, "pki/etcd/server.crt");
+	struct strv said = STRV_INIT;
+	struct pki_cert_info info;
+	EVP_PKEY *ca_key, *key;
+	X509 *ca, *x;
+
+	assert_int_equal(init_etcd(dir, "node-a", true, &said), 0);
+	ca = load_in(dir, "pki/etcd/ca.crt");
+	ca_key = pki_key_load(ckf);
+	key = pki_key_load(kf);
+	assert_non_null(ca_key);
+	assert_non_null(key);
+	{
+		struct pki_cert_spec spec = {.cn = "node-a",
+		                             .dns = dns,
+		                             .ips = ips,
+		                             .usages = PKI_U_DIGITAL_SIGNATURE | PKI_U_SERVER_AUTH,
+		                             .not_before_ns = T0,
+		                             .not_after_ns = T0 + YEAR};
+		x = pki_cert_new(&spec, key, ca, ca_key);
+		assert_non_null(x);
+		assert_int_equal(pki_cert_save(crt, x), 0);
+		X509_free(x);
+	}
+	assert_int_equal(init_etcd(dir, "node-a", true, &said), 0);
+	assert_true(strv_has(&said, "[certs] Generating \"etcd/server\" certificate and key"));
+	assert_true(
+	    strv_has(&said, "[certs] Using existing etcd/peer certificate and key on disk"));
+	x = load_in(dir, "pki/etcd/server.crt");
+	pki_cert_info(x, &info);
+	assert_true(info.usages & PKI_U_CLIENT_AUTH);
+	pki_cert_info_free(&info);
+	X509_free(x);
+	X509_free(ca);
+	EVP_PKEY_free(ca_key);
+	EVP_PKEY_free(key);
+	free(ckf);
+	free(kf);
+	free(crt);
+	strv_free(&said);
+	rm_rf(dir);
+}
+
+static void test_cluster_cas_are_independent(void **state)
+{
+	static const char *const rels[] = {"pki/etcd/ca.crt",
+	                                   "pki/etcd/server.crt",
+	                                   "pki/etcd/peer.crt",
+	                                   "pki/etcd/healthcheck-client.crt",
+	                                   "pki/apiserver-etcd-client.crt",
+	                                   "pki/ca.crt",
+	                                   "pki/apiserver.crt",
+	                                   "pki/apiserver-kubelet-client.crt",
+	                                   "admin.conf",
+	                                   NULL};
+	/* rels[0..4] are the etcd CA's, the rest the cluster CA's. */
+	char *dir = mkdir_tmp(), *before[9];
+	struct strv said = STRV_INIT;
+	bool changed[9];
+
+	assert_int_equal(init_etcd(dir, "node-a", true, &said), 0);
+	snap(dir, rels, before);
+	unlink_in(dir, "pki/etcd/ca.key");
+	assert_int_equal(init_etcd(dir, "node-a", true, &said), 0);
+	assert_true(strv_has(&said, "[certs] Generating \"etcd/ca\" certificate and key"));
+	assert_true(strv_has(&said, "[certs] Using existing ca certificate authority"));
+	changed_since(dir, rels, before, changed);
+	for (size_t i = 0; rels[i]; i++)
+		if (changed[i] != (i < 5))
+			fail_msg("%s: changed %d after a new etcd CA", rels[i], changed[i]);
+
+	snap(dir, rels, before);
+	unlink_in(dir, "pki/ca.key");
+	assert_int_equal(init_etcd(dir, "node-a", true, &said), 0);
+	assert_true(strv_has(&said, "[certs] Using existing etcd/ca certificate authority"));
+	changed_since(dir, rels, before, changed);
+	for (size_t i = 0; rels[i]; i++)
+		if (changed[i] != (i >= 5))
+			fail_msg("%s: changed %d after a new cluster CA", rels[i], changed[i]);
+	strv_free(&said);
+	rm_rf(dir);
+}
+
+static const struct expiry_row *row_named(const struct expiry_report *rep, const char *name)
+{
+	for (size_t i = 0; i < rep->n; i++)
+		if (strcmp(rep->rows[i].name, name) == 0)
+			return &rep->rows[i];
+	fail_msg("no row \"%s\"", name);
+	return NULL;
+}
+
+static void test_expiry_etcd_rows(void **state)
+{
+	/* kubeadm's check-expiration: the certificates by name, then the CAs. */
+	static const char *const names[] = {"admin.conf",
+	                                    "apiserver",
+	                                    "apiserver-etcd-client",
+	                                    "apiserver-kubelet-client",
+	                                    "controller-manager.conf",
+	                                    "etcd-healthcheck-client",
+	                                    "etcd-peer",
+	                                    "etcd-server",
+	                                    "scheduler.conf",
+	                                    "ca",
+	                                    "etcd-ca",
+	                                    NULL};
+	char *dir = mkdir_tmp(), *etcd_dir;
+	struct strv said = STRV_INIT;
+	struct expiry_report rep;
+	const struct expiry_row *r;
+
+	assert_int_equal(init_etcd(dir, "node-a", true, &said), 0);
+	assert_int_equal(expiry_scan(dir, NULL, T0, 30 * NS_PER_DAY, &rep), 0);
+	assert_int_equal(rep.n, strlist_len(names));
+	for (size_t i = 0; names[i]; i++) {
+		r = &rep.rows[i];
+		assert_string_equal(r->name, names[i]);
+		assert_int_equal(r->status, EXPIRY_OK);
+		assert_false(r->external);
+		assert_int_equal(r->is_ca, i >= 9);
+		if (!r->is_ca)
+			assert_string_equal(r->ca, strstr(names[i], "etcd") ? "etcd-ca" : "ca");
+	}
+	r = row_named(&rep, "etcd-server");
+	etcd_dir = path_in(dir, "pki/etcd/server.crt");
+	assert_string_equal(r->path, etcd_dir);
+	free(etcd_dir);
+	assert_int_equal(r->not_after_ns, T0 + CLUSTER_CERT_VALIDITY);
+	assert_int_equal(row_named(&rep, "etcd-ca")->not_after_ns, T0 + CLUSTER_CA_VALIDITY);
+	expiry_report_free(&rep);
+
+	/* Damage: a cluster-CA certificate in etcd's place, a missing peer
+	 * pair, and no etcd CA key (kubeadm never calls etcd-ca external). */
+	{
+		char *src = read_in(dir, "pki/apiserver-kubelet-client.crt");
+		char *dst = path_in(dir, "pki/etcd/healthcheck-client.crt");
+		write_text(dst, src);
+		free(src);
+		free(dst);
+	}
+	unlink_in(dir, "pki/etcd/peer.crt");
+	unlink_in(dir, "pki/etcd/ca.key");
+	assert_int_equal(expiry_scan(dir, NULL, T0, 30 * NS_PER_DAY, &rep), 0);
+	r = row_named(&rep, "etcd-healthcheck-client");
+	assert_int_equal(r->status, EXPIRY_INVALID);
+	assert_string_equal(r->ca, "kubernetes");
+	assert_contains(r->error, "signed by unknown authority");
+	assert_int_equal(row_named(&rep, "etcd-peer")->status, EXPIRY_MISSING);
+	assert_int_equal(row_named(&rep, "etcd-server")->status, EXPIRY_OK);
+	assert_false(row_named(&rep, "etcd-ca")->external);
+	assert_int_equal(row_named(&rep, "apiserver")->status, EXPIRY_OK);
+	expiry_report_free(&rep);
+
+	/* No pki/etcd: an external etcd, whose rows kubeadm leaves out. */
+	etcd_dir = path_in(dir, "pki/etcd");
+	rm_rf(etcd_dir);
+	assert_int_equal(expiry_scan(dir, NULL, T0, 30 * NS_PER_DAY, &rep), 0);
+	assert_int_equal(rep.n, 6);
+	assert_string_equal(rep.rows[5].name, "ca");
+	expiry_report_free(&rep);
+	strv_free(&said);
+	rm_rf(dir);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1351,6 +1807,13 @@ int main(void)
 	    T(test_verify_intermediate),
 	    T(test_verify_intermediate_as_root),
 	    T(test_token),
+	    T(test_cluster_etcd_layout),
+	    T(test_cluster_etcd_off),
+	    T(test_cluster_etcd_empty_node_name),
+	    T(test_cluster_etcd_rerun),
+	    T(test_cluster_etcd_server_needs_client_auth),
+	    T(test_cluster_cas_are_independent),
+	    T(test_expiry_etcd_rows),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

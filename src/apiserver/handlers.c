@@ -185,7 +185,10 @@ void reply_storage_error(struct req *r, const char *detail)
  * function again. A precondition that no longer holds then answers 409
  * the usual way. true when it took r over.
  */
-#define WRITE_TRIES 16
+/* Upstream tries without a bound; each round one writer wins, so n
+ * writers of one key finish within n rounds. The bound only stops a bug
+ * from spinning. */
+#define WRITE_TRIES 1024
 
 static void write_refused(struct req *r, int rc);
 

@@ -44,6 +44,9 @@ static int namespace_lifecycle(struct req *r, const json_t *obj)
 		return 0;
 	snprintf(key, sizeof(key), "/registry/namespaces/%s", r->ns);
 	ns = cache_get(r->s->cache, key);
+	/* Upstream looks a namespace its informer lacks up live. */
+	if (!ns && refresh_and_retry(r))
+		return ERR_NOTFOUND;
 	if (!ns) {
 		snprintf(msg, sizeof(msg), "namespaces \"%s\" not found", r->ns);
 		req_fail_status(r, status_failure(ERR_NOTFOUND, msg, "", "namespaces", r->ns));

@@ -136,6 +136,9 @@ void reply_object(struct req *r, int code, json_t *obj)
 void reply_conflict(struct req *r)
 {
 	char q[128], msg[512];
+
+	if (refresh_and_retry(r))
+		return;
 	resource_qualified(r->res, q, sizeof(q));
 	snprintf(msg, sizeof(msg),
 		 "Operation cannot be fulfilled on %s \"%s\": the object has been modified; please "
@@ -207,8 +210,18 @@ bool retry_lost_write(struct req *r, int err)
 	}
 	LOG_V(4, "write of %s lost to another server's; serving it again (try %d)", r->path,
 	      r->write_tries + 1);
-	handle_resource(r);
+	handle_resource_again(r);
 	return true;
+}
+
+void handle_resource_again(struct req *r)
+{
+	/* A create took its name from the body: the URL named none. */
+	if (is(r->verb, "create") && !r->sub) {
+		free(r->name);
+		r->name = NULL;
+	}
+	handle_resource(r);
 }
 
 static void on_written(void *arg, int err, json_t *obj)
@@ -243,6 +256,8 @@ static void write_refused(struct req *r, int rc)
 	char q[128], msg[512];
 
 	resource_qualified(r->res, q, sizeof(q));
+	if (rc == ERR_EXISTS && refresh_and_retry(r))
+		return;
 	if (rc == ERR_EXISTS) {
 		snprintf(msg, sizeof(msg), "%s \"%s\" already exists", q, r->name);
 	} else if (rc == ERR_TOOLARGE) {

@@ -28,6 +28,7 @@ struct kind_rules;
 struct apiserver {
 	struct apiserver_opts o;
 	struct loop *loop;
+	bool closing; /* apiserver_free has begun: nothing new waits */
 	SSL_CTX *tls;
 	struct httpd *httpd;
 	struct store *store;
@@ -106,6 +107,7 @@ struct req {
 	bool streaming;
 	bool dry_run; /* ?dryRun or a DeleteOptions body's dryRun: answer, store nothing */
 	int write_tries; /* a shared store's writes lost to another server's (retry_lost_write) */
+	bool refreshed;  /* served again on a cache brought up to the store's revision */
 };
 
 /* Two strings, both present and equal (what most comparisons here ask). */
@@ -276,6 +278,11 @@ void admit_csr(struct req *r, json_t *obj);
 
 /* handlers.c */
 void handle_resource(struct req *r);
+/* The same request served once more (its body is still there). */
+void handle_resource_again(struct req *r);
+/* A write refused on a cache that may be behind a shared store: r served
+ * again, once, when the cache has the store's revision (read.c). */
+bool refresh_and_retry(struct req *r);
 void handle_binding(struct req *r);
 void serve_selfsubjectreview(struct req *r);
 /* A CSR's decisions belong to /approval, its certificate to /status. */

@@ -194,7 +194,9 @@ static void on_current_rev(void *arg, int err, int64_t rev)
 	void (*resume)(struct req *r) = f->resume;
 
 	free(f);
-	if (err)
+	if (r->s->closing)
+		req_fail(r, ERR_UNAVAILABLE, "apiserver is shutting down");
+	else if (err)
 		reply_storage_error(r, err_msg());
 	else if (rev > cache_committed_rev(r->s->cache))
 		wait_for_rv(r, rev, resume);
@@ -219,6 +221,34 @@ static bool read_fresh(struct req *r, const char *rv, void (*resume)(struct req 
 		abort();
 	f->r = r;
 	f->resume = resume;
+	store_current_rev(cache_store(r->s->cache), on_current_rev, f);
+	return true;
+}
+
+/*
+ * A write refused on what this cache holds (not found, already exists, a
+ * stale resourceVersion) may be refused on a cache behind the store: another
+ * server wrote since. Bring the cache up to the store's revision and serve r
+ * again, once, as upstream's GuaranteedUpdate reads the current state from
+ * etcd before it gives such an answer. true when it took r over.
+ */
+static void serve_again(struct req *r)
+{
+	handle_resource_again(r);
+}
+
+bool refresh_and_retry(struct req *r)
+{
+	struct fresh_read *f;
+
+	if (!cache_remote(r->s->cache) || r->refreshed || r->gone || r->s->closing ||
+	    is(r->verb, "get") || is(r->verb, "list") || is(r->verb, "watch"))
+		return false;
+	r->refreshed = true;
+	if (!(f = calloc(1, sizeof(*f))))
+		abort();
+	f->r = r;
+	f->resume = serve_again;
 	store_current_rev(cache_store(r->s->cache), on_current_rev, f);
 	return true;
 }

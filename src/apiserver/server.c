@@ -212,6 +212,9 @@ void req_warn(struct req *r, const char *text)
 void req_not_found(struct req *r)
 {
 	char q[128], msg[512];
+
+	if (refresh_and_retry(r))
+		return;
 	resource_qualified(r->res, q, sizeof(q));
 	snprintf(msg, sizeof(msg), "%s \"%s\" not found", q, r->name ? r->name : "");
 	req_fail_status(r, status_failure(ERR_NOTFOUND, msg, r->res->group, r->res->plural,
@@ -726,6 +729,7 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 	if (!s->store)
 		goto fail;
 	s->cache = cache_new(s->store, o->watch_window);
+	cache_set_loop(s->cache, loop);
 	if (cache_load(s->cache) < 0)
 		goto fail;
 	LOG_INFO("Loaded storage (%s): revision %" PRId64, o->etcd ? "etcd3" : "sqlite",
@@ -765,6 +769,7 @@ void apiserver_free(struct apiserver *s)
 {
 	if (!s)
 		return;
+	s->closing = true;
 	watch_close_all(s);
 	rv_waits_cancel(s);
 	proxy_free(s);
@@ -775,6 +780,7 @@ void apiserver_free(struct apiserver *s)
 	/* Queued writes finish and their callbacks run before the cache goes. */
 	store_close(s->store);
 	loop_poll(s->loop);
+	rv_waits_cancel(s); /* any the store's last answers began */
 	cache_free(s->cache);
 	SSL_CTX_free(s->tls);
 	satoken_free(s);

@@ -32,6 +32,7 @@ struct leader_elector {
 	char observed_acquire[TIME_BUF];
 	void (*release_done)(void *arg);
 	void *release_arg;
+	bool release_retried;
 };
 
 /* ---- the record ----------------------------------------------------------- */
@@ -39,6 +40,13 @@ struct leader_elector {
 static bool is_leader(const struct leader_elector *le)
 {
 	return le->observed_holder && !strcmp(le->observed_holder, le->identity);
+}
+
+/* The Lease lease says we hold it. */
+static bool is_leader_record(const struct leader_elector *le, const json_t *lease)
+{
+	const char *h = jx_str(lease, "spec.holderIdentity");
+	return h && !strcmp(h, le->identity);
 }
 
 /* The lease is valid while its observed record is younger than its duration. */
@@ -245,10 +253,11 @@ static void became_leader(struct leader_elector *le)
 		             le->identity);
 	}
 	le->phase = LEADING;
-	le->round_ok = true; /* the first renewal round starts a period from now */
-	timer_after(le->tick, le->cfg.retry_period_ns);
 	if (le->cfg.on_started)
 		le->cfg.on_started(le->cfg.arg);
+	/* Renewing starts at once, as upstream's wait.Until does. */
+	if (le->phase == LEADING)
+		start_round(le);
 }
 
 static void attempt_done(struct leader_elector *le, bool ok)
@@ -342,23 +351,68 @@ const char *leader_elector_leader(const struct leader_elector *le)
 	return le->observed_holder ? le->observed_holder : "";
 }
 
+static void put_release(struct leader_elector *le);
+
+static void release_finish(struct leader_elector *le)
+{
+	if (le->release_done)
+		le->release_done(le->release_arg);
+}
+
+static void on_release_got(void *arg, int status, json_t *body, const char *err)
+{
+	struct leader_elector *le = arg;
+	char buf[256];
+
+	le->call = NULL;
+	if (status != 200 || !is_leader_record(le, body)) {
+		if (status != 200)
+			LOG_ERROR("Failed to release lock: %s",
+				  why(status, body, err, buf, sizeof(buf)));
+		release_finish(le); /* not ours any more: nothing to give up */
+		return;
+	}
+	json_decref(le->lease);
+	le->lease = json_deep_copy(body);
+	le->release_retried = true;
+	put_release(le);
+}
+
 static void on_released(void *arg, int status, json_t *body, const char *err)
 {
 	struct leader_elector *le = arg;
 	char buf[256];
 
 	le->call = NULL;
+	/* A renewal cancelled in flight may have landed: read, then again. */
+	if (status == 409 && !le->release_retried) {
+		le->call = rest_do(le->c, "GET", le->path, NULL, on_release_got, le);
+		return;
+	}
 	if (status != 200)
 		LOG_ERROR("Failed to release lock: %s", why(status, body, err, buf, sizeof(buf)));
-	if (le->release_done)
-		le->release_done(le->release_arg);
+	release_finish(le);
+}
+
+/* No holder, a one-second lease: the next candidate need not wait. */
+static void put_release(struct leader_elector *le)
+{
+	char now[TIME_BUF];
+	json_t *next = json_deep_copy(le->lease);
+
+	time_format_rfc3339_micro(clock_now(), now);
+	json_object_set_new(next, "spec",
+			    json_pack("{s:s,s:I,s:s,s:s,s:I}", "holderIdentity", "",
+				      "leaseDurationSeconds", (json_int_t)1, "acquireTime", now,
+				      "renewTime", now, "leaseTransitions",
+				      (json_int_t)le->observed_transitions));
+	le->call = rest_do(le->c, "PUT", le->path, next, on_released, le);
+	json_decref(next);
 }
 
 void leader_elector_release(struct leader_elector *le, void (*done)(void *arg), void *arg)
 {
 	bool leading = le->phase == LEADING && le->lease;
-	char now[TIME_BUF];
-	json_t *next;
 
 	le->phase = DONE;
 	timer_cancel(le->tick);
@@ -370,17 +424,9 @@ void leader_elector_release(struct leader_elector *le, void (*done)(void *arg), 
 			done(arg);
 		return;
 	}
-	/* No holder, a one-second lease: the next candidate need not wait. */
-	time_format_rfc3339_micro(clock_now(), now);
-	next = json_deep_copy(le->lease);
-	json_object_set_new(next, "spec",
-	                    json_pack("{s:I,s:s,s:s,s:I}", "leaseDurationSeconds", (json_int_t)1,
-	                              "acquireTime", now, "renewTime", now, "leaseTransitions",
-	                              (json_int_t)le->observed_transitions));
 	le->release_done = done;
 	le->release_arg = arg;
-	le->call = rest_do(le->c, "PUT", le->path, next, on_released, le);
-	json_decref(next);
+	put_release(le);
 }
 
 void leader_elector_free(struct leader_elector *le)

@@ -149,6 +149,10 @@ int cli_run_elected(struct loop *loop, const struct cli_leader_opts *o, const st
 	cfg.events = events;
 	le = leader_elector_start(loop, client, &cfg);
 	cli_run_until_signal(loop);
+	/* The component stops before the lease goes: never two leaders. */
+	if (r.started)
+		e->stop(e->arg);
+	r.started = false;
 	if (!r.lost && e->release && leader_elector_is_leader(le)) {
 		/* Give the lease up, within the renew deadline at most. */
 		struct timer *t = loop_timer(loop, stop_loop, loop);

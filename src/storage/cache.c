@@ -1,9 +1,11 @@
 #include "storage/cache.h"
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/hmap.h"
 #include "base/jx.h"
 #include "base/log.h"
+#include "base/loop.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -55,14 +57,22 @@ struct rwrite {
 	void *arg;
 	int err;     /* 0 or ERR_CONFLICT */
 	int64_t rev; /* the write's revision, or the store's at the conflict */
+	int64_t since; /* clock_mono when it began to wait */
 	struct rwrite *next;
 };
+
+/* How long a durable write waits for the watch before it is answered
+ * anyway: upstream answers at once; waiting is read-your-writes, not
+ * durability. */
+#define RWAIT_NS (5 * NS_PER_SEC)
 
 struct cache {
 	struct store *store;
 	bool remote;           /* the store assigns revisions (store_remote) */
 	struct rwrite *rwaits; /* remote writes waiting for their revision, by rev */
 	size_t nrwaits;
+	struct timer *watchdog; /* cache_set_loop: answers writes the watch is late with */
+	struct timer *reload;   /* ... and loads again after a failed reload */
 	void (*progress)(void *arg);
 	void *progress_arg;
 	struct hmap objs;    /* key → json_t* (latest state, the writers' view) */
@@ -109,6 +119,8 @@ void cache_free(struct cache *c)
 
 	if (!c)
 		return;
+	timer_free(c->watchdog);
+	timer_free(c->reload);
 	while (c->rwaits) {
 		struct rwrite *w = c->rwaits;
 		c->rwaits = w->next;
@@ -164,6 +176,7 @@ static void load_one(void *arg, const char *key, const char *value, size_t len, 
 
 static void remote_event(void *arg, const struct store_event *ev);
 static void remote_reset(void *arg);
+static void on_watchdog(void *arg);
 
 static void remote_watch(struct cache *c)
 {
@@ -183,6 +196,19 @@ int cache_load(struct cache *c)
 			remote_watch(c);
 	}
 	return r;
+}
+
+static void on_reload(void *arg)
+{
+	remote_reset(arg);
+}
+
+void cache_set_loop(struct cache *c, struct loop *loop)
+{
+	if (!c->remote || c->watchdog)
+		return;
+	c->watchdog = loop_timer(loop, on_watchdog, c);
+	c->reload = loop_timer(loop, on_reload, c);
 }
 
 void cache_on_progress(struct cache *c, void (*fn)(void *arg), void *arg)
@@ -580,6 +606,29 @@ static void rwaits_run(struct cache *c)
 	}
 }
 
+static void on_watchdog(void *arg)
+{
+	struct cache *c = arg;
+	int64_t now = clock_mono();
+	struct rwrite **p = &c->rwaits;
+
+	while (*p) {
+		struct rwrite *w = *p;
+		if (now - w->since < RWAIT_NS) {
+			p = &w->next;
+			continue;
+		}
+		LOG_WARN("storage: revision %" PRId64 " not back through the watch after %ds "
+			 "(at %" PRId64 "); answering its write",
+			 w->rev, (int)(RWAIT_NS / NS_PER_SEC), c->committed);
+		*p = w->next;
+		c->nrwaits--;
+		rwrite_finish(w);
+	}
+	if (c->rwaits)
+		timer_after(c->watchdog, NS_PER_SEC);
+}
+
 static void on_remote_written(void *arg, int err, int64_t rev)
 {
 	struct rwrite *w = arg, **p;
@@ -610,6 +659,9 @@ static void on_remote_written(void *arg, int err, int64_t rev)
 	w->next = *p;
 	*p = w;
 	c->nrwaits++;
+	w->since = clock_mono();
+	if (c->watchdog && !timer_pending(c->watchdog))
+		timer_after(c->watchdog, NS_PER_SEC);
 }
 
 /* Send one write: compare-and-swap against the state it was built on. */
@@ -734,11 +786,14 @@ static void remote_reset(void *arg)
 	int64_t rev = 0;
 
 	if (store_load(c->store, load_one, &l, &rev) < 0) {
-		LOG_ERROR("storage: reloading after a compaction failed: %s", err_msg());
+		LOG_ERROR("storage: reloading after a compaction failed: %s; again in 1s", err_msg());
 		for (size_t i = 0; hmap_next(&fresh, &i, &k, &v);)
 			json_decref(v);
 		hmap_free(&fresh);
-		remote_watch(c); /* from where it was: compacted again, reset again */
+		if (c->reload)
+			timer_after(c->reload, NS_PER_SEC);
+		else
+			remote_watch(c); /* from where it was: compacted again, reset again */
 		return;
 	}
 	LOG_INFO("storage: reloaded at revision %" PRId64 " after the watch lost its history",

@@ -77,6 +77,12 @@ void cache_free(struct cache *c);
 /* Fill memory from the store; the revision counter resumes after it. */
 int cache_load(struct cache *c);
 
+/*
+ * A remote cache's timers, on loop: a durable write its watch has not
+ * brought back within 5 s is answered anyway (upstream never waits), and a
+ * reload that failed is tried again a second later. No-op otherwise.
+ */
+void cache_set_loop(struct cache *c, struct loop *loop);
 /* cb(arg) whenever the committed revision moves (one hook: the API
  * server's reads waiting for a revision). */
 void cache_on_progress(struct cache *c, void (*fn)(void *arg), void *arg);

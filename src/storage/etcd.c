@@ -5,10 +5,14 @@
  * The gateway is what Debian's etcd-server 3.4 offers without a gRPC stack,
  * and it is the same API: the same revisions, compares and watch stream.
  *
- * Keys: the cache's "/registry/<resource>/..." become "<prefix>/<resource>/..."
- * (--etcd-prefix, upstream's default "/registry"). Values are the objects'
- * JSON without metadata.resourceVersion, which is the key's mod_revision,
- * as upstream stores them.
+ * Keys: upstream's layout, "<prefix>/<resource>/<namespace>/<name>"
+ * (--etcd-prefix, default "/registry"; the plural without its group; nodes
+ * under "minions", services and endpoints under "services/specs" and
+ * "services/endpoints", as upstream's registry names them), so `etcdctl get
+ * --prefix /registry/leases/` reads what it reads on a kubeadm cluster.
+ * Values are the objects' JSON (not upstream's protobuf envelope) without
+ * metadata.resourceVersion, which is the key's mod_revision, as upstream
+ * stores them.
  *
  * Writes are one txn each: compare the key's mod_revision with the revision
  * the write was built on (0: absent), then put or delete; else read the
@@ -43,6 +47,8 @@
 #include "storage/store.h"
 
 #include "net/tls.h"
+
+#include "api/resources.h"
 
 #include "base/b64.h"
 #include "base/clock.h"
@@ -129,7 +135,15 @@ struct watch {
 	struct event *restart; /* a later turn: reconnect, or reset */
 	bool reset;            /* the history is gone: the owner loads again */
 	int backoff_ms;
+	/* A member cut off from the quorum keeps its streams open and silent:
+	 * writes answered elsewhere and not back through the watch within
+	 * WATCH_STALL_NS move it. */
+	int64_t answered;    /* the newest revision a write was answered at */
+	int64_t answered_at; /* real_ns of the first answer the watch lacks */
+	struct event *stall; /* a real-time check, every second */
 };
+
+#define WATCH_STALL_NS (3 * NS_PER_SEC)
 
 struct etcd {
 	struct store base;
@@ -172,16 +186,62 @@ static char *b64s(const char *s)
 	return b64_encode(s, strlen(s));
 }
 
+/*
+ * Upstream's key layout: "<prefix>/<resource>/<namespace>/<name>" with the
+ * resource's plural and no group, except the names upstream's registry
+ * kept from its first days (nodes are "minions", services "services/specs",
+ * endpoints "services/endpoints"). The cache names keys with the group
+ * ("/registry/apps/deployments/..."); this maps one onto the other.
+ */
+struct key_map {
+	char cache[96]; /* "/registry/apps/deployments/" */
+	char etcd[64];  /* "deployments/" */
+};
+
+static struct key_map key_maps[64];
+static size_t nkey_maps;
+
+static void key_maps_init(void)
+{
+	static const struct {
+		const char *plural, *etcd;
+	} renamed[] = {{"nodes", "minions"},
+	               {"services", "services/specs"},
+	               {"endpoints", "services/endpoints"}};
+
+	if (nkey_maps)
+		return;
+	for (const struct resource *r = resources; r->plural && nkey_maps < 64; r++) {
+		struct key_map *m = &key_maps[nkey_maps++];
+		const char *name = r->plural;
+		for (size_t i = 0; !*r->group && i < sizeof(renamed) / sizeof(renamed[0]); i++)
+			if (!strcmp(r->plural, renamed[i].plural))
+				name = renamed[i].etcd;
+		snprintf(m->cache, sizeof(m->cache), "%s/%s%s%s/", API_PREFIX, r->group,
+		         *r->group ? "/" : "", r->plural);
+		snprintf(m->etcd, sizeof(m->etcd), "%s/", name);
+	}
+}
+
 /* The etcd key of a cache key, base64. */
 static char *etcd_key(const struct etcd *e, const char *key)
 {
 	size_t pl = strlen(API_PREFIX);
 	char *k, *out;
 
+	for (size_t i = 0; i < nkey_maps; i++) {
+		size_t cl = strlen(key_maps[i].cache);
+		if (!strncmp(key, key_maps[i].cache, cl)) {
+			if (asprintf(&k, "%s/%s%s", e->prefix, key_maps[i].etcd, key + cl) < 0)
+				abort();
+			goto done;
+		}
+	}
 	if (strncmp(key, API_PREFIX, pl))
 		return b64s(key);
 	if (asprintf(&k, "%s%s", e->prefix, key + pl) < 0)
 		abort();
+done:
 	out = b64s(k);
 	free(k);
 	return out;
@@ -190,11 +250,25 @@ static char *etcd_key(const struct etcd *e, const char *key)
 /* The cache key of an etcd key (raw bytes), or NULL when outside the prefix. */
 static char *cache_key(const struct etcd *e, const unsigned char *k, size_t len)
 {
-	size_t pl = strlen(e->prefix);
+	size_t pl = strlen(e->prefix), best = 0;
+	const struct key_map *m = NULL;
+	const char *rest;
 	char *out;
 
 	if (len <= pl || memcmp(k, e->prefix, pl) || k[pl] != '/' || memchr(k, 0, len))
 		return NULL;
+	rest = (const char *)k + pl + 1;
+	/* The longest match: "services/endpoints/" before any shorter name. */
+	for (size_t i = 0; i < nkey_maps; i++) {
+		size_t el = strlen(key_maps[i].etcd);
+		if (el > best && el <= len - pl - 1 && !memcmp(rest, key_maps[i].etcd, el))
+			m = &key_maps[i], best = el;
+	}
+	if (m) {
+		if (asprintf(&out, "%s%.*s", m->cache, (int)(len - pl - 1 - best), rest + best) < 0)
+			abort();
+		return out;
+	}
 	if (asprintf(&out, "%s%.*s", API_PREFIX, (int)(len - pl), (const char *)k + pl) < 0)
 		abort();
 	return out;
@@ -483,12 +557,25 @@ static const char *error_text(int status, const json_t *body, const char *err, c
 
 static void write_send(struct write *w);
 
+static void note_answered(struct etcd *e, int64_t rev)
+{
+	struct watch *wa = &e->watch;
+	if (rev < wa->next)
+		return; /* the watch has it */
+	if (wa->answered < wa->next)
+		wa->answered_at = real_ns();
+	if (rev > wa->answered)
+		wa->answered = rev;
+}
+
 static void write_finish(struct write *w, int err, const char *msg, int64_t rev)
 {
 	if (err)
 		err_set(err, "%s", msg);
 	else
 		w->e->writes++;
+	if (rev > 0)
+		note_answered(w->e, rev);
 	w->done(w->arg, err, rev);
 	free(w->op.key);
 	free(w->op.value);
@@ -531,7 +618,16 @@ static void on_txn(struct call *call, int status, json_t *body, const char *err)
 
 	if (status == 200) {
 		int64_t rev = i64(body, "header.revision");
+		const json_t *r = json_array_get(json_object_get(body, "responses"), 0);
+		const json_t *kv = json_array_get(jx_get(r, "response_range.kvs"), 0);
 		if (jx_bool(body, "succeeded", false))
+			write_finish(w, 0, NULL, rev);
+		else if (w->sends > 1 && w->op.type == STORE_PUT && jx_str(kv, "value") &&
+		         !strcmp(jx_str(kv, "value"), w->evalue))
+			/* A send again after a lost answer: the first one had landed
+			 * after all (it was still in raft when we looked). */
+			write_finish(w, 0, NULL, i64(kv, "mod_revision"));
+		else if (w->sends > 1 && w->op.type == STORE_DELETE && !kv)
 			write_finish(w, 0, NULL, rev);
 		else
 			write_finish(w, ERR_CONFLICT, "the key changed under the write", rev);
@@ -543,6 +639,12 @@ static void on_txn(struct call *call, int status, json_t *body, const char *err)
 		if (asprintf(&q, "{\"key\":\"%s\"}", w->ekey) < 0)
 			abort();
 		request(w->e, "/v3/kv/range", q, true, on_resolve, w);
+		return;
+	}
+	/* 429: etcd is out of room or overloaded; nothing was applied. */
+	if (status == 429) {
+		write_finish(w, ERR_UNAVAILABLE, error_text(status, body, err, buf, sizeof(buf)),
+		             0);
 		return;
 	}
 	/* 4xx: the request itself was refused (too large, malformed). */
@@ -565,8 +667,10 @@ static void write_send(struct write *w)
 		    "{\"compare\":[{\"key\":\"%s\",\"target\":\"MOD\",\"result\":\"EQUAL\","
 		    "\"mod_revision\":\"%" PRId64 "\"}],"
 		    "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"}}],"
-		    "\"failure\":[{\"request_range\":{\"key\":\"%s\",\"keys_only\":true}}]}",
-		    w->ekey, w->op.expect, w->ekey, w->evalue, w->ekey);
+		    "\"failure\":[{\"request_range\":{\"key\":\"%s\"%s}}]}",
+		    w->ekey, w->op.expect, w->ekey, w->evalue, w->ekey,
+		    /* A send again reads the value: was the first one ours? */
+		    w->sends > 1 ? "" : ",\"keys_only\":true");
 	else
 		n = asprintf(
 		    &body,
@@ -664,6 +768,16 @@ static void on_watch_line(struct etcd *e, const char *line, size_t len)
 		         wa->next, i64(res, "compact_revision"));
 		wa->reset = true;
 		event_active(wa->restart, 0, 0);
+	} else if (jx_bool(res, "canceled", false)) {
+		/* Canceled for another reason (the member is leaving, no
+		 * leader): the stream stays open but carries nothing more. */
+		LOG_WARN("etcd: watch canceled by %s (%s); resuming elsewhere",
+		         e->eps[wa->call && wa->call->k ? wa->call->k->ep : e->cur].url,
+		         jx_str(res, "cancel_reason") ?: "no reason given");
+		if (wa->call && wa->call->k)
+			endpoint_failed(e, wa->call->k->ep, "watch canceled");
+		else
+			event_active(wa->restart, 0, 0);
 	} else {
 		wa->backoff_ms = 0; /* a healthy stream */
 		watch_deliver(e, json_object_get(res, "events"));
@@ -742,6 +856,22 @@ static void on_watch_restart(evutil_socket_t fd, short what, void *arg)
 	watch_start(e);
 }
 
+static void on_stall_check(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcd *e = arg;
+	struct watch *wa = &e->watch;
+
+	(void)fd, (void)what;
+	if (!wa->active || !wa->call || !wa->call->k || wa->answered < wa->next ||
+	    real_ns() - wa->answered_at < WATCH_STALL_NS)
+		return;
+	LOG_WARN("etcd: the watch on %s is at revision %" PRId64
+	         ", writes were answered at %" PRId64 "; moving it",
+	         e->eps[wa->call->k->ep].url, wa->next - 1, wa->answered);
+	wa->answered_at = real_ns();
+	endpoint_failed(e, wa->call->k->ep, "watch fell behind");
+}
+
 /* A member marked down: a watch on it moves now, not when TCP notices. */
 static void watch_move(struct etcd *e, int ep)
 {
@@ -800,6 +930,10 @@ static void etcd_watch(struct store *s, int64_t after, const struct store_watche
 
 	wa->w = *w;
 	wa->active = true;
+	if (!wa->stall) {
+		wa->stall = event_new(loop_base(e->loop), -1, EV_PERSIST, on_stall_check, e);
+		event_add(wa->stall, &(struct timeval){.tv_sec = 1});
+	}
 	wa->reset = false;
 	wa->next = after + 1;
 	wa->backoff_ms = 0;
@@ -1006,6 +1140,8 @@ static void on_compact_txn(struct call *call, int status, json_t *body, const ch
 	int64_t cur = i64(body, "header.revision");
 	char buf[64];
 
+	if (e->closing)
+		return;
 	timer_after(e->compact, e->compact_every);
 	if (status != 200) {
 		LOG_ERROR("etcd: compact: %s", error_text(status, body, err, buf, sizeof(buf)));
@@ -1065,10 +1201,11 @@ static void etcd_close(struct store *s)
 
 	if (!e)
 		return;
+	e->closing = true;
 	e->watch.active = false;
 	watch_stop_stream(e);
-	timer_free(e->compact);
-	e->closing = true;
+	if (e->compact)
+		timer_cancel(e->compact);
 	/* Writes in flight get their answers (or time out) first. */
 	give_up = real_ns() + 5 * NS_PER_SEC;
 	while (e->inflight && real_ns() < give_up)
@@ -1076,8 +1213,11 @@ static void etcd_close(struct store *s)
 		    nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
 	while (e->conns)
 		conn_free(e->conns, "the store is closing");
+	timer_free(e->compact);
 	if (e->watch.restart)
 		event_free(e->watch.restart);
+	if (e->watch.stall)
+		event_free(e->watch.stall);
 	if (e->watch.line)
 		evbuffer_free(e->watch.line);
 	for (int i = 0; i < e->neps; i++) {
@@ -1165,6 +1305,7 @@ struct store *store_etcd_open(const struct store_etcd_opts *o, struct loop *loop
 		abort();
 	e->base.ops = &etcd_ops;
 	e->loop = loop;
+	key_maps_init();
 	e->prefix = strdup(prefix);
 	/* "/registry/" and "/registry" are one prefix. */
 	if (strlen(e->prefix) > 1 && e->prefix[strlen(e->prefix) - 1] == '/')

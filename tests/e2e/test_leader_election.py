@@ -25,8 +25,11 @@ class Component:
     def __init__(self, cube, server, kind, name, *extra):
         conf = server.dir / ("controller-manager.conf" if kind == "controller-manager"
                              else "scheduler.conf")
-        conf.write_text(re.sub(r"(?m)^(\s*server:\s*).*$", rf"\g<1>{server.url}",
-                               conf.read_text()))
+        # Atomically: the other instance may be reading it right now.
+        tmp = conf.with_suffix(".tmp")
+        tmp.write_text(re.sub(r"(?m)^(\s*server:\s*).*$", rf"\g<1>{server.url}",
+                              conf.read_text()))
+        tmp.replace(conf)
         self.log_path = server.dir / f"{name}.log"
         argv = [str(cube), kind, "--kubeconfig", str(conf), "--secure-port", "0",
                 "-v", "2", *FAST, *extra]

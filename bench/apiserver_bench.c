@@ -20,7 +20,9 @@
  *          pods with fieldSelector spec.nodeName=node-i from a resourceVersion;
  *          pods bound to random nodes are then created at --rate/s. Prints
  *          write-to-delivery latency (create sent → event line received by
- *          the right watcher) p50/p99/max, and misdeliveries.
+ *          the right watcher) p50/p99/max, and misdeliveries. With
+ *          --write-port the pods are created through another API server on
+ *          the same store (same cluster CA): a write through A seen on B.
  *   rss    the server's VmRSS idle, then after creating --nodes Nodes and
  *          --pods Pods through the API with --clients connections.
  *
@@ -29,6 +31,9 @@
  *     --cluster-dir C   a `cube pki init` dir: pki/ca.crt, pki/ca.key, admin.conf;
  *                       the port is read from C/port unless --port is given
  *     --pid P           the server's pid: its CPU time (and RSS) are reported
+ *     --also-pid NAME=P the CPU of another process too (the store: etcd=P, a
+ *                       second API server); up to 4
+ *     --write-port N    watch: create the pods through the server on port N
  *     --duration S      measured seconds (lease, get, watch; default 10)
  *     --clients N       connections (lease 64, get 16, rss/list creation 32)
  *     --nodes N         Nodes to create (list, rss; default 5000)
@@ -85,6 +90,7 @@
 struct opts {
 	const char *cluster_dir, *host, *nginx_host, *body_out;
 	int port, pid, clients, nodes, pods, watchers, runs, nginx_port, nginx_pid, connect_max;
+	int write_port;
 	double duration, warmup, rate;
 };
 
@@ -349,17 +355,27 @@ static double machine_busy_s(void)
 	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* --also-pid: processes beside the server whose CPU is reported (etcd, a second server). */
+#define ALSO_MAX 4
+static struct {
+	char name[32];
+	int pid;
+} also[ALSO_MAX];
+static int nalso;
+
 /* CPU used by server, client and everything else over a measured interval. */
 struct cpu_mark {
 	int64_t mono;
-	double self, server, machine;
+	double self, server, machine, also[ALSO_MAX];
 };
 
 /* server_pid 0: no server to account for. */
 static struct cpu_mark cpu_mark(int server_pid)
 {
 	struct cpu_mark m = {clock_mono(), proc_cpu_s(0), server_pid ? proc_cpu_s(server_pid) : 0,
-			     machine_busy_s()};
+			     machine_busy_s(), {0}};
+	for (int i = 0; i < nalso; i++)
+		m.also[i] = proc_cpu_s(also[i].pid);
 	return m;
 }
 
@@ -372,14 +388,20 @@ static void cpu_print(const char *what, int server_pid, struct cpu_mark from, do
 {
 	struct cpu_mark to = cpu_mark(server_pid);
 	double wall = (double)(to.mono - from.mono) / 1e9;
-	double self = to.self - from.self, server = to.server - from.server;
+	double self = to.self - from.self, server = to.server - from.server, others = 0;
 
 	printf("  CPU %s: client %.2f cores", what, self / wall);
 	if (server_pid)
 		printf(", server %.2f cores (%.0f us per %s)", server / wall,
 		       ops > 0 ? server * 1e6 / ops : 0, op);
+	for (int i = 0; i < nalso; i++) {
+		double t = to.also[i] - from.also[i];
+		printf(", %s %.2f cores (%.0f us per %s)", also[i].name, t / wall,
+		       ops > 0 ? t * 1e6 / ops : 0, op);
+		others += t;
+	}
 	if (from.machine >= 0 && to.machine >= 0) {
-		double other = (to.machine - from.machine - self - server) / wall;
+		double other = (to.machine - from.machine - self - server - others) / wall;
 		/* Tick-granular accounting can make a quiet machine look negative. */
 		printf(", other processes %.2f cores", other > 0 ? other : 0);
 	}
@@ -1285,9 +1307,13 @@ static void bench_watch(struct bench *b)
 	rng_seed(&wb.rng, 42);
 	watch_connect(&wb);
 
+	if (b->o.write_port)
+		printf("  writing through the server on port %d, watching on port %d\n",
+		       b->o.write_port, b->o.port);
 	for (int i = 0; i < wb.nwr; i++) {
 		wb.wr[i].wb = &wb;
-		conn_open(b, &wb.wr[i].c, &b->admin, b->o.host, b->o.port, 60);
+		conn_open(b, &wb.wr[i].c, &b->admin, b->o.host,
+			  b->o.write_port ? b->o.write_port : b->o.port, 60);
 	}
 	wb.tick = loop_timer(b->loop, watch_tick, &wb);
 	wb.start = clock_mono();
@@ -1420,7 +1446,19 @@ static const char usage[] =
 	"usage: apiserver_bench lease|get|list|watch|rss --cluster-dir C [--port N] [--pid P]\n"
 	"         [--duration S] [--clients N] [--nodes N] [--pods N] [--watchers N]\n"
 	"         [--rate R] [--runs R] [--nginx-port P] [--nginx-pid P] [--body-out F]\n"
-	"         [--connect-max N] [--warmup S] [--host H]\n";
+	"         [--connect-max N] [--warmup S] [--host H] [--also-pid NAME=P]\n"
+	"         [--write-port N]\n";
+
+/* --also-pid NAME=PID */
+static void also_pid_add(const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+
+	if (!eq || eq == arg || atoi(eq + 1) <= 0 || nalso == ALSO_MAX)
+		die("--also-pid %s: want NAME=PID, at most %d times", arg, ALSO_MAX);
+	snprintf(also[nalso].name, sizeof(also[nalso].name), "%.*s", (int)(eq - arg), arg);
+	also[nalso++].pid = atoi(eq + 1);
+}
 
 static void parse_opts(struct opts *o, int argc, char **argv)
 {
@@ -1433,6 +1471,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		{"rate", required_argument, NULL, 'r'},        {"runs", required_argument, NULL, 'R'},
 		{"nginx-port", required_argument, NULL, 'g'},  {"body-out", required_argument, NULL, 'b'},
 		{"connect-max", required_argument, NULL, 'm'}, {"nginx-pid", required_argument, NULL, 'N'},
+		{"also-pid", required_argument, NULL, 'A'},    {"write-port", required_argument, NULL, 'x'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
@@ -1459,6 +1498,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		case 'b': o->body_out = optarg; break;
 		case 'm': o->connect_max = atoi(optarg); break;
 		case 'N': o->nginx_pid = atoi(optarg); break;
+		case 'x': o->write_port = atoi(optarg); break;
+		case 'A': also_pid_add(optarg); break;
 		default: fputs(usage, stderr); exit(2);
 		}
 	}

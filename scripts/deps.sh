@@ -9,8 +9,8 @@ BUILD="build-essential pkg-config cmake libssl-dev libevent-dev libjansson-dev l
 # prometheus: promtool tests deploy/prometheus's alert rules, and a real
 # Prometheus scrapes the kubelets through the node proxy (e2e).
 # etcd-server, etcd-client: the etcd3 backend's tests run a real etcd (and
-# etcdctl).
-TEST="libcmocka-dev openssl curl python3 python3-pytest python3-yaml python3-kubernetes chromium prometheus etcd-server etcd-client"
+# etcdctl); haproxy: the balancer of `cube up --ha` (and test_ha.py).
+TEST="libcmocka-dev openssl curl python3 python3-pytest python3-yaml python3-kubernetes chromium prometheus etcd-server etcd-client haproxy"
 
 # `deps.sh bench` adds what bench/ compares against.
 BENCH="nginx-light"

@@ -60,6 +60,10 @@ static char *path(const struct ha *h, const char *fmt, ...)
 
 /* ---- ports: chosen once, kept in DIR/ha.json -------------------------------------- */
 
+/* Sockets bound while ports are chosen, so that no port is handed out twice. */
+static int held[64];
+static int nheld;
+
 static int free_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -69,9 +73,17 @@ static int free_port(void)
 	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
 	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
 		port = ntohs(a.sin_port);
-	if (fd >= 0)
+	if (fd >= 0 && nheld < 64)
+		held[nheld++] = fd;
+	else if (fd >= 0)
 		close(fd);
 	return port;
+}
+
+static void release_ports(void)
+{
+	while (nheld > 0)
+		close(held[--nheld]);
 }
 
 /* The ports of ha.json, or new ones for what it does not name; saved. */
@@ -110,6 +122,7 @@ static int assign_ports(struct ha *h)
 			k->peer = (int)json_integer_value(json_object_get(ports, key));
 		}
 	}
+	release_ports();
 	text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
 	rc = file_write_atomic(file, text, strlen(text), 0600);
 	free(text);
@@ -455,7 +468,8 @@ struct ha *ha_start(struct loop *loop, const struct ha_opts *o)
 		return NULL;
 	}
 	h->self[n] = 0;
-	h->kids = calloc((size_t)(o->etcd_members + o->apiservers + 6), sizeof(*h->kids));
+	if (!(h->kids = calloc((size_t)(o->etcd_members + o->apiservers + 6), sizeof(*h->kids))))
+		abort();
 	for (int i = 0; i < o->etcd_members; i++)
 		add(h, ETCD, i, "etcd%d");
 	for (int i = 0; i < o->apiservers; i++)

@@ -111,6 +111,7 @@ struct call {
 	char *path, *body;
 	int tries;  /* members asked */
 	bool retry; /* a read: safe to send again elsewhere */
+	struct event *later; /* a retry after a pause (an election under way) */
 	call_fn fn;
 	void *arg;
 	struct call *next;
@@ -464,6 +465,8 @@ static void call_send(struct call *call)
 
 static void call_free(struct call *call)
 {
+	if (call->later)
+		event_free(call->later);
 	free(call->path);
 	free(call->body);
 	free(call);
@@ -483,13 +486,39 @@ static void call_detach(struct call *call)
 }
 
 /* A call's end: again on the next member when that is safe, else its fn. */
+/* Reads that failed everywhere are tried again this often, this many times:
+ * a leader election (about a second with etcd's defaults) must not fail them. */
+#define RETRY_PAUSE_MS 200
+#define RETRY_PAUSES 25
+
+static void on_later(evutil_socket_t fd, short what, void *arg)
+{
+	struct call *call = arg;
+	struct etcd *e = call->e;
+
+	(void)fd, (void)what;
+	if (!e->closing) {
+		call_send(call);
+		return;
+	}
+	e->inflight--;
+	call->fn(call, 0, NULL, "the store is closing");
+	call_free(call);
+}
+
 static void call_report(struct call *call, int status, json_t *body, const char *err)
 {
 	struct etcd *e = call->e;
 	bool failed = status == 0 || status >= 500;
 
-	if (failed && call->retry && !e->closing && ++call->tries < 2 * e->neps) {
-		call_send(call);
+	if (failed && call->retry && !e->closing && ++call->tries < e->neps + RETRY_PAUSES) {
+		if (call->tries < e->neps) {
+			call_send(call); /* the next member, at once */
+			return;
+		}
+		if (!call->later)
+			call->later = evtimer_new(loop_base(e->loop), on_later, call);
+		evtimer_add(call->later, &(struct timeval){.tv_usec = RETRY_PAUSE_MS * 1000});
 		return;
 	}
 	e->inflight--;

@@ -197,6 +197,20 @@ def free_loopback_port():
         return s.getsockname()[1]
 
 
+def free_loopback_ports(n):
+    """n distinct free ports: all chosen while every socket is still bound."""
+    import socket
+    held = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        held.append(s)
+    ports = [s.getsockname()[1] for s in held]
+    for s in held:
+        s.close()
+    return ports
+
+
 _ETCDS = []
 
 
@@ -207,8 +221,8 @@ class Etcd:
         self.dir = parent / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.names = [f"{name}{i}" for i in range(members)]
-        self.client = [free_loopback_port() for _ in self.names]
-        self.peer = [free_loopback_port() for _ in self.names]
+        ports = free_loopback_ports(2 * len(self.names))
+        self.client, self.peer = ports[:len(self.names)], ports[len(self.names):]
         self.procs = [None] * members
         _ETCDS.append(self)
 

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import CubeAPIServer, free_loopback_port, stop_process
+from conftest import CubeAPIServer, free_loopback_ports, stop_process
 
 ETCD = "/usr/bin/etcd"
 # The default node name. CubeAPIServer runs its own `cube pki init` without
@@ -38,8 +38,8 @@ class TLSEtcd:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.pki = pki
         self.names = [f"member{i}" for i in range(members)]
-        self.client = [free_loopback_port() for _ in self.names]
-        self.peer = [free_loopback_port() for _ in self.names]
+        ports = free_loopback_ports(2 * len(self.names))
+        self.client, self.peer = ports[:len(self.names)], ports[len(self.names):]
         self.procs = []
 
     @property

@@ -214,7 +214,8 @@ static void key_maps_init(void)
 
 	if (nkey_maps)
 		return;
-	for (const struct resource *r = resources; r->plural && nkey_maps < 64; r++) {
+	for (size_t j = 0; j < resources_count && nkey_maps < 64; j++) {
+		const struct resource *r = &resources[j];
 		struct key_map *m = &key_maps[nkey_maps++];
 		const char *name = r->plural;
 		for (size_t i = 0; !*r->group && i < sizeof(renamed) / sizeof(renamed[0]); i++)

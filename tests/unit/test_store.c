@@ -43,18 +43,17 @@ struct etcd_cluster {
 	char servers[256];
 };
 
-static int free_port(void)
+/* A free port, its socket kept open in *fd so that the next one differs. */
+static int free_port(int *fd)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
 
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
+	*fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(*fd >= 0);
+	assert_int_equal(bind(*fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(*fd, (struct sockaddr *)&a, &len), 0);
+	return ntohs(a.sin_port);
 }
 
 static void member_start(struct etcd_cluster *e, int i)
@@ -93,13 +92,17 @@ static void etcd_start(struct etcd_cluster *e, int members)
 	e->n = members;
 	snprintf(e->dir, sizeof(e->dir), "/tmp/cube-etcd-XXXXXX");
 	assert_non_null(mkdtemp(e->dir));
+	/* Every port chosen while all are bound: an etcd given one port twice never starts. */
+	int held[2 * MAX_MEMBERS];
 	for (int i = 0; i < members; i++) {
 		size_t l = strlen(e->servers);
-		e->client[i] = free_port();
-		e->peer[i] = free_port();
+		e->client[i] = free_port(&held[2 * i]);
+		e->peer[i] = free_port(&held[2 * i + 1]);
 		snprintf(e->servers + l, sizeof(e->servers) - l, "%shttp://127.0.0.1:%d",
 		         i ? "," : "", e->client[i]);
 	}
+	for (int i = 0; i < 2 * members; i++)
+		close(held[i]);
 	for (int i = 0; i < members; i++)
 		member_start(e, i);
 }

@@ -116,35 +116,32 @@ static const char *why(int status, const json_t *body, const char *err, char *bu
 	return buf;
 }
 
-static void on_updated(void *arg, int status, json_t *body, const char *err)
+/* A write of the lock answered: want is its success status, what client-go
+ * logs on failure. */
+static void lock_written(struct leader_elector *le, int status, int want, json_t *body,
+                         const char *err, const char *what)
 {
-	struct leader_elector *le = arg;
 	char buf[256];
 
 	le->call = NULL;
-	if (status == 200) {
+	if (status == want) {
 		keep_lease(le, body);
 		attempt_done(le, true);
 		return;
 	}
-	LOG_ERROR("Failed to update lock: %s", why(status, body, err, buf, sizeof(buf)));
+	LOG_ERROR("%s: %s", what, why(status, body, err, buf, sizeof(buf)));
 	attempt_done(le, false);
+}
+
+static void on_updated(void *arg, int status, json_t *body, const char *err)
+{
+	lock_written(arg, status, 200, body, err, "Failed to update lock");
 }
 
 static void on_created(void *arg, int status, json_t *body, const char *err)
 {
-	struct leader_elector *le = arg;
-	char buf[256];
-
-	le->call = NULL;
-	if (status == 201) {
-		keep_lease(le, body);
-		attempt_done(le, true);
-		return;
-	}
-	LOG_ERROR("error initially creating leader election record: %s",
-	          why(status, body, err, buf, sizeof(buf)));
-	attempt_done(le, false);
+	lock_written(arg, status, 201, body, err,
+	             "error initially creating leader election record");
 }
 
 static void put_spec(struct leader_elector *le, json_t *spec)

@@ -192,6 +192,14 @@ static void argv_etcd(struct ha *h, const struct child *k, struct strv *a)
 	free(pkey);
 }
 
+/* "--flag=DIR/rel". */
+static void push_file(const struct ha *h, struct strv *a, const char *flag, const char *rel)
+{
+	char *v = path(h, "%s", rel);
+	strv_pushf(a, "%s=%s", flag, v);
+	free(v);
+}
+
 static void argv_cube(struct ha *h, const struct child *k, struct strv *a)
 {
 	char *v;
@@ -206,27 +214,15 @@ static void argv_cube(struct ha *h, const struct child *k, struct strv *a)
 		v = etcd_servers(h);
 		strv_pushf(a, "--etcd-servers=%s", v);
 		free(v);
-		v = path(h, "pki/etcd/ca.crt");
-		strv_pushf(a, "--etcd-cafile=%s", v);
-		free(v);
-		v = path(h, "pki/apiserver-etcd-client.crt");
-		strv_pushf(a, "--etcd-certfile=%s", v);
-		free(v);
-		v = path(h, "pki/apiserver-etcd-client.key");
-		strv_pushf(a, "--etcd-keyfile=%s", v);
-		free(v);
+		push_file(h, a, "--etcd-cafile", "pki/etcd/ca.crt");
+		push_file(h, a, "--etcd-certfile", "pki/apiserver-etcd-client.crt");
+		push_file(h, a, "--etcd-keyfile", "pki/apiserver-etcd-client.key");
 		break;
 	case CM:
 		strv_push(a, "controller-manager");
-		v = path(h, "controller-manager.conf");
-		strv_pushf(a, "--kubeconfig=%s", v);
-		free(v);
-		v = path(h, "pki/ca.crt");
-		strv_pushf(a, "--cluster-signing-cert-file=%s", v);
-		free(v);
-		v = path(h, "pki/ca.key");
-		strv_pushf(a, "--cluster-signing-key-file=%s", v);
-		free(v);
+		push_file(h, a, "--kubeconfig", "controller-manager.conf");
+		push_file(h, a, "--cluster-signing-cert-file", "pki/ca.crt");
+		push_file(h, a, "--cluster-signing-key-file", "pki/ca.key");
 		strv_push(a, "--use-service-account-credentials");
 		strv_push(a, "--secure-port=0");
 		strv_push(a, "--leader-elect=true");
@@ -239,9 +235,7 @@ static void argv_cube(struct ha *h, const struct child *k, struct strv *a)
 		break;
 	case SCHEDULER:
 		strv_push(a, "scheduler");
-		v = path(h, "scheduler.conf");
-		strv_pushf(a, "--kubeconfig=%s", v);
-		free(v);
+		push_file(h, a, "--kubeconfig", "scheduler.conf");
 		strv_push(a, "--secure-port=0");
 		strv_push(a, "--leader-elect=true");
 		break;
@@ -249,15 +243,9 @@ static void argv_cube(struct ha *h, const struct child *k, struct strv *a)
 		strv_push(a, "kubelet");
 		strv_pushf(a, "--hollow-nodes=%d", h->o.nodes);
 		strv_push(a, "--hollow-name-prefix=node-");
-		v = path(h, "nodes");
-		strv_pushf(a, "--root-dir=%s", v);
-		free(v);
-		v = path(h, "bootstrap-kubelet.conf");
-		strv_pushf(a, "--bootstrap-kubeconfig=%s", v);
-		free(v);
-		v = path(h, "pki/ca.crt");
-		strv_pushf(a, "--client-ca-file=%s", v);
-		free(v);
+		push_file(h, a, "--root-dir", "nodes");
+		push_file(h, a, "--bootstrap-kubeconfig", "bootstrap-kubelet.conf");
+		push_file(h, a, "--client-ca-file", "pki/ca.crt");
 		strv_push(a, "--rotate-certificates=true");
 		strv_push(a, "--port=0");
 		if (h->o.self_heal)

@@ -211,17 +211,23 @@ static void on_current_rev(void *arg, int err, int64_t rev)
  * upstream's consistent reads from the watch cache do. true when it took r
  * over (resume serves it).
  */
-static bool read_fresh(struct req *r, const char *rv, void (*resume)(struct req *r))
+/* Ask the store its revision; resume(r) once the cache has it. */
+static void catch_up(struct req *r, void (*resume)(struct req *r))
 {
-	struct fresh_read *f;
+	struct fresh_read *f = calloc(1, sizeof(*f));
 
-	if ((rv && *rv) || !cache_remote(r->s->cache))
-		return false;
-	if (!(f = calloc(1, sizeof(*f))))
+	if (!f)
 		abort();
 	f->r = r;
 	f->resume = resume;
 	store_current_rev(cache_store(r->s->cache), on_current_rev, f);
+}
+
+static bool read_fresh(struct req *r, const char *rv, void (*resume)(struct req *r))
+{
+	if ((rv && *rv) || !cache_remote(r->s->cache))
+		return false;
+	catch_up(r, resume);
 	return true;
 }
 
@@ -239,17 +245,11 @@ static void serve_again(struct req *r)
 
 bool refresh_and_retry(struct req *r)
 {
-	struct fresh_read *f;
-
 	if (!cache_remote(r->s->cache) || r->refreshed || r->gone || r->s->closing ||
 	    is(r->verb, "get") || is(r->verb, "list") || is(r->verb, "watch"))
 		return false;
 	r->refreshed = true;
-	if (!(f = calloc(1, sizeof(*f))))
-		abort();
-	f->r = r;
-	f->resume = serve_again;
-	store_current_rev(cache_store(r->s->cache), on_current_rev, f);
+	catch_up(r, serve_again);
 	return true;
 }
 

@@ -437,31 +437,43 @@ static void endpoint_failed(struct etcd *e, int ep, const char *why)
 
 static void on_reply(struct evhttp_request *req, void *arg);
 
-static void call_send(struct call *call)
+/* The POST every request is: JSON body, to ep. evhttp_make_request's result. */
+static int post(struct evhttp_connection *evcon, struct evhttp_request *req,
+                const struct endpoint *ep, const char *path, const char *body)
 {
-	struct etcd *e = call->e;
-	int ep = endpoint_pick(e);
-	struct conn *k = conn_pick(e, ep);
-	struct evkeyvalq *h;
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 	char host[300], len[24];
 
+	snprintf(host, sizeof(host), "%s:%d", ep->host, ep->port);
+	evhttp_add_header(h, "Host", host);
+	evhttp_add_header(h, "Content-Type", "application/json");
+	snprintf(len, sizeof(len), "%zu", strlen(body));
+	evhttp_add_header(h, "Content-Length", len);
+	evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
+	return evhttp_make_request(evcon, req, EVHTTP_REQ_POST, path);
+}
+
+/* Put call on connection k and send it; chunk: a stream's reader (watch). */
+static void call_post(struct call *call, struct conn *k, void (*chunk)(struct evhttp_request *,
+                                                                       void *))
+{
 	call->k = k;
 	call->next = k->calls;
 	k->calls = call;
 	call->req = evhttp_request_new(on_reply, call);
-	h = evhttp_request_get_output_headers(call->req);
-	snprintf(host, sizeof(host), "%s:%d", e->eps[k->ep].host, e->eps[k->ep].port);
-	evhttp_add_header(h, "Host", host);
-	evhttp_add_header(h, "Content-Type", "application/json");
-	snprintf(len, sizeof(len), "%zu", strlen(call->body));
-	evhttp_add_header(h, "Content-Length", len);
-	evbuffer_add(evhttp_request_get_output_buffer(call->req), call->body, strlen(call->body));
-	if (evhttp_make_request(k->evcon, call->req, EVHTTP_REQ_POST, call->path) < 0) {
-		call->req = NULL;
+	if (chunk)
+		evhttp_request_set_chunked_cb(call->req, chunk);
+	if (post(k->evcon, call->req, &call->e->eps[k->ep], call->path, call->body) < 0) {
+		call->req = NULL; /* libevent freed it; the reap reports the failure */
 		conn_retire(k);
 		return;
 	}
 	conn_nodelay(k);
+}
+
+static void call_send(struct call *call)
+{
+	call_post(call, conn_pick(call->e, endpoint_pick(call->e)), NULL);
 }
 
 static void call_free(struct call *call)
@@ -923,8 +935,6 @@ static void watch_start(struct etcd *e)
 {
 	struct watch *wa = &e->watch;
 	struct call *call = calloc(1, sizeof(*call));
-	struct evkeyvalq *h;
-	char host[300], len[24];
 	int ep = endpoint_pick(e);
 
 	watch_stop_stream(e);
@@ -939,25 +949,8 @@ static void watch_start(struct etcd *e)
 	call->e = e;
 	call->fn = on_watch_end;
 	e->inflight++;
-	call->k = conn_new(e, ep, true);
 	wa->call = call;
-	call->next = NULL;
-	call->k->calls = call;
-	call->req = evhttp_request_new(on_reply, call);
-	evhttp_request_set_chunked_cb(call->req, on_watch_chunk);
-	h = evhttp_request_get_output_headers(call->req);
-	snprintf(host, sizeof(host), "%s:%d", e->eps[ep].host, e->eps[ep].port);
-	evhttp_add_header(h, "Host", host);
-	evhttp_add_header(h, "Content-Type", "application/json");
-	snprintf(len, sizeof(len), "%zu", strlen(call->body));
-	evhttp_add_header(h, "Content-Length", len);
-	evbuffer_add(evhttp_request_get_output_buffer(call->req), call->body, strlen(call->body));
-	if (evhttp_make_request(call->k->evcon, call->req, EVHTTP_REQ_POST, call->path) < 0) {
-		call->req = NULL;
-		conn_retire(call->k);
-		return;
-	}
-	conn_nodelay(call->k);
+	call_post(call, conn_new(e, ep, true), on_watch_chunk);
 }
 
 static void etcd_watch(struct store *s, int64_t after, const struct store_watcher *w)
@@ -1046,16 +1039,10 @@ static int sync_post(struct etcd *e, int ep, const char *path, const char *body,
 	struct evhttp_connection *evcon = evhttp_connection_base_bufferevent_new(
 	    sr.base, NULL, bev, e->eps[ep].host, (ev_uint16_t)e->eps[ep].port);
 	struct evhttp_request *req = evhttp_request_new(on_sync_reply, &sr);
-	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-	char host[300];
 
 	evhttp_connection_set_retries(evcon, 0);
 	evhttp_connection_set_timeout(evcon, ETCD_TIMEOUT_S);
-	snprintf(host, sizeof(host), "%s:%d", e->eps[ep].host, e->eps[ep].port);
-	evhttp_add_header(h, "Host", host);
-	evhttp_add_header(h, "Content-Type", "application/json");
-	evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
-	if (evhttp_make_request(evcon, req, EVHTTP_REQ_POST, path) == 0)
+	if (post(evcon, req, &e->eps[ep], path, body) == 0)
 		event_base_dispatch(sr.base);
 	evhttp_connection_free(evcon);
 	event_base_free(sr.base);

@@ -60,6 +60,18 @@ static void run_for(struct testenv *e, int ms)
 	}
 }
 
+/* Virtual milliseconds until *flag is set (at most limit_ms; it must be). */
+static int ms_until(struct testenv *e, const int *flag, int limit_ms)
+{
+	int ms = 0;
+	while (!*flag && ms < limit_ms) {
+		run_for(e, 100);
+		ms += 100;
+	}
+	assert_int_equal(*flag, 1);
+	return ms;
+}
+
 static json_t *lease(struct testenv *e)
 {
 	struct testenv_result r = testenv_call(e, "GET", LEASE, NULL);
@@ -131,18 +143,14 @@ static void test_takeover_after_lease_duration(void **state)
 	struct testenv *e = *state;
 	struct candidate a, b;
 	json_t *l;
-	int ms = 0;
+	int ms;
 
 	candidate_start(e, &a, "host-a_1");
 	candidate_start(e, &b, "host-b_2");
 	run_for(e, 3000);
 	/* a dies: no release, no more renewals. */
 	leader_elector_free(a.le);
-	while (!b.started && ms < 40000) {
-		run_for(e, 100);
-		ms += 100;
-	}
-	assert_int_equal(b.started, 1);
+	ms = ms_until(e, &b.started, 40000);
 	/* b saw a's last renewal at most 2 s before a died: 15 s from then. */
 	assert_true(ms >= 13000);
 	assert_true(ms <= 15000 + 2 * 4400 + 200);
@@ -161,7 +169,7 @@ static void test_lost_after_renew_deadline(void **state)
 	struct candidate a;
 	struct testenv_result r;
 	json_t *l;
-	int ms = 0;
+	int ms;
 	char now[64];
 
 	candidate_start(e, &a, "host-a_1");
@@ -173,11 +181,7 @@ static void test_lost_after_renew_deadline(void **state)
 	assert_int_equal(r.status, 200);
 	json_decref(r.body);
 	json_decref(l);
-	while (!a.stopped && ms < 30000) {
-		run_for(e, 100);
-		ms += 100;
-	}
-	assert_int_equal(a.stopped, 1);
+	ms = ms_until(e, &a.stopped, 30000);
 	/* The round that fails starts at most one retry period after the
 	 * intruder; it ends 10 s later. */
 	assert_true(ms >= 10000 && ms <= 12000 + 200);
@@ -200,7 +204,7 @@ static void test_release(void **state)
 	struct testenv *e = *state;
 	struct candidate a, b;
 	json_t *l;
-	int ms = 0;
+	int ms;
 
 	candidate_start(e, &a, "host-a_1");
 	candidate_start(e, &b, "host-b_2");
@@ -212,11 +216,7 @@ static void test_release(void **state)
 	assert_string_equal(holder_of(l), "");
 	assert_int_equal(jx_int(l, "spec.leaseDurationSeconds", 0), 1);
 	json_decref(l);
-	while (!b.started && ms < 10000) {
-		run_for(e, 100);
-		ms += 100;
-	}
-	assert_int_equal(b.started, 1);
+	ms = ms_until(e, &b.started, 10000);
 	assert_true(ms <= 2000 + 2400 + 200);
 	leader_elector_free(a.le);
 	leader_elector_free(b.le);

@@ -1,6 +1,7 @@
 #include "apiserver/objects.h"
 
 #include "api/status.h"
+#include "net/h2.h"
 #include "net/tls.h"
 
 #include "base/alloc.h"
@@ -624,6 +625,97 @@ static const struct req_transport http_transport = {
 	.release = http_release,
 };
 
+/* ---- the HTTP/2 transport: the stream is r->conn ---------------------------- */
+
+static struct h2_stream *h2_of(struct req *r)
+{
+	return r->conn;
+}
+
+static const struct tls_identity *h2t_identity(struct req *r)
+{
+	SSL *ssl = httpd_h2_ssl(h2_of(r));
+	return ssl ? tls_peer_identity(ssl, clock_now()) : NULL;
+}
+
+static const char *h2t_peer(struct req *r, char *buf, size_t n)
+{
+	return httpd_h2_peer(h2_of(r), buf, n);
+}
+
+static const char *h2t_target(struct req *r)
+{
+	return h2_path(h2_of(r));
+}
+
+static void h2t_reply(struct req *r, int code, struct evbuffer *body)
+{
+	h2_respond(h2_of(r), code, body);
+}
+
+static void h2t_stream_start(struct req *r)
+{
+	h2_respond(h2_of(r), 200, NULL);
+}
+
+static void h2t_stream_chunk(struct req *r, struct evbuffer *data)
+{
+	h2_send(h2_of(r), data);
+}
+
+static size_t h2t_stream_unsent(struct req *r)
+{
+	return h2_unsent(h2_of(r));
+}
+
+static void h2t_release(struct req *r)
+{
+	h2_stream_set_cbs(h2_of(r), NULL, NULL);
+}
+
+/* A reader that never comes back holds only its own stream: the peer's
+ * flow-control window bounds what is queued, and the stream goes with the
+ * connection (its health check, or ours). */
+static void h2t_stream_end(struct req *r, int drain_s)
+{
+	(void)drain_s;
+	h2t_release(r);
+	h2_end(h2_of(r));
+}
+
+static void h2t_closed(void *arg, struct h2_stream *s, const char *err)
+{
+	(void)s;
+	(void)err;
+	req_client_gone(arg);
+}
+
+static const struct h2_stream_cbs h2t_cbs = {.closed = h2t_closed};
+
+static void h2t_attach(struct req *r)
+{
+	h2_stream_set_cbs(h2_of(r), &h2t_cbs, r);
+}
+
+static const struct req_transport h2_transport = {
+	.attach = h2t_attach,
+	.identity = h2t_identity,
+	.peer = h2t_peer,
+	.target = h2t_target,
+	.reply = h2t_reply,
+	.stream_start = h2t_stream_start,
+	.stream_chunk = h2t_stream_chunk,
+	.stream_unsent = h2t_stream_unsent,
+	.stream_end = h2t_stream_end,
+	.release = h2t_release,
+};
+
+static void on_h2_request(struct h2_stream *st, void *arg)
+{
+	req_serve(arg, &h2_transport, st, h2_method(st), h2_path(st), h2_in_headers(st),
+		  h2_out_headers(st), h2_in_body(st));
+}
+
 static void on_request(struct evhttp_request *ev, void *arg)
 {
 	req_serve(arg, &http_transport, ev, evhttp_request_get_command(ev),
@@ -698,7 +790,8 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 				.max_body = transport_max,
 				.max_headers = 64 << 10,
 				.idle_timeout_s = 300,
-				.credentials_ok = authn_credentials_ok};
+				.credentials_ok = authn_credentials_ok,
+				.h2_handler = on_h2_request};
 	char *db;
 
 	if (!s)
@@ -715,6 +808,8 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 							      o->tls_private_key_file,
 							      o->client_ca_file)))
 		goto fail;
+	if (s->tls)
+		tls_server_offer_h2(s->tls);
 	if (satoken_init(s) < 0 || proxy_init(s) < 0)
 		goto fail;
 	if (o->etcd) {

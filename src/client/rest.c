@@ -1,5 +1,6 @@
 #include "client/rest.h"
 
+#include "net/h2.h"
 #include "net/httpd.h"
 #include "net/tls.h"
 #include "pki/kubeconfig.h"
@@ -23,12 +24,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 
 struct rest_call;
 
 struct conn {
 	struct rest_client *c;
-	struct evhttp_connection *evcon;
+	struct evhttp_connection *evcon; /* HTTP/1.1 */
+	struct h2 *h2;                   /* HTTP/2, once the handshake chose it */
+	bool h2mode;                     /* offered h2: no evcon */
 	struct bufferevent *bev;
 	struct event *reap;   /* fires once on a later turn to close this connection */
 	const char *why;      /* why it is being closed */
@@ -36,6 +40,7 @@ struct conn {
 	bool dead;            /* take no more requests */
 	bool nodelay;         /* TCP_NODELAY set on its socket */
 	bool watch;           /* dedicated to one watch */
+	char why_buf[512];    /* why, when it had to be worked out */
 	struct conn *next;
 };
 
@@ -53,6 +58,12 @@ struct rest_call {
 	rest_raw_cb raw;
 	char accept[128];
 	struct rest_call *next;
+	/* HTTP/2: the request until its connection is ready, then its stream,
+	 * the reply so far and the client's deadline for it. */
+	char *method, *path, *ct, *body;
+	struct h2_stream *stream;
+	struct evbuffer *in;
+	struct event *deadline;
 };
 
 /* A request waiting for credentials (rest_hold). */
@@ -67,6 +78,8 @@ struct rest_client {
 	SSL_CTX *tls;
 	char *host, *token, *user_agent, *ca_pem;
 	int port, max_conns, timeout_s;
+	bool h1_only;   /* DISABLE_HTTP2, or the server chose HTTP/1.1 */
+	int read_idle_s, ping_timeout_s; /* HTTP/2 health check */
 	struct conn *conns;
 	bool holding;
 	bool unreachable;  /* rest_set_unreachable: every connection fails ... */
@@ -83,6 +96,7 @@ struct rest_watch {
 	void *arg;
 	struct evbuffer *line; /* a partial event line */
 	bool stopped;          /* the owner is gone: no more callbacks */
+	bool in_event;         /* on_event is running (HTTP/2: free after it) */
 };
 
 /* ---- connections ------------------------------------------------------------- */
@@ -103,6 +117,21 @@ static void watch_free(struct rest_watch *w)
 }
 
 /* Report a call that will never complete, and forget it. */
+static void call_free(struct rest_call *call)
+{
+	if (call->stream)
+		h2_cancel(call->stream);
+	if (call->deadline)
+		event_free(call->deadline);
+	if (call->in)
+		evbuffer_free(call->in);
+	free(call->method);
+	free(call->path);
+	free(call->ct);
+	free(call->body);
+	free(call);
+}
+
 static void call_abandon(struct rest_call *call, const char *why, bool report)
 {
 	struct rest_watch *w = call->w;
@@ -118,7 +147,7 @@ static void call_abandon(struct rest_call *call, const char *why, bool report)
 	} else if (report && call->raw) {
 		call->raw(call->arg, 0, NULL, NULL, 0, why);
 	}
-	free(call);
+	call_free(call);
 	log_scope_enter(prev);
 }
 
@@ -129,7 +158,8 @@ static void conn_free(struct conn *k, bool report)
 	/* Cancelling and freeing below may reset the connection: nothing may
 	 * schedule another reap of k from here on. */
 	k->dead = true;
-	evhttp_connection_set_closecb(k->evcon, NULL, NULL);
+	if (k->evcon)
+		evhttp_connection_set_closecb(k->evcon, NULL, NULL);
 	for (struct conn **p = &c->conns; *p; p = &(*p)->next)
 		if (*p == k) {
 			*p = k->next;
@@ -141,7 +171,12 @@ static void conn_free(struct conn *k, bool report)
 		call_abandon(call, k->why ? k->why : "connection closed", report);
 	}
 	event_free(k->reap);
-	evhttp_connection_free(k->evcon);
+	if (k->evcon) {
+		evhttp_connection_free(k->evcon);
+	} else {
+		h2_free(k->h2);
+		bufferevent_free(k->bev);
+	}
 	free(k);
 }
 
@@ -166,13 +201,12 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg)
 	conn_retire(arg, "connection closed by the server");
 }
 
-static struct conn *conn_new(struct rest_client *c, bool watch)
+static SSL *client_ssl(struct rest_client *c)
 {
-	struct conn *k = calloc(1, sizeof(*k));
 	SSL *ssl = SSL_new(c->tls);
 	unsigned char ip[16];
 
-	if (!k || !ssl)
+	if (!ssl)
 		abort();
 	/* The server's certificate is judged at the process clock's time. */
 	X509_VERIFY_PARAM_set_time(SSL_get0_param(ssl), (time_t)clock_now_sec());
@@ -183,6 +217,16 @@ static struct conn *conn_new(struct rest_client *c, bool watch)
 		SSL_set_tlsext_host_name(ssl, c->host);
 		X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), c->host, 0);
 	}
+	return ssl;
+}
+
+static struct conn *conn_new(struct rest_client *c, bool watch)
+{
+	struct conn *k = calloc(1, sizeof(*k));
+	SSL *ssl = client_ssl(c);
+
+	if (!k)
+		abort();
 	k->c = c;
 	k->watch = watch;
 	k->reap = event_new(loop_base(c->loop), -1, 0, on_reap, k);
@@ -215,7 +259,7 @@ static struct conn *conn_pick(struct rest_client *c)
 	int n = 0, best_load = 0;
 	for (struct conn *k = c->conns; k; k = k->next) {
 		int load;
-		if (k->dead || k->watch)
+		if (k->dead || k->watch || k->h2mode)
 			continue;
 		n++;
 		load = conn_load(k);
@@ -309,40 +353,49 @@ static void add_headers(struct rest_client *c, struct evhttp_request *req, const
 	}
 }
 
+/* The reply, to whoever asked: status 0 with err on a transport failure. */
+static void deliver(struct rest_call *call, struct rest_client *c, int status, const char *ct,
+		    const char *data, size_t len, const char *err)
+{
+	json_t *body = NULL;
+
+	if (status == 401 && c->on_unauthorized && c->token)
+		c->on_unauthorized(c->unauthorized_arg);
+	if (!call->cb && !call->raw) {
+		/* Cancelled: nobody wants the answer. */
+	} else if (status == 0) {
+		if (call->raw)
+			call->raw(call->arg, 0, NULL, NULL, 0, err);
+		else
+			call->cb(call->arg, 0, NULL, err);
+	} else if (call->raw) {
+		call->raw(call->arg, status, ct, len ? data : "", len, NULL);
+	} else {
+		if (len)
+			body = jx_parse(data, len);
+		call->cb(call->arg, status, body, NULL);
+		json_decref(body);
+	}
+}
+
 static void reply_in_scope(struct evhttp_request *req, struct rest_call *call)
 {
 	struct conn *k = call->conn;
 	int status = req ? evhttp_request_get_response_code(req) : 0;
-	json_t *body = NULL;
 	char err[512];
 
 	call_unlink(call);
-	if (status == 401 && k->c->on_unauthorized && k->c->token)
-		k->c->on_unauthorized(k->c->unauthorized_arg);
-	if (!call->cb && !call->raw) {
-		/* Cancelled: nobody wants the answer. */
-	} else if (status == 0) {
+	if (status == 0) {
 		conn_retire(k, "connection failed");
-		if (call->raw)
-			call->raw(call->arg, 0, NULL, NULL, 0, transport_error(k, err, sizeof(err)));
-		else
-			call->cb(call->arg, 0, NULL, transport_error(k, err, sizeof(err)));
-	} else if (call->raw) {
-		struct evbuffer *in = evhttp_request_get_input_buffer(req);
-		size_t len = evbuffer_get_length(in);
-		const char *ct = evhttp_find_header(evhttp_request_get_input_headers(req),
-						    "Content-Type");
-		call->raw(call->arg, status, ct,
-			  len ? (const char *)evbuffer_pullup(in, (ev_ssize_t)len) : "", len, NULL);
+		deliver(call, k->c, 0, NULL, NULL, 0, transport_error(k, err, sizeof(err)));
 	} else {
 		struct evbuffer *in = evhttp_request_get_input_buffer(req);
 		size_t len = evbuffer_get_length(in);
-		if (len)
-			body = jx_parse((char *)evbuffer_pullup(in, (ev_ssize_t)len), len);
-		call->cb(call->arg, status, body, NULL);
-		json_decref(body);
+		deliver(call, k->c, status,
+			evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type"),
+			len ? (const char *)evbuffer_pullup(in, (ev_ssize_t)len) : "", len, NULL);
 	}
-	free(call);
+	call_free(call);
 }
 
 static void on_reply(struct evhttp_request *req, void *arg)
@@ -366,11 +419,20 @@ static enum evhttp_cmd_type method_of(const char *m)
 	return EVHTTP_REQ_GET;
 }
 
+static void h2_call_send(struct rest_client *c, struct rest_call *call, const char *method,
+			 const char *path, const char *content_type, const char *body);
+
 /* Put call on a connection and send it; body is JSON text or NULL. */
 static void call_send(struct rest_client *c, struct rest_call *call, const char *method,
 		      const char *path, const char *content_type, const char *body)
 {
-	struct conn *k = conn_pick(c);
+	struct conn *k;
+
+	if (!c->h1_only) {
+		h2_call_send(c, call, method, path, content_type, body);
+		return;
+	}
+	k = conn_pick(c);
 
 	call_attach(k, call);
 	if (c->unreachable) {
@@ -568,21 +630,13 @@ void rest_cancel(struct rest_call *call)
 
 /* ---- watches ----------------------------------------------------------------------- */
 
+static void watch_lines(struct rest_watch *w);
+
 static void chunk_in_scope(struct evhttp_request *req, struct rest_call *call)
 {
 	struct rest_watch *w = call->w;
-	char *line;
-	size_t len;
-
 	evbuffer_add_buffer(w->line, evhttp_request_get_input_buffer(req));
-	while (!w->stopped && (line = evbuffer_readln(w->line, &len, EVBUFFER_EOL_LF))) {
-		json_t *ev = len ? jx_parse(line, len) : NULL;
-		free(line);
-		if (!ev)
-			continue;
-		w->on_event(w->arg, jx_str(ev, "type") ?: "", json_object_get(ev, "object"));
-		json_decref(ev);
-	}
+	watch_lines(w);
 }
 
 static void on_chunk(struct evhttp_request *req, void *arg)
@@ -605,7 +659,7 @@ static void watch_end_in_scope(struct evhttp_request *req, struct rest_call *cal
 	if (!w->stopped)
 		w->on_end(w->arg, status, status ? NULL : transport_error(k, err, sizeof(err)));
 	watch_free(w);
-	free(call);
+	call_free(call);
 }
 
 static void on_watch_end(struct evhttp_request *req, void *arg)
@@ -616,12 +670,36 @@ static void on_watch_end(struct evhttp_request *req, void *arg)
 	log_scope_enter(prev);
 }
 
+static void h2_watch_send(struct rest_client *c, struct rest_call *call, const char *path);
+
+static void watch_send(struct rest_client *c, struct rest_call *call, const char *path)
+{
+	struct conn *k;
+
+	if (!c->h1_only) {
+		h2_watch_send(c, call, path);
+		return;
+	}
+	k = conn_new(c, true);
+	call_attach(k, call);
+	if (c->unreachable) {
+		conn_retire(k, c->unreachable_why);
+		return;
+	}
+	call->req = evhttp_request_new(on_watch_end, call);
+	evhttp_request_set_chunked_cb(call->req, on_chunk);
+	add_headers(c, call->req, NULL, NULL);
+	if (evhttp_make_request(k->evcon, call->req, EVHTTP_REQ_GET, path) < 0) {
+		call->req = NULL;
+		conn_retire(k, "could not send the watch request");
+	}
+}
+
 struct rest_watch *rest_watch(struct rest_client *c, const char *path, rest_event_cb on_event,
 			      rest_end_cb on_end, void *arg)
 {
 	struct rest_watch *w = calloc(1, sizeof(*w));
-	struct conn *k = conn_new(c, true);
-	struct rest_call *call = call_new(k, NULL, NULL);
+	struct rest_call *call = call_new(NULL, NULL, NULL);
 
 	if (!w)
 		abort();
@@ -631,27 +709,317 @@ struct rest_watch *rest_watch(struct rest_client *c, const char *path, rest_even
 	w->arg = arg;
 	w->line = evbuffer_new();
 	call->w = w;
-	if (c->unreachable) {
-		conn_retire(k, c->unreachable_why);
-		return w;
-	}
-	call->req = evhttp_request_new(on_watch_end, call);
-	evhttp_request_set_chunked_cb(call->req, on_chunk);
-	add_headers(c, call->req, NULL, NULL);
-	if (evhttp_make_request(k->evcon, call->req, EVHTTP_REQ_GET, path) < 0) {
-		call->req = NULL;
-		conn_retire(k, "could not send the watch request");
-	}
+	watch_send(c, call, path);
 	return w;
 }
 
 void rest_watch_stop(struct rest_watch *w)
 {
+	struct rest_call *call;
+
 	if (!w || w->stopped)
 		return;
-	/* No more callbacks; the connection closes on a later turn and frees w. */
+	/* No more callbacks. HTTP/1.1: the connection closes on a later turn
+	 * and frees w. HTTP/2: the stream is reset now, w freed now or, from
+	 * inside its own callback, when that returns. */
 	w->stopped = true;
-	conn_retire(w->call->conn, "watch stopped");
+	call = w->call;
+	if (!call->conn->h2mode) {
+		conn_retire(call->conn, "watch stopped");
+		return;
+	}
+	if (call->stream)
+		h2_cancel(call->stream);
+	call->stream = NULL;
+	call_unlink(call);
+	call->conn = NULL;
+	if (!w->in_event) {
+		watch_free(w);
+		call_free(call);
+	}
+}
+
+/* ---- HTTP/2: every request and watch on one connection ------------------------------- */
+
+/* client-go's words when a request outlives the client's timeout. */
+#define CLIENT_TIMEOUT_ERR "net/http: request canceled (Client.Timeout exceeded while awaiting headers)"
+
+static void h2_call_data(void *arg, struct h2_stream *s, const char *d, size_t n);
+static void h2_call_closed(void *arg, struct h2_stream *s, const char *err);
+static const struct h2_stream_cbs h2_call_cbs = {.data = h2_call_data, .closed = h2_call_closed};
+
+/* What a request that failed below HTTP tells its caller: the same words
+ * as over HTTP/1.1 when the connection went, else the session's own. */
+static const char *h2_error(struct conn *k, const char *err)
+{
+	if (!strcmp(err, "EOF") || !strcmp(err, "connection reset") ||
+	    !strcmp(err, "connection closed"))
+		return transport_error(k, k->why_buf, sizeof(k->why_buf));
+	return err;
+}
+
+static void watch_lines(struct rest_watch *w)
+{
+	char *line;
+	size_t len;
+
+	w->in_event = true;
+	while (!w->stopped && (line = evbuffer_readln(w->line, &len, EVBUFFER_EOL_LF))) {
+		json_t *ev = len ? jx_parse(line, len) : NULL;
+		free(line);
+		if (!ev)
+			continue;
+		w->on_event(w->arg, jx_str(ev, "type") ?: "", json_object_get(ev, "object"));
+		json_decref(ev);
+	}
+	w->in_event = false;
+}
+
+static void h2_call_data(void *arg, struct h2_stream *s, const char *d, size_t n)
+{
+	struct rest_call *call = arg;
+	struct rest_watch *w = call->w;
+	const struct log_scope *prev;
+
+	(void)s;
+	if (!w) {
+		evbuffer_add(call->in, d, n);
+		return;
+	}
+	prev = log_scope_enter(call->scope);
+	evbuffer_add(w->line, d, n);
+	watch_lines(w);
+	if (w->stopped) { /* rest_watch_stop from on_event: ours to free now */
+		watch_free(w);
+		call_free(call);
+	}
+	log_scope_enter(prev);
+}
+
+static void h2_call_closed(void *arg, struct h2_stream *s, const char *err)
+{
+	struct rest_call *call = arg;
+	struct conn *k = call->conn;
+	struct rest_watch *w = call->w;
+	const struct log_scope *prev = log_scope_enter(call->scope);
+	int status = err ? 0 : h2_status(s);
+
+	call->stream = NULL;
+	call_unlink(call);
+	if (err)
+		err = h2_error(k, err);
+	if (w) {
+		w->in_event = true; /* a stop from on_end frees nothing */
+		if (!w->stopped)
+			w->on_end(w->arg, status, err);
+		watch_free(w);
+	} else {
+		size_t len = evbuffer_get_length(call->in);
+		deliver(call, k->c, status, evhttp_find_header(h2_in_headers(s), "content-type"),
+			len ? (const char *)evbuffer_pullup(call->in, (ev_ssize_t)len) : "", len,
+			err);
+	}
+	call_free(call);
+	log_scope_enter(prev);
+}
+
+static void on_call_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct rest_call *call = arg;
+	const struct log_scope *prev = log_scope_enter(call->scope);
+
+	(void)fd;
+	(void)what;
+	call_unlink(call);
+	deliver(call, call->conn->c, 0, NULL, NULL, 0, CLIENT_TIMEOUT_ERR);
+	call_free(call); /* resets the stream */
+	log_scope_enter(prev);
+}
+
+/* The call goes out on k's session as a stream. */
+static void h2_submit(struct conn *k, struct rest_call *call)
+{
+	struct rest_client *c = k->c;
+	const char *hdrs[8];
+	char authority[300], *auth = NULL;
+	struct timeval tv = {c->timeout_s, 0};
+	size_t n = 0;
+
+	snprintf(authority, sizeof(authority), strchr(c->host, ':') ? "[%s]:%d" : "%s:%d",
+		 c->host, c->port);
+	hdrs[n++] = "accept";
+	hdrs[n++] = call->accept[0] ? call->accept : "application/json";
+	hdrs[n++] = "user-agent";
+	hdrs[n++] = c->user_agent;
+	if (call->body) {
+		hdrs[n++] = "content-type";
+		hdrs[n++] = call->ct ? call->ct : "application/json";
+	}
+	if (c->token) {
+		auth = str_printf("Bearer %s", c->token);
+		hdrs[n++] = "authorization";
+		hdrs[n++] = auth;
+	}
+	call->stream = h2_request(k->h2, call->method, authority, call->path, hdrs, n / 2,
+				  call->body, call->body ? strlen(call->body) : 0, &h2_call_cbs,
+				  call);
+	free(auth);
+	free(call->body);
+	call->body = NULL;
+	if (!call->stream) {
+		conn_retire(k, "could not send the request");
+		return;
+	}
+	if (call->w)
+		return;
+	call->in = evbuffer_new();
+	call->deadline = evtimer_new(loop_base(c->loop), on_call_deadline, call);
+	if (!call->in || !call->deadline)
+		abort();
+	evtimer_add(call->deadline, &tv);
+}
+
+static void h2_conn_closed(void *arg, const char *why)
+{
+	struct conn *k = arg;
+	conn_retire(k, h2_error(k, why));
+}
+
+/* The server chose HTTP/1.1: so does this client from now on, and the
+ * calls that waited for this connection go out that way. */
+static void fall_back_to_h1(struct conn *k)
+{
+	struct rest_client *c = k->c;
+	struct rest_call *list = k->calls;
+
+	LOG_V(2, "%s:%d does not speak HTTP/2: using HTTP/1.1", c->host, c->port);
+	c->h1_only = true;
+	k->calls = NULL;
+	conn_retire(k, "HTTP/1.1 only");
+	while (list) {
+		struct rest_call *call = list;
+		list = call->next;
+		call->next = NULL;
+		call->conn = NULL;
+		if (call->w)
+			watch_send(c, call, call->path);
+		else
+			call_send(c, call, call->method, call->path, call->ct, call->body);
+	}
+}
+
+static void h2_conn_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *k = arg;
+	struct rest_client *c = k->c;
+	struct h2_opts o = {.read_idle_s = c->read_idle_s,
+			    .ping_timeout_s = c->ping_timeout_s,
+			    .idle_timeout_s = H2_CLIENT_IDLE_TIMEOUT_S,
+			    .on_close = h2_conn_closed,
+			    .arg = k};
+	struct rest_call *pending[64], **all = pending;
+	size_t n = 0;
+
+	if (!(what & BEV_EVENT_CONNECTED)) {
+		conn_retire(k, transport_error(k, k->why_buf, sizeof(k->why_buf)));
+		return;
+	}
+	conn_nodelay(k);
+	if (!tls_alpn_h2(bufferevent_openssl_get_ssl(bev))) {
+		fall_back_to_h1(k);
+		return;
+	}
+	k->h2 = h2_new(c->loop, bev, &o);
+	/* In the order they were asked for (k->calls is newest first). */
+	for (struct rest_call *call = k->calls; call; call = call->next)
+		n++;
+	if (n > sizeof(pending) / sizeof(pending[0]) && !(all = calloc(n, sizeof(*all))))
+		abort();
+	n = 0;
+	for (struct rest_call *call = k->calls; call; call = call->next)
+		all[n++] = call;
+	while (n--)
+		h2_submit(k, all[n]);
+	if (all != pending)
+		free(all);
+}
+
+static struct conn *h2_conn_new(struct rest_client *c)
+{
+	struct conn *k = calloc(1, sizeof(*k));
+	SSL *ssl;
+
+	if (!k)
+		abort();
+	ssl = client_ssl(c);
+	SSL_set_alpn_protos(ssl, (const unsigned char *)H2_ALPN_CLIENT_PROTOS,
+			    sizeof(H2_ALPN_CLIENT_PROTOS) - 1);
+	k->c = c;
+	k->h2mode = true;
+	k->reap = event_new(loop_base(c->loop), -1, 0, on_reap, k);
+	k->bev = bufferevent_openssl_socket_new(loop_base(c->loop), -1, ssl,
+						BUFFEREVENT_SSL_CONNECTING,
+						BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (!k->reap || !k->bev)
+		abort();
+	bufferevent_setcb(k->bev, NULL, NULL, h2_conn_event, k);
+	/* The connection and the handshake must be done within the timeout. */
+	bufferevent_set_timeouts(k->bev, &(struct timeval){c->timeout_s, 0},
+				 &(struct timeval){c->timeout_s, 0});
+	bufferevent_enable(k->bev, EV_READ | EV_WRITE);
+	k->next = c->conns;
+	c->conns = k;
+	if (c->unreachable)
+		conn_retire(k, c->unreachable_why);
+	else if (bufferevent_socket_connect_hostname(k->bev, NULL, AF_UNSPEC, c->host, c->port) < 0)
+		conn_retire(k, transport_error(k, k->why_buf, sizeof(k->why_buf)));
+	return k;
+}
+
+/* A session with room for another stream, or one being made. */
+static struct conn *h2_conn_pick(struct rest_client *c)
+{
+	for (struct conn *k = c->conns; k; k = k->next)
+		if (k->h2mode && !k->dead && (!k->h2 || h2_can_open(k->h2)))
+			return k;
+	return h2_conn_new(c);
+}
+
+static void h2_queue(struct rest_client *c, struct rest_call *call)
+{
+	struct conn *k = h2_conn_pick(c);
+
+	call_attach(k, call);
+	if (k->h2)
+		h2_submit(k, call);
+}
+
+static void h2_call_send(struct rest_client *c, struct rest_call *call, const char *method,
+			 const char *path, const char *content_type, const char *body)
+{
+	/* Kept until the connection is ready (or falls back to HTTP/1.1). */
+	if (call->method != method) {
+		free(call->method);
+		call->method = str_dup(method);
+	}
+	if (call->path != path) {
+		free(call->path);
+		call->path = str_dup(path);
+	}
+	if (call->ct != content_type) {
+		free(call->ct);
+		call->ct = str_dup(content_type);
+	}
+	if (call->body != body) {
+		free(call->body);
+		call->body = str_dup(body);
+	}
+	h2_queue(c, call);
+}
+
+static void h2_watch_send(struct rest_client *c, struct rest_call *call, const char *path)
+{
+	h2_call_send(c, call, "GET", path, NULL, NULL);
 }
 
 /* ---- the client ---------------------------------------------------------------------- */
@@ -672,6 +1040,25 @@ static int parse_server(struct rest_client *c, const char *server)
 	return 0;
 }
 
+/* client-go reads these for every transport it builds (apimachinery's
+ * util/net): a bad value is warned about and the default used. */
+static int env_seconds(const char *name, int def)
+{
+	const char *v = getenv(name);
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return def;
+	n = strtol(v, &end, 10);
+	if (*end || n < 0 || n > 86400) {
+		LOG_WARN("Illegal %s(\"%s\"): invalid syntax. Default value %d is used", name, v,
+			 def);
+		return def;
+	}
+	return (int)n;
+}
+
 struct rest_client *rest_client_new(struct loop *loop, const struct rest_config *cfg)
 {
 	struct rest_client *c = calloc(1, sizeof(*c));
@@ -682,6 +1069,9 @@ struct rest_client *rest_client_new(struct loop *loop, const struct rest_config 
 	c->held_tail = &c->held;
 	c->max_conns = cfg->max_conns > 0 ? cfg->max_conns : 4;
 	c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 30;
+	c->h1_only = getenv("DISABLE_HTTP2") && *getenv("DISABLE_HTTP2");
+	c->read_idle_s = env_seconds("HTTP2_READ_IDLE_TIMEOUT_SECONDS", H2_READ_IDLE_TIMEOUT_S);
+	c->ping_timeout_s = env_seconds("HTTP2_PING_TIMEOUT_SECONDS", H2_PING_TIMEOUT_S);
 	c->user_agent = strdup(cfg->user_agent ? cfg->user_agent : "cube/0.1.0");
 	c->token = cfg->token ? strdup(cfg->token) : NULL;
 	c->ca_pem = cfg->ca_pem ? strdup(cfg->ca_pem) : NULL;

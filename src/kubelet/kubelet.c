@@ -239,6 +239,10 @@ static void on_watchdog(void *arg)
 	k->seen_generation = gen;
 	k->has_cert = true;
 	close_connections(k);
+	/* The bootstrap token is not needed again soon: its connection goes
+	 * too, rather than idling out (one connection per kubelet). */
+	if (k->boot_client)
+		rest_close_all(k->boot_client);
 }
 
 /* ---- self-heal ----------------------------------------------------------------------- */

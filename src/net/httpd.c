@@ -1,5 +1,8 @@
 #include "net/httpd.h"
 
+#include "net/h2.h"
+#include "net/tls.h"
+
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/hmap.h"
@@ -27,6 +30,7 @@
 #define ACCEPT_BACKOFF_MAX_MS 1000
 
 struct httpd {
+	struct loop *loop;
 	struct evhttp *http;
 	struct evhttp_bound_socket *sock;
 	struct evconnlistener *listener; /* the bound socket's, owned by evhttp */
@@ -34,6 +38,9 @@ struct httpd {
 	int backoff_ms;
 	SSL_CTX *tls;
 	httpd_handler handler;
+	httpd_h2_handler h2_handler;
+	int idle_timeout_s;
+	size_t max_body;
 	const struct log_scope *scope; /* current at httpd_new: the handler runs in it */
 	void *arg;
 	int port;
@@ -67,6 +74,12 @@ struct conn {
 	bool started; /* first plaintext seen: peer known, counted */
 	bool held;    /* the first request's headers are still being read */
 	bool counted; /* counted in h->unauth under peer */
+	/* HTTP/2 (ALPN "h2"): the session that took the bufferevent over from
+	 * evhttp, and evhttp's callbacks, given back for evhttp to end it. */
+	struct h2 *h2;
+	bufferevent_data_cb ev_read, ev_write;
+	bufferevent_event_cb ev_event;
+	void *ev_arg;
 };
 
 static int conn_index = -1; /* SSL ex_data slot of a struct conn */
@@ -150,15 +163,21 @@ static void conn_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long
 		if (c->next)
 			c->next->prev = c->prev;
 	}
+	h2_free(c->h2);
 	event_free(c->deadline);
 	free(c->head);
 	free(c);
 }
 
-/* End the connection as evhttp ends one whose socket failed or timed out. */
+/* End the connection as evhttp ends one whose socket failed or timed out;
+ * an HTTP/2 session ends its streams first, then comes back here. */
 static void conn_drop(struct conn *c, short why)
 {
 	c->held = false;
+	if (c->h2 && h2_alive(c->h2)) {
+		h2_close(c->h2, why & BEV_EVENT_TIMEOUT ? "timeout" : "closed by the server");
+		return;
+	}
 	bufferevent_trigger_event(c->bev, BEV_EVENT_READING | why, 0);
 }
 
@@ -244,18 +263,15 @@ static char *find_header(const char *head, size_t n, const char *name)
  * connections must not be turned away for the anonymous ones beside them.
  * 0, or -1 when the connection is to be closed.
  */
-static int inspect(struct conn *c)
+static int judge(struct conn *c, const char *auth)
 {
-	struct evhttp_connection *evcon = NULL;
 	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
-	char *auth = find_header(c->head, c->nhead, "Authorization");
 	bool ok;
 
 	if (c->h->credentials_ok)
 		ok = c->h->credentials_ok(c->h->arg, ssl, auth);
 	else
 		ok = SSL_get0_peer_certificate(ssl) && SSL_get_verify_result(ssl) == X509_V_OK;
-	free(auth);
 	c->held = false;
 	if (!ok) {
 		size_t unauth = (size_t)(intptr_t)hmap_get(&c->h->unauth, c->peer);
@@ -268,6 +284,19 @@ static int inspect(struct conn *c)
 		}
 		c->counted = true;
 		unauth_add(c, 1);
+	}
+	arm(c, c->h->request_timeout_s);
+	return 0;
+}
+
+static int inspect(struct conn *c)
+{
+	struct evhttp_connection *evcon = NULL;
+	char *auth = find_header(c->head, c->nhead, "Authorization");
+	int rc = judge(c, auth);
+
+	free(auth);
+	if (rc == 0 && c->counted) {
 		/* evhttp's callback argument is its connection. It checks a body
 		 * against the limit once its read callback — deferred, so after
 		 * this — has parsed the headers. */
@@ -275,8 +304,69 @@ static int inspect(struct conn *c)
 		if (evcon)
 			evhttp_connection_set_max_body_size(evcon, HTTPD_PREAUTH_MAX_BODY);
 	}
-	arm(c, c->h->request_timeout_s);
-	return 0;
+	return rc;
+}
+
+/* ---- HTTP/2: a session on evhttp's bufferevent ------------------------------------- */
+
+static void dispatch_in_scope(struct httpd *h, void (*fn)(void *req, void *arg), void *req);
+
+static long h2_admit(void *arg, struct h2_stream *s)
+{
+	struct conn *c = arg;
+
+	if (!c->h)
+		return -1;
+	if (c->held &&
+	    judge(c, evhttp_find_header(h2_in_headers(s), "Authorization")) < 0)
+		return -1;
+	return c->counted ? (long)HTTPD_PREAUTH_MAX_BODY : 0;
+}
+
+static void h2_call(void *req, void *arg)
+{
+	struct httpd *h = arg;
+	h->h2_handler(req, h->arg);
+}
+
+static void h2_dispatch(void *arg, struct h2_stream *s)
+{
+	struct conn *c = arg;
+
+	if (!c->h)
+		return;
+	evtimer_del(c->deadline);
+	dispatch_in_scope(c->h, h2_call, s);
+}
+
+/* The session is over: evhttp gets its bufferevent back, and ends it. */
+static void h2_closed(void *arg, const char *why)
+{
+	struct conn *c = arg;
+
+	LOG_V(4, "http2: connection from %s closed: %s", c->peer, why);
+	if (!c->h)
+		return;
+	bufferevent_setcb(c->bev, c->ev_read, c->ev_write, c->ev_event, c->ev_arg);
+	conn_drop(c, BEV_EVENT_EOF);
+}
+
+/* The handshake chose h2: from its first bytes on the connection is the
+ * session's. evhttp's read callback is deferred, so it has not seen them. */
+static void h2_take_over(struct conn *c)
+{
+	struct h2_opts o = {.server = true,
+	                    .max_body = c->h->max_body,
+	                    .idle_timeout_s = c->h->idle_timeout_s,
+	                    .admit = h2_admit,
+	                    .on_request = h2_dispatch,
+	                    .on_close = h2_closed,
+	                    .arg = c};
+
+	bufferevent_getcb(c->bev, &c->ev_read, &c->ev_write, &c->ev_event, &c->ev_arg);
+	free(c->head);
+	c->head = NULL;
+	c->h2 = h2_new(c->h->loop, c->bev, &o);
 }
 
 /*
@@ -297,6 +387,12 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
 		return;
 	if (!c->started && conn_start(c) < 0) {
 		conn_drop(c, BEV_EVENT_ERROR);
+		return;
+	}
+	if (c->h->h2_handler && tls_alpn_h2(bufferevent_openssl_get_ssl(c->bev))) {
+		evbuffer_remove_cb_entry(in, c->watch);
+		c->watch = NULL;
+		h2_take_over(c);
 		return;
 	}
 	if (!c->head && !(c->head = malloc(c->h->max_headers + 1)))
@@ -392,20 +488,29 @@ static void calm(struct httpd *h)
 	h->backoff_ms = 0;
 }
 
+static void dispatch_in_scope(struct httpd *h, void (*fn)(void *req, void *arg), void *req)
+{
+	const struct log_scope *prev = log_scope_enter(h->scope);
+	calm(h);
+	fn(req, h);
+	log_scope_enter(prev);
+}
+
+static void h1_call(void *req, void *arg)
+{
+	struct httpd *h = arg;
+	h->handler(req, h->arg);
+}
+
 static void dispatch(struct evhttp_request *req, void *arg)
 {
 	struct httpd *h = arg;
 	struct conn *c = conn_of(req);
 
-	calm(h);
 	/* The first request is in whole: no deadline but evhttp's from now. */
 	if (c)
 		evtimer_del(c->deadline);
-	{
-		const struct log_scope *prev = log_scope_enter(h->scope);
-		h->handler(req, h->arg);
-		log_scope_enter(prev);
-	}
+	dispatch_in_scope(h, h1_call, req);
 }
 
 struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts *o,
@@ -419,7 +524,11 @@ struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts
 		abort();
 	if (conn_index < 0) /* once; the loop thread of the first server */
 		conn_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, conn_free);
+	h->loop = loop;
 	h->tls = tls;
+	h->h2_handler = o->h2_handler;
+	h->idle_timeout_s = o->idle_timeout_s > 0 ? o->idle_timeout_s : 300;
+	h->max_body = o->max_body;
 	h->credentials_ok = o->credentials_ok;
 	h->max_headers = o->max_headers;
 	h->header_timeout_s =
@@ -440,7 +549,7 @@ struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts
 	                                        EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
 	evhttp_set_max_body_size(h->http, (ev_ssize_t)o->max_body);
 	evhttp_set_max_headers_size(h->http, (ev_ssize_t)o->max_headers);
-	evhttp_set_timeout(h->http, o->idle_timeout_s > 0 ? o->idle_timeout_s : 300);
+	evhttp_set_timeout(h->http, h->idle_timeout_s);
 	evhttp_set_default_content_type(h->http, "application/json");
 	snprintf(h->address, sizeof(h->address), "%s", o->bind_address);
 	h->sock = evhttp_bind_socket_with_handle(h->http, o->bind_address, (ev_uint16_t)o->port);
@@ -471,6 +580,11 @@ void httpd_free(struct httpd *h)
 	if (!h)
 		return;
 	servers_remove(h);
+	/* HTTP/2 streams hear that their connection is going while the server
+	 * (and whoever handles them) is still whole. */
+	for (struct conn *c = h->conns; c; c = c->next)
+		if (c->h2)
+			h2_close(c->h2, "server shutting down");
 	evhttp_free(h->http);
 	/* What evhttp_free left for the loop to finish must not come back here. */
 	for (struct conn *c = h->conns; c; c = c->next) {
@@ -493,6 +607,36 @@ SSL *httpd_ssl(struct evhttp_request *req)
 	struct evhttp_connection *conn = evhttp_request_get_connection(req);
 	struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
 	return bev ? bufferevent_openssl_get_ssl(bev) : NULL;
+}
+
+static struct conn *h2_conn(struct h2_stream *s)
+{
+	return h2_arg(h2_session(s));
+}
+
+SSL *httpd_h2_ssl(struct h2_stream *s)
+{
+	return bufferevent_openssl_get_ssl(h2_conn(s)->bev);
+}
+
+const char *httpd_h2_peer(struct h2_stream *s, char *buf, size_t n)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ip[64] = "?";
+	int port = 0;
+
+	if (getpeername(bufferevent_getfd(h2_conn(s)->bev), (struct sockaddr *)&ss, &sl) == 0) {
+		bool v6 = ss.ss_family == AF_INET6;
+		evutil_inet_ntop(ss.ss_family,
+		                 v6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+		                    : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
+		                 ip, sizeof(ip));
+		port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+		                : ((struct sockaddr_in *)&ss)->sin_port);
+	}
+	snprintf(buf, n, "%s:%d", ip, port);
+	return buf;
 }
 
 size_t httpd_unsent(struct evhttp_request *req)

@@ -1,9 +1,11 @@
 /*
- * httpd — an HTTPS/1.1 server on a cube loop: libevent's evhttp over
+ * httpd — an HTTPS server on a cube loop: libevent's evhttp over
  * bufferevent_openssl, with the settings that matter measured in
  * reference/deps.md: TCP_NODELAY on every connection, header and body
  * limits, keep-alive, no read timeout on streaming (watch) replies, and a
- * graceful stop.
+ * graceful stop. With an h2_handler, a connection whose handshake chose
+ * HTTP/2 is handed to an h2 session (net/h2.h) at its first bytes; the
+ * limits below apply to it too (the first stream's headers are judged).
  *
  * The handler receives every request (evhttp_request) and owns replying.
  * httpd_ssl() gives the request's SSL for tls_peer_identity().
@@ -37,6 +39,10 @@
 #include <stddef.h>
 
 struct httpd;
+struct h2_stream;
+
+/* An HTTP/2 request (net/h2.h): the handler answers it with h2_respond. */
+typedef void (*httpd_h2_handler)(struct h2_stream *s, void *arg);
 
 struct httpd_opts {
 	const char *bind_address; /* "0.0.0.0", "127.0.0.1", "::" */
@@ -51,6 +57,9 @@ struct httpd_opts {
 	int request_timeout_s;               /* 0: HTTPD_REQUEST_TIMEOUT_S */
 	size_t max_connections;              /* 0: the fd limit less a reserve */
 	size_t max_unauthenticated_per_peer; /* 0: HTTPD_MAX_UNAUTH_PER_PEER */
+	/* HTTP/2 requests go here when the handshake chose "h2" (the SSL_CTX
+	 * offers it: tls_server_offer_h2); NULL: HTTP/1.1 only. */
+	httpd_h2_handler h2_handler;
 };
 
 /* Go's ReadHeaderTimeout of kube-apiserver; upstream's request timeout. */
@@ -66,6 +75,9 @@ struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts
 void httpd_free(struct httpd *h);
 int httpd_port(const struct httpd *h);
 SSL *httpd_ssl(struct evhttp_request *req);
+/* An HTTP/2 request's SSL and "ip:port" of its peer. */
+SSL *httpd_h2_ssl(struct h2_stream *s);
+const char *httpd_h2_peer(struct h2_stream *s, char *buf, size_t n);
 /* Bytes of replies on req's connection not yet written to the socket. */
 size_t httpd_unsent(struct evhttp_request *req);
 /* How long a quiet stream may stay open (libevent 2.1 has no "never"). */

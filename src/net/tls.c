@@ -47,13 +47,20 @@ static int accept_any(int preverify, X509_STORE_CTX *ctx)
 	return 1;
 }
 
-static int select_http11(SSL *ssl, const unsigned char **out, unsigned char *outlen,
-			 const unsigned char *in, unsigned int inlen, void *arg)
+static const unsigned char alpn_http11[] = "\x08http/1.1";
+static const unsigned char alpn_h2[] = "\x02h2\x08http/1.1";
+
+/* arg: the server's protocols in its order of preference (wire form). */
+static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+		       const unsigned char *in, unsigned int inlen, void *arg)
 {
-	static const unsigned char http11[] = "\x08http/1.1";
+	const unsigned char *mine = arg;
 	unsigned char *sel;
-	if (SSL_select_next_proto(&sel, outlen, http11, sizeof(http11) - 1, in, inlen) !=
-	    OPENSSL_NPN_NEGOTIATED)
+
+	(void)ssl;
+	if (SSL_select_next_proto(&sel, outlen, mine, mine == alpn_h2 ? sizeof(alpn_h2) - 1
+								       : sizeof(alpn_http11) - 1,
+				  in, inlen) != OPENSSL_NPN_NEGOTIATED)
 		return SSL_TLSEXT_ERR_NOACK;
 	*out = sel;
 	return SSL_TLSEXT_ERR_OK;
@@ -107,12 +114,26 @@ SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, const char 
 	 * 1.2 session ids) that has no id context: the handshake fails with
 	 * "session id context uninitialized" instead of a full handshake. */
 	SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"cube", 4);
-	SSL_CTX_set_alpn_select_cb(ctx, select_http11, NULL);
+	SSL_CTX_set_alpn_select_cb(ctx, select_alpn, (void *)alpn_http11);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
 	/* Go clients never resume TLS 1.3 sessions here: issuing two tickets per
 	 * handshake was a quarter of the handshake's cost (bench/). */
 	SSL_CTX_set_num_tickets(ctx, 0);
 	return ctx;
+}
+
+void tls_server_offer_h2(SSL_CTX *ctx)
+{
+	SSL_CTX_set_alpn_select_cb(ctx, select_alpn, (void *)alpn_h2);
+}
+
+bool tls_alpn_h2(const SSL *ssl)
+{
+	const unsigned char *p;
+	unsigned int n;
+
+	SSL_get0_alpn_selected(ssl, &p, &n);
+	return n == 2 && !memcmp(p, "h2", 2);
 }
 
 static int add_pem_certs(X509_STORE *store, const char *pem)

@@ -6,7 +6,8 @@
  * like kube-apiserver, they finish the handshake and judge the certificate
  * per request (tls_peer_identity), so an expired or foreign certificate gets
  * a 401 with a logged reason rather than a TLS alert (k8s-facts §8). ALPN
- * offers http/1.1 only: advertising h2 without speaking it breaks kubectl.
+ * offers http/1.1 unless the server speaks HTTP/2 too (tls_server_offer_h2):
+ * advertising h2 without speaking it breaks kubectl.
  *
  * Ownership: contexts are the caller's (SSL_CTX_free). tls_peer_identity's
  * result belongs to the SSL and lives as long as it.
@@ -25,6 +26,10 @@
  * cert_file NULL: no certificate — the caller picks one per handshake
  * (SSL_CTX_set_cert_cb). */
 SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, const char *client_ca_file);
+/* ALPN "h2" then "http/1.1", in that preference, as kube-apiserver. */
+void tls_server_offer_h2(SSL_CTX *ctx);
+/* Did the handshake choose "h2"? */
+bool tls_alpn_h2(const SSL *ssl);
 /* For clients: trust ca_pem (PEM text); optional client cert+key PEM. */
 SSL_CTX *tls_client_ctx(const char *ca_pem, const char *cert_pem, const char *key_pem);
 /* After a client handshake failed verifying the server: Go's x509 text

@@ -185,6 +185,80 @@ static void test_stop_watch_from_owner(void **state)
 	assert_int_equal(s.ended, 0);
 }
 
+/* Client-side sockets of this process connected to the API server. */
+static int connections_to(int port)
+{
+	FILE *f = fopen("/proc/self/net/tcp", "r");
+	char line[512];
+	int n = 0;
+	unsigned rport, st;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, " %*d: %*x:%*x %*x:%x %x", &rport, &st) == 2 && rport == (unsigned)port &&
+		    st == 1)
+			n++;
+	fclose(f);
+	return n;
+}
+
+struct many {
+	struct result r[20];
+	struct watched s[3];
+	struct rest_watch *wa[3];
+};
+
+/* Twenty requests in flight and three watches: what a kubelet has open. */
+static void many_at_once(struct world *w, struct rest_client *c, struct many *m)
+{
+	memset(m, 0, sizeof(*m));
+	for (int i = 0; i < 3; i++)
+		m->wa[i] = rest_watch(c, "/api/v1/namespaces?watch=true", on_event, on_end, &m->s[i]);
+	for (int i = 0; i < 20; i++)
+		rest_do(c, "GET", "/api/v1/namespaces/default", NULL, on_result, &m->r[i]);
+	for (int i = 0; i < 20; i++) {
+		spin_until(w, &m->r[i].done);
+		assert_int_equal(m->r[i].status, 200);
+		json_decref(m->r[i].body);
+	}
+	for (int i = 0; i < 3; i++)
+		spin_until(w, &m->s[i].added);
+}
+
+/* HTTP/2 by default: every request and watch rides one connection, as a
+ * Go client's do (one TCP connection per kubelet). */
+static void test_one_connection(void **state)
+{
+	struct world *w = *state;
+	int port = atoi(strrchr(w->env.server, ':') + 1);
+	struct many m;
+
+	many_at_once(w, w->env.admin, &m);
+	assert_int_equal(connections_to(port), 1);
+	for (int i = 0; i < 3; i++)
+		rest_watch_stop(m.wa[i]);
+}
+
+/* DISABLE_HTTP2, client-go's switch: HTTP/1.1, a connection per watch and
+ * a few for requests; everything still works. */
+static void test_http1(void **state)
+{
+	struct world *w = *state;
+	int port = atoi(strrchr(w->env.server, ':') + 1);
+	struct rest_client *c;
+	struct many m;
+
+	setenv("DISABLE_HTTP2", "1", 1);
+	c = rest_client_from_kubeconfig(w->env.loop, &w->env.admin_kc, "test");
+	unsetenv("DISABLE_HTTP2");
+	assert_non_null(c);
+	many_at_once(w, c, &m);
+	assert_true(connections_to(port) >= 3 + 2);
+	for (int i = 0; i < 3; i++)
+		rest_watch_stop(m.wa[i]);
+	rest_client_free(c);
+}
+
 struct changes {
 	int adds, updates, deletes;
 };
@@ -389,6 +463,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_requests, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_one_connection, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_http1, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_watch_and_rotation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_watch_from_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_informer, setup, teardown),

@@ -1,0 +1,813 @@
+#include "net/h2.h"
+
+#include "base/clock.h"
+#include "base/log.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <sys/queue.h>
+#include <event2/keyvalq_struct.h>
+#include <nghttp2/nghttp2.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* Frames wait in nghttp2 while this much is queued for the socket: a slow
+ * reader holds back its own streams, not the process's memory. */
+#define OUT_HIGH_WATER ((size_t)256 << 10)
+/* Windows: a server takes up to 1 MiB a stream before the handler has read
+ * it (Go's is 1 MiB); clients take 4 MiB a stream, as Go's transport. */
+#define SERVER_STREAM_WINDOW (1 << 20)
+#define CLIENT_STREAM_WINDOW (4 << 20)
+#define CONN_WINDOW (64 << 20)
+
+struct h2 {
+	struct loop *loop;
+	struct bufferevent *bev;
+	nghttp2_session *ng;
+	struct h2_opts o;
+	struct event *kick;  /* the next turn: read what is buffered, write what is due */
+	struct event *timer; /* client: health check; server: idle */
+	int64_t last_read;   /* mono, of the last bytes from the peer */
+	int64_t ping_sent;   /* mono, of the PING not yet answered; 0: none */
+	int64_t idle_since;  /* mono, since no stream is open (server) */
+	struct h2_stream *streams;
+	size_t nstreams;
+	bool dead;    /* over: no more frames, the bufferevent is not ours */
+	bool freeing; /* h2_free: nghttp2's callbacks are ignored */
+	bool goaway;  /* either end said GOAWAY: no new streams */
+};
+
+struct h2_stream {
+	struct h2 *h;
+	int32_t id;
+	struct h2_stream *prev, *next;
+	const struct h2_stream_cbs *cbs;
+	void *arg;
+	enum evhttp_cmd_type method;
+	char *path;
+	int status;
+	struct evkeyvalq in_headers, out_headers;
+	struct evbuffer *in_body; /* server: the request body */
+	struct evbuffer *out;     /* what this end still has to send */
+	size_t max_body;
+	bool ended;     /* nothing more will be added to out */
+	bool deferred;  /* nghttp2 waits for out to grow (h2_send resumes it) */
+	bool responded; /* server: headers submitted */
+	bool too_large; /* server: answered 413; the rest of the body is dropped */
+};
+
+/* ---- the session's lifecycle ------------------------------------------------------ */
+
+/*
+ * Real time, whatever the process clock: these timers wait for the
+ * network (as evhttp's HTTP/1.1 timeouts do), and a test that moves the
+ * virtual clock an hour in one step has not left a connection silent for
+ * an hour.
+ */
+static int64_t wire_mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * NS_PER_SEC + ts.tv_nsec;
+}
+
+static void kick(struct h2 *h)
+{
+	if (!h->dead)
+		event_active(h->kick, EV_WRITE, 0);
+}
+
+/* Tell every owned stream that it is over; they keep their memory until
+ * nghttp2 or h2_free lets it go. */
+static void streams_gone(struct h2 *h, const char *why)
+{
+	for (struct h2_stream *s = h->streams; s; s = s->next) {
+		const struct h2_stream_cbs *cbs = s->cbs;
+		s->cbs = NULL;
+		if (cbs && cbs->closed)
+			cbs->closed(s->arg, s, why);
+	}
+}
+
+static void shutdown_session(struct h2 *h, const char *why)
+{
+	if (h->dead)
+		return;
+	h->dead = true;
+	evtimer_del(h->timer);
+	event_del(h->kick);
+	bufferevent_setcb(h->bev, NULL, NULL, NULL, NULL);
+	streams_gone(h, why);
+	if (h->o.on_close)
+		h->o.on_close(h->o.arg, why);
+}
+
+/* Queue what nghttp2 has to send, up to the high-water mark; a session
+ * whose GOAWAY exchange is done closes once the socket has it all. */
+static void flush(struct h2 *h)
+{
+	struct evbuffer *out;
+
+	if (h->dead)
+		return;
+	out = bufferevent_get_output(h->bev);
+	while (evbuffer_get_length(out) < OUT_HIGH_WATER) {
+		const uint8_t *data;
+		ssize_t n = nghttp2_session_mem_send(h->ng, &data);
+		if (n < 0) {
+			shutdown_session(h, nghttp2_strerror((int)n));
+			return;
+		}
+		if (n == 0)
+			break;
+		evbuffer_add(out, data, (size_t)n);
+	}
+	if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng) &&
+	    !evbuffer_get_length(out))
+		shutdown_session(h, "connection closed");
+}
+
+static void consume(struct h2 *h)
+{
+	struct evbuffer *in = bufferevent_get_input(h->bev);
+
+	while (!h->dead && evbuffer_get_length(in)) {
+		struct evbuffer_iovec v[8];
+		int n = evbuffer_peek(in, -1, NULL, v, 8);
+		size_t used = 0;
+
+		h->last_read = wire_mono();
+		for (int i = 0; i < n && !h->dead; i++) {
+			ssize_t r = nghttp2_session_mem_recv(h->ng, v[i].iov_base, v[i].iov_len);
+			if (r < 0) {
+				LOG_V(2, "http2: closing the connection: %s",
+				      nghttp2_strerror((int)r));
+				shutdown_session(h, nghttp2_strerror((int)r));
+				return;
+			}
+			used += (size_t)r;
+		}
+		evbuffer_drain(in, used);
+	}
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+	struct h2 *h = arg;
+	(void)bev;
+	consume(h);
+	flush(h);
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	flush(arg);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	/* The handshake's own event may still be on its way to us. */
+	if (what & BEV_EVENT_CONNECTED)
+		return;
+	shutdown_session(arg, what & BEV_EVENT_EOF ? "EOF" : "connection reset");
+}
+
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	on_read(NULL, arg);
+}
+
+/* ---- timers: the client's health check, the server's idle close ------------------- */
+
+static void arm(struct h2 *h)
+{
+	int64_t at = INT64_MAX;
+
+	if (h->dead)
+		return;
+	if (!h->o.server && h->o.read_idle_s > 0)
+		at = h->ping_sent ? h->ping_sent + h->o.ping_timeout_s * NS_PER_SEC
+		                  : h->last_read + h->o.read_idle_s * NS_PER_SEC;
+	if (h->o.idle_timeout_s > 0 && !h->nstreams &&
+	    h->idle_since + h->o.idle_timeout_s * NS_PER_SEC < at)
+		at = h->idle_since + h->o.idle_timeout_s * NS_PER_SEC;
+	if (at == INT64_MAX) {
+		evtimer_del(h->timer);
+	} else {
+		int64_t d = at - wire_mono();
+		struct timeval tv;
+		d = d > 0 ? (d + NS_PER_US - 1) / NS_PER_US : 0;
+		tv.tv_sec = (time_t)(d / 1000000);
+		tv.tv_usec = (suseconds_t)(d % 1000000);
+		evtimer_add(h->timer, &tv);
+	}
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2 *h = arg;
+	int64_t now = wire_mono();
+
+	(void)fd;
+	(void)what;
+	if (h->o.idle_timeout_s > 0 && !h->nstreams &&
+	    now - h->idle_since >= h->o.idle_timeout_s * NS_PER_SEC) {
+		h2_close(h, NULL);
+		return;
+	}
+	if (h->o.server || h->o.read_idle_s <= 0) {
+		/* nothing else to watch */
+	} else if (h->ping_sent) {
+		if (now - h->ping_sent >= h->o.ping_timeout_s * NS_PER_SEC) {
+			/* Go's words when the health check fails. */
+			LOG_V(2, "http2: no PING answer in %ds: connection lost",
+			      h->o.ping_timeout_s);
+			shutdown_session(h, "http2: client connection lost");
+			return;
+		}
+	} else if (now - h->last_read >= h->o.read_idle_s * NS_PER_SEC) {
+		nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, NULL);
+		h->ping_sent = now;
+		flush(h);
+	}
+	arm(h);
+}
+
+/* ---- streams ------------------------------------------------------------------------- */
+
+static struct h2_stream *stream_new(struct h2 *h)
+{
+	struct h2_stream *s = calloc(1, sizeof(*s));
+
+	if (!s || !(s->out = evbuffer_new()))
+		abort();
+	s->h = h;
+	s->max_body = h->o.max_body;
+	TAILQ_INIT(&s->in_headers);
+	TAILQ_INIT(&s->out_headers);
+	return s;
+}
+
+static void stream_link(struct h2_stream *s)
+{
+	struct h2 *h = s->h;
+	if ((s->next = h->streams))
+		s->next->prev = s;
+	h->streams = s;
+	h->nstreams++;
+}
+
+static void stream_free(struct h2_stream *s)
+{
+	evhttp_clear_headers(&s->in_headers);
+	evhttp_clear_headers(&s->out_headers);
+	if (s->in_body)
+		evbuffer_free(s->in_body);
+	evbuffer_free(s->out);
+	free(s->path);
+	free(s);
+}
+
+static void stream_unlink(struct h2_stream *s)
+{
+	struct h2 *h = s->h;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		h->streams = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	if (!--h->nstreams) {
+		h->idle_since = wire_mono();
+		arm(h);
+	}
+}
+
+static ssize_t read_out(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                        nghttp2_data_source *src, void *user)
+{
+	struct h2_stream *s = src->ptr;
+	size_t have = evbuffer_get_length(s->out);
+	int n;
+
+	(void)ng;
+	(void)id;
+	(void)user;
+	if (!have && !s->ended) {
+		s->deferred = true;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	n = have ? evbuffer_remove(s->out, buf, len < have ? len : have) : 0;
+	if (s->ended && !evbuffer_get_length(s->out))
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+	return n;
+}
+
+/* nghttp2 wants header names in lower case; the connection's own headers
+ * have no place in HTTP/2. nv's strings point into names (kept by the
+ * caller) and the values given. */
+static bool hop_by_hop(const char *name)
+{
+	static const char *const hop[] = {"connection",        "keep-alive", "proxy-connection",
+	                                  "transfer-encoding", "upgrade",    "host"};
+	for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+		if (!strcasecmp(name, hop[i]))
+			return true;
+	return false;
+}
+
+static char *lower_dup(const char *s)
+{
+	char *d = strdup(s);
+	if (!d)
+		abort();
+	for (char *p = d; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	return d;
+}
+
+struct nvs {
+	nghttp2_nv *nv;
+	char **owned;
+	size_t n, nowned, cap;
+};
+
+static void nvs_add(struct nvs *v, const char *name, const char *value, bool lower)
+{
+	if (v->n == v->cap) {
+		v->cap = v->cap ? v->cap * 2 : 16;
+		if (!(v->nv = realloc(v->nv, v->cap * sizeof(*v->nv))) ||
+		    !(v->owned = realloc(v->owned, 2 * v->cap * sizeof(*v->owned))))
+			abort();
+	}
+	if (lower)
+		name = v->owned[v->nowned++] = lower_dup(name);
+	v->nv[v->n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)value, strlen(name), strlen(value),
+	                             NGHTTP2_NV_FLAG_NONE};
+}
+
+static void nvs_free(struct nvs *v)
+{
+	for (size_t i = 0; i < v->nowned; i++)
+		free(v->owned[i]);
+	free(v->owned);
+	free(v->nv);
+}
+
+/* ---- nghttp2's callbacks ------------------------------------------------------------- */
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s;
+
+	if (!h->o.server || f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	s = stream_new(h);
+	s->id = f->hd.stream_id;
+	s->in_body = evbuffer_new();
+	stream_link(s);
+	nghttp2_session_set_stream_user_data(ng, s->id, s);
+	return 0;
+}
+
+static enum evhttp_cmd_type method_of(const char *m)
+{
+	static const struct {
+		const char *name;
+		enum evhttp_cmd_type cmd;
+	} methods[] = {{"GET", EVHTTP_REQ_GET},         {"POST", EVHTTP_REQ_POST},
+	               {"PUT", EVHTTP_REQ_PUT},         {"PATCH", EVHTTP_REQ_PATCH},
+	               {"DELETE", EVHTTP_REQ_DELETE},   {"HEAD", EVHTTP_REQ_HEAD},
+	               {"OPTIONS", EVHTTP_REQ_OPTIONS}, {"CONNECT", EVHTTP_REQ_CONNECT},
+	               {"TRACE", EVHTTP_REQ_TRACE}};
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		if (!strcmp(m, methods[i].name))
+			return methods[i].cmd;
+	return 0;
+}
+
+/* nghttp2 hands names and values NUL-terminated, names in lower case. */
+static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *user)
+{
+	struct h2_stream *s = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+	const char *n = (const char *)name, *v = (const char *)value;
+
+	(void)namelen;
+	(void)valuelen;
+	(void)flags;
+	(void)user;
+	if (!s || f->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	if (n[0] != ':') {
+		evhttp_add_header(&s->in_headers, n, v);
+	} else if (!strcmp(n, ":method")) {
+		s->method = method_of(v);
+	} else if (!strcmp(n, ":path")) {
+		free(s->path);
+		s->path = strdup(v);
+	} else if (!strcmp(n, ":authority")) {
+		evhttp_add_header(&s->in_headers, "Host", v);
+	} else if (!strcmp(n, ":status")) {
+		s->status = atoi(v);
+	}
+	return 0;
+}
+
+static void respond_too_large(struct h2_stream *s)
+{
+	struct evbuffer *b = evbuffer_new();
+	s->too_large = true;
+	evbuffer_add_printf(b, "request body too large\n");
+	evhttp_add_header(&s->out_headers, "Content-Type", "text/plain; charset=utf-8");
+	h2_respond(s, 413, b);
+	evbuffer_free(b);
+}
+
+static void request_headers_in(struct h2 *h, struct h2_stream *s)
+{
+	long limit = h->o.admit ? h->o.admit(h->o.arg, s) : 0;
+
+	if (limit < 0) {
+		h2_close(h, "refused");
+		return;
+	}
+	if (limit > 0)
+		s->max_body = (size_t)limit;
+}
+
+static void request_in(struct h2 *h, struct h2_stream *s)
+{
+	if (s->too_large || h->dead || !s->path)
+		return;
+	if (!s->method) {
+		evhttp_add_header(&s->out_headers, "Content-Type", "text/plain; charset=utf-8");
+		h2_respond(s, 405, NULL);
+		h2_end(s);
+		return;
+	}
+	h->o.on_request(h->o.arg, s);
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+	bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
+
+	switch (f->hd.type) {
+	case NGHTTP2_HEADERS:
+		if (!s)
+			break;
+		if (h->o.server && f->headers.cat == NGHTTP2_HCAT_REQUEST) {
+			request_headers_in(h, s);
+			if (end)
+				request_in(h, s);
+		} else if (!h->o.server && f->headers.cat == NGHTTP2_HCAT_RESPONSE &&
+		           s->status >= 200 && s->cbs && s->cbs->headers) {
+			s->cbs->headers(s->arg, s);
+		}
+		break;
+	case NGHTTP2_DATA:
+		if (s && h->o.server && end)
+			request_in(h, s);
+		break;
+	case NGHTTP2_PING:
+		if (f->hd.flags & NGHTTP2_FLAG_ACK)
+			h->ping_sent = 0;
+		break;
+	case NGHTTP2_GOAWAY:
+		h->goaway = true;
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                   void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = nghttp2_session_get_stream_user_data(ng, id);
+
+	(void)flags;
+	if (!s)
+		return 0;
+	if (!h->o.server) {
+		if (s->cbs && s->cbs->data)
+			s->cbs->data(s->arg, s, (const char *)data, len);
+		return 0;
+	}
+	if (s->too_large)
+		return 0;
+	if (s->max_body && evbuffer_get_length(s->in_body) + len > s->max_body) {
+		respond_too_large(s);
+		return 0;
+	}
+	evbuffer_add(s->in_body, data, len);
+	return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = nghttp2_session_get_stream_user_data(ng, id);
+	const struct h2_stream_cbs *cbs;
+	char why[128];
+
+	if (!s || h->freeing)
+		return 0;
+	stream_unlink(s);
+	cbs = s->cbs;
+	s->cbs = NULL;
+	if (cbs && cbs->closed) {
+		const char *err = NULL;
+		if (code != NGHTTP2_NO_ERROR) {
+			snprintf(why, sizeof(why), "stream error: stream ID %d; %s", id,
+			         nghttp2_http2_strerror(code));
+			err = why;
+		} else if (h->o.server && !s->ended) {
+			err = "the client closed the stream";
+		}
+		cbs->closed(s->arg, s, err);
+	}
+	stream_free(s);
+	return 0;
+}
+
+/* ---- the session --------------------------------------------------------------------- */
+
+static nghttp2_session_callbacks *callbacks(void)
+{
+	nghttp2_session_callbacks *cb;
+
+	if (nghttp2_session_callbacks_new(&cb) != 0)
+		abort();
+	nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+	return cb;
+}
+
+struct h2 *h2_new(struct loop *loop, struct bufferevent *bev, const struct h2_opts *o)
+{
+	struct h2 *h = calloc(1, sizeof(*h));
+	nghttp2_session_callbacks *cb = callbacks();
+	nghttp2_settings_entry iv[3];
+	size_t niv = 0;
+	int rc;
+
+	if (!h)
+		abort();
+	h->loop = loop;
+	h->bev = bev;
+	h->o = *o;
+	if (o->server && !h->o.max_streams)
+		h->o.max_streams = H2_SERVER_MAX_STREAMS;
+	rc = o->server ? nghttp2_session_server_new(&h->ng, cb, h)
+	               : nghttp2_session_client_new(&h->ng, cb, h);
+	nghttp2_session_callbacks_del(cb);
+	if (rc != 0)
+		abort();
+	if (o->server) {
+		iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
+		                                     h->o.max_streams};
+		iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
+		                                     SERVER_STREAM_WINDOW};
+	} else {
+		iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_ENABLE_PUSH, 0};
+		iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
+		                                     CLIENT_STREAM_WINDOW};
+	}
+	nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, iv, niv);
+	nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0, CONN_WINDOW);
+	h->kick = event_new(loop_base(loop), -1, 0, on_kick, h);
+	h->timer = evtimer_new(loop_base(loop), on_timer, h);
+	if (!h->kick || !h->timer)
+		abort();
+	h->last_read = h->idle_since = wire_mono();
+	bufferevent_setcb(bev, on_read, on_write, on_event, h);
+	bufferevent_set_timeouts(bev, NULL, NULL);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	arm(h);
+	/* The settings go now; what is already buffered (the client's preface
+	 * arrived with the handshake) is read on the next turn. */
+	kick(h);
+	return h;
+}
+
+void h2_free(struct h2 *h)
+{
+	if (!h)
+		return;
+	if (!h->dead) {
+		h->dead = true;
+		streams_gone(h, "connection closed");
+	}
+	h->freeing = true;
+	nghttp2_session_del(h->ng);
+	while (h->streams) {
+		struct h2_stream *s = h->streams;
+		h->streams = s->next;
+		stream_free(s);
+	}
+	event_free(h->timer);
+	event_free(h->kick);
+	free(h);
+}
+
+void h2_close(struct h2 *h, const char *why)
+{
+	if (h->dead)
+		return;
+	if (why) {
+		shutdown_session(h, why);
+		return;
+	}
+	h->goaway = true;
+	nghttp2_session_terminate_session(h->ng, NGHTTP2_NO_ERROR);
+	kick(h);
+}
+
+bool h2_alive(const struct h2 *h)
+{
+	return !h->dead && !h->goaway;
+}
+
+bool h2_can_open(const struct h2 *h)
+{
+	uint32_t max;
+
+	if (!h2_alive(h))
+		return false;
+	max = nghttp2_session_get_remote_settings(h->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+	return h->nstreams < max;
+}
+
+size_t h2_open_streams(const struct h2 *h)
+{
+	return h->nstreams;
+}
+
+void *h2_arg(const struct h2 *h)
+{
+	return h->o.arg;
+}
+
+struct h2 *h2_session(const struct h2_stream *s)
+{
+	return s->h;
+}
+
+void h2_stream_set_cbs(struct h2_stream *s, const struct h2_stream_cbs *cbs, void *arg)
+{
+	s->cbs = cbs;
+	s->arg = arg;
+}
+
+enum evhttp_cmd_type h2_method(const struct h2_stream *s)
+{
+	return s->method;
+}
+
+const char *h2_path(const struct h2_stream *s)
+{
+	return s->path;
+}
+
+struct evkeyvalq *h2_in_headers(struct h2_stream *s)
+{
+	return &s->in_headers;
+}
+
+struct evbuffer *h2_in_body(struct h2_stream *s)
+{
+	return s->in_body;
+}
+
+struct evkeyvalq *h2_out_headers(struct h2_stream *s)
+{
+	return &s->out_headers;
+}
+
+int h2_status(const struct h2_stream *s)
+{
+	return s->status;
+}
+
+size_t h2_unsent(const struct h2_stream *s)
+{
+	return evbuffer_get_length(s->out);
+}
+
+void h2_respond(struct h2_stream *s, int code, struct evbuffer *body)
+{
+	struct h2 *h = s->h;
+	nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_out};
+	struct nvs v = {0};
+	char status[8], length[24];
+
+	if (s->responded || h->dead)
+		return;
+	s->responded = true;
+	snprintf(status, sizeof(status), "%d", code);
+	nvs_add(&v, ":status", status, false);
+	for (struct evkeyval *kv = TAILQ_FIRST(&s->out_headers); kv; kv = TAILQ_NEXT(kv, next))
+		if (!hop_by_hop(kv->key) && strcasecmp(kv->key, "content-length"))
+			nvs_add(&v, kv->key, kv->value, true);
+	if (body) {
+		s->ended = true;
+		evbuffer_add_buffer(s->out, body);
+		snprintf(length, sizeof(length), "%zu", evbuffer_get_length(s->out));
+		nvs_add(&v, "content-length", length, false);
+	}
+	nghttp2_submit_response(h->ng, s->id, v.nv, v.n,
+	                        s->ended && !evbuffer_get_length(s->out) ? NULL : &prd);
+	nvs_free(&v);
+	kick(h);
+}
+
+static void resume(struct h2_stream *s)
+{
+	if (s->deferred && !s->h->dead) {
+		s->deferred = false;
+		nghttp2_session_resume_data(s->h->ng, s->id);
+	}
+	kick(s->h);
+}
+
+void h2_send(struct h2_stream *s, struct evbuffer *data)
+{
+	if (s->ended || s->h->dead) {
+		evbuffer_drain(data, evbuffer_get_length(data));
+		return;
+	}
+	evbuffer_add_buffer(s->out, data);
+	resume(s);
+}
+
+void h2_end(struct h2_stream *s)
+{
+	s->ended = true;
+	resume(s);
+}
+
+struct h2_stream *h2_request(struct h2 *h, const char *method, const char *authority,
+                             const char *path, const char *const *headers, size_t nheaders,
+                             const char *body, size_t len, const struct h2_stream_cbs *cbs,
+                             void *arg)
+{
+	nghttp2_data_provider prd;
+	struct h2_stream *s;
+	struct nvs v = {0};
+	int32_t id;
+
+	if (!h2_can_open(h))
+		return NULL;
+	s = stream_new(h);
+	s->cbs = cbs;
+	s->arg = arg;
+	s->ended = true;
+	if (body && len)
+		evbuffer_add(s->out, body, len);
+	prd = (nghttp2_data_provider){.source.ptr = s, .read_callback = read_out};
+	nvs_add(&v, ":method", method, false);
+	nvs_add(&v, ":scheme", "https", false);
+	nvs_add(&v, ":authority", authority, false);
+	nvs_add(&v, ":path", path, false);
+	for (size_t i = 0; i + 1 < 2 * nheaders; i += 2)
+		if (!hop_by_hop(headers[i]))
+			nvs_add(&v, headers[i], headers[i + 1], true);
+	id = nghttp2_submit_request(h->ng, NULL, v.nv, v.n, body && len ? &prd : NULL, s);
+	nvs_free(&v);
+	if (id < 0) {
+		stream_free(s);
+		return NULL;
+	}
+	s->id = id;
+	stream_link(s);
+	kick(h);
+	return s;
+}
+
+void h2_cancel(struct h2_stream *s)
+{
+	s->cbs = NULL;
+	if (s->h->dead)
+		return;
+	nghttp2_submit_rst_stream(s->h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+	kick(s->h);
+}

@@ -12,6 +12,7 @@
 #include "api/status.h"
 #include "api/validation.h"
 
+#include "base/blob.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/jx.h"
@@ -133,6 +134,22 @@ void reply_object(struct req *r, int code, json_t *obj)
 	req_reply(r, code, obj);
 }
 
+void reply_cached(struct req *r, int code, const json_t *obj)
+{
+	struct blob *json;
+	char *key;
+
+	if (r->want_table && !r->sub) {
+		reply_object(r, code, json_incref((json_t *)obj));
+		return;
+	}
+	key = object_key(r->res, jx_str(obj, "metadata.namespace"), jx_str(obj, "metadata.name"));
+	json = cache_json(r->s->cache, key, obj);
+	free(key);
+	req_reply_json(r, code, json);
+	blob_unref(json);
+}
+
 void reply_conflict(struct req *r)
 {
 	char q[128], msg[512];
@@ -240,7 +257,7 @@ static void on_written(void *arg, int err, json_t *obj)
 		else if (is_scale(w->r))
 			req_reply(w->r, w->code, scale_of(obj));
 		else
-			reply_object(w->r, w->code, json_incref(obj));
+			reply_cached(w->r, w->code, obj);
 		/* After the write, on the state it left: a shared store's
 		 * cache has it only now. */
 		if (w->then_delete)

@@ -131,9 +131,15 @@ void req_set_header(struct req *r, const char *name, const char *value);
 /* A streaming 200 (watch): start, chunks, end (req_reply then counts it). */
 void req_stream_start(struct req *r, const char *content_type);
 void req_stream_send(struct req *r, const char *data, size_t n);
+void req_stream_send_buffer(struct req *r, struct evbuffer *data); /* drains data */
 size_t req_stream_unsent(struct req *r);
 void req_stream_end(struct req *r, int drain_s);
 void req_reply(struct req *r, int code, json_t *body);           /* steals body, ends r */
+struct blob;
+/* A reply whose body is JSON text already made (json borrowed), ends r. */
+void req_reply_json(struct req *r, int code, struct blob *json);
+/* The same with the text in body (the caller's; drained). */
+void req_reply_json_buffer(struct req *r, int code, struct evbuffer *body);
 /* A reply of bytes as they are (ct NULL: none given), ends r. */
 void req_reply_bytes(struct req *r, int code, const char *ct, const char *body, size_t len);
 void req_fail(struct req *r, int err, const char *message);      /* Status from err */

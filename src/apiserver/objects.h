@@ -19,6 +19,9 @@ char *body_bytes(struct req *r, size_t *len);
 
 /* Reply with obj, as JSON or a one-row Table when asked. Steals obj. */
 void reply_object(struct req *r, int code, json_t *obj);
+/* obj, an object of the cache, as JSON: the text the cache made of it
+ * once (cache_json); a Table when the client asked for one. */
+void reply_cached(struct req *r, int code, const json_t *obj);
 /* 500 InternalError "Internal error occurred: <detail>": a write the store
  * failed, as upstream answers a storage error it has no mapping for. */
 void reply_storage_error(struct req *r, const char *detail);

@@ -30,12 +30,14 @@
 
 #include "api/printers.h"
 #include "api/status.h"
+#include "base/blob.h"
 #include "base/b64.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/jx.h"
 #include "base/sbuf.h"
 
+#include <event2/buffer.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -273,7 +275,7 @@ static void get_reply(struct req *r, bool authorize)
 		req_reply(r, 200, scale_of(obj));
 		return;
 	}
-	reply_object(r, 200, json_incref(obj));
+	reply_cached(r, 200, obj);
 }
 
 static void get_after_wait(struct req *r)
@@ -537,12 +539,54 @@ int check_list_watch_options(struct req *r, bool watch)
 	return ERR_UNPROCESSABLE;
 }
 
+/*
+ * A list as JSON from the objects' stored text (cache_json): only the
+ * envelope is written here, each item is the cache's bytes. The same
+ * fields, in the same order, as the object the Table path builds.
+ */
+static void reply_list_json(struct req *r, const char *rv, const char *tok, bool count,
+                            size_t remaining, json_t *items)
+{
+	struct evbuffer *out = evbuffer_new();
+	char api[96];
+	size_t i;
+	json_t *obj;
+
+	evbuffer_add_printf(out,
+	                    "{\"kind\":\"%sList\",\"apiVersion\":\"%s\",\"metadata\":{"
+	                    "\"resourceVersion\":\"%s\"",
+	                    r->res->kind, resource_api_version(r->res, api, sizeof(api)), rv);
+	if (tok) {
+		json_t *t = json_string(tok);
+		char *text = json_dumps(t, JSON_ENCODE_ANY);
+		evbuffer_add_printf(out, ",\"continue\":%s", text);
+		free(text);
+		json_decref(t);
+	}
+	if (count)
+		evbuffer_add_printf(out, ",\"remainingItemCount\":%zu", remaining);
+	evbuffer_add_printf(out, "},\"items\":[");
+	json_array_foreach(items, i, obj) {
+		char *key = object_key(r->res, jx_str(obj, "metadata.namespace"),
+		                       jx_str(obj, "metadata.name"));
+		struct blob *json = cache_json(r->s->cache, key, obj);
+		if (i)
+			evbuffer_add(out, ",", 1);
+		blob_to_evbuffer(json, out);
+		blob_unref(json);
+		free(key);
+	}
+	evbuffer_add(out, "]}", 2);
+	req_reply_json_buffer(r, 200, out);
+	evbuffer_free(out);
+}
+
 /* One page of the list at revision at, from start: the reply. */
 static void list_page(struct req *r, int64_t at, const char *start, bool inclusive, size_t limit)
 {
-	char *prefix = prefix_key(r->res, r->ns), rv[24], api[96], kind[96];
+	char *prefix = prefix_key(r->res, r->ns), rv[24];
 	size_t n = 0, taken = 0, i = 0, remaining = 0;
-	json_t **objs = NULL, *items = json_array(), *out, *last = NULL;
+	json_t **objs = NULL, *items = json_array(), *last = NULL;
 	struct selectors sel;
 	char *tok = NULL;
 	bool more = false;
@@ -588,20 +632,11 @@ static void list_page(struct req *r, int64_t at, const char *start, bool inclusi
 	/* Upstream counts what remains only for lists without selectors. */
 	bool count = more && !sel.labels && !sel.fields;
 	snprintf(rv, sizeof(rv), "%" PRId64, at);
-	if (r->want_table) {
-		out = printers_table(r->res->kind, items, rv, tok, r->include, true, clock_now());
-	} else {
-		snprintf(kind, sizeof(kind), "%sList", r->res->kind);
-		out = json_pack("{s:s,s:s,s:{s:s},s:O}", "kind", kind, "apiVersion",
-		                resource_api_version(r->res, api, sizeof(api)), "metadata",
-		                "resourceVersion", rv, "items", items);
-		if (more)
-			jx_set_str(out, "metadata.continue", tok);
-		if (count)
-			jx_set(out, "metadata.remainingItemCount",
-			       json_integer((json_int_t)remaining));
-	}
-	req_reply(r, 200, out);
+	if (r->want_table)
+		req_reply(r, 200,
+		          printers_table(r->res->kind, items, rv, tok, r->include, true, clock_now()));
+	else
+		reply_list_json(r, rv, tok, count, remaining, items);
 out:
 	free(tok);
 	free(objs);

@@ -5,6 +5,7 @@
 #include "net/tls.h"
 
 #include "base/alloc.h"
+#include "base/blob.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/sbuf.h"
@@ -119,6 +120,12 @@ void req_stream_send(struct req *r, const char *data, size_t n)
 	evbuffer_free(buf);
 }
 
+void req_stream_send_buffer(struct req *r, struct evbuffer *data)
+{
+	if (!r->gone)
+		r->tp->stream_chunk(r, data);
+}
+
 size_t req_stream_unsent(struct req *r)
 {
 	return r->gone ? 0 : r->tp->stream_unsent(r);
@@ -149,6 +156,14 @@ static void reply_text(struct req *r, int code, const char *ct, const char *text
 	req_reply_bytes(r, code, ct, text, strlen(text));
 }
 
+/* A JSON reply's headers, as every reply of an object carries them. */
+static void json_headers(struct req *r)
+{
+	if (!evhttp_find_header(r->out_headers, "Content-Type"))
+		req_set_header(r, "Content-Type", "application/json");
+	req_set_header(r, "Cache-Control", "no-cache, private");
+}
+
 void req_reply(struct req *r, int code, json_t *body)
 {
 	r->code = code;
@@ -157,9 +172,7 @@ void req_reply(struct req *r, int code, json_t *body)
 		struct evbuffer *out = evbuffer_new();
 		char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
 
-		if (!evhttp_find_header(r->out_headers, "Content-Type"))
-			req_set_header(r, "Content-Type", "application/json");
-		req_set_header(r, "Cache-Control", "no-cache, private");
+		json_headers(r);
 		if (text) {
 			evbuffer_add(out, text, strlen(text));
 			evbuffer_add(out, "\n", 1);
@@ -170,6 +183,25 @@ void req_reply(struct req *r, int code, json_t *body)
 	}
 	json_decref(body);
 	req_done(r);
+}
+
+void req_reply_json_buffer(struct req *r, int code, struct evbuffer *body)
+{
+	r->code = code;
+	if (!r->gone && !r->streaming) {
+		json_headers(r);
+		evbuffer_add(body, "\n", 1);
+		r->tp->reply(r, code, body);
+	}
+	req_done(r);
+}
+
+void req_reply_json(struct req *r, int code, struct blob *json)
+{
+	struct evbuffer *out = evbuffer_new();
+	blob_to_evbuffer(json, out);
+	req_reply_json_buffer(r, code, out);
+	evbuffer_free(out);
 }
 
 void req_fail_status(struct req *r, json_t *status)

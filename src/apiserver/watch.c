@@ -24,6 +24,7 @@
 #include "api/selector.h"
 #include "api/status.h"
 
+#include "base/blob.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/jx.h"
@@ -93,6 +94,21 @@ static void send_event(struct watch_stream *w, const char *type, json_t *obj)
 	json_decref(ev);
 }
 
+/* An event of the cache as JSON: its object is the text the cache made
+ * of it once, shared by every watcher. */
+static void send_cached(struct watch_stream *w, const char *type, const struct cache_event *ev)
+{
+	struct blob *json = ev->json ? blob_ref(ev->json) : cache_json(w->s->cache, ev->key, ev->obj);
+	struct evbuffer *line = evbuffer_new();
+
+	evbuffer_add_printf(line, "{\"type\":\"%s\",\"object\":", type);
+	blob_to_evbuffer(json, line);
+	evbuffer_add(line, "}\n", 2);
+	req_stream_send_buffer(w->r, line);
+	evbuffer_free(line);
+	blob_unref(json);
+}
+
 /* What the connection has not managed to send yet. */
 static size_t unsent(const struct watch_stream *w)
 {
@@ -158,7 +174,10 @@ static void on_event(void *arg, const struct cache_event *ev)
 		return;
 	if (too_slow(w))
 		return;
-	send_event(w, type, as_wire(w, ev->obj));
+	if (w->r->want_table)
+		send_event(w, type, as_wire(w, ev->obj));
+	else
+		send_cached(w, type, ev);
 }
 
 /* The client went away (the transport has ended its side). */
@@ -258,9 +277,19 @@ void watch_serve(struct req *r)
 		 * committed state, then what commits after it. */
 		json_t **objs;
 		size_t n = cache_list_committed(r->s->cache, prefix, NULL, 0, &objs, NULL);
-		for (size_t i = 0; i < n; i++)
-			if (selectors_match(&w->sel, objs[i]))
+		for (size_t i = 0; i < n; i++) {
+			struct cache_event ev = {.type = CACHE_ADDED, .obj = objs[i]};
+			if (!selectors_match(&w->sel, objs[i]))
+				continue;
+			if (r->want_table) {
 				send_event(w, "ADDED", as_wire(w, objs[i]));
+				continue;
+			}
+			ev.key = object_key(r->res, jx_str(objs[i], "metadata.namespace"),
+			                    jx_str(objs[i], "metadata.name"));
+			send_cached(w, "ADDED", &ev);
+			free((char *)ev.key);
+		}
 		free(objs);
 		from = cache_committed_rev(r->s->cache);
 		/* A watch-list (1.32 makes every watch from "" or "0" one) marks

@@ -1,5 +1,6 @@
 #include "storage/cache.h"
 
+#include "base/blob.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/hmap.h"
@@ -66,6 +67,13 @@ struct rwrite {
  * durability. */
 #define RWAIT_NS (5 * NS_PER_SEC)
 
+/* A committed object's JSON text, made once and sent by every reader. */
+struct wire {
+	json_t *obj; /* the object it is the text of (a reference: no other
+	              * object can take its address while the entry lives) */
+	struct blob *json;
+};
+
 struct cache {
 	struct store *store;
 	bool remote;           /* the store assigns revisions (store_remote) */
@@ -77,6 +85,7 @@ struct cache {
 	void *progress_arg;
 	struct hmap objs;    /* key → json_t* (latest state, the writers' view) */
 	struct hmap shadows; /* key → struct shadow*, while writes are in flight */
+	struct hmap wires;   /* key → struct wire*: the committed object's JSON */
 	int64_t rev;         /* last revision handed out */
 	int64_t committed;   /* last revision durable: every event up to it dispatched */
 	int64_t gone_rev; /* events at or before this may be missing from the window */
@@ -109,7 +118,70 @@ static void event_clear(struct cache_event *ev)
 	free((char *)ev->key);
 	json_decref(ev->obj);
 	json_decref(ev->prev);
+	blob_unref(ev->json);
 	memset(ev, 0, sizeof(*ev));
+}
+
+/* ---- the objects' JSON, made once ------------------------------------------------- */
+
+static void wire_free(void *v)
+{
+	struct wire *w = v;
+	json_decref(w->obj);
+	blob_unref(w->json);
+	free(w);
+}
+
+/* json (a new reference, taken) is obj's text; obj is key's committed state. */
+static void wire_put(struct cache *c, const char *key, json_t *obj, struct blob *json)
+{
+	struct wire *w = malloc(sizeof(*w));
+	if (!w)
+		abort();
+	w->obj = json_incref(obj);
+	w->json = json;
+	w = hmap_put(&c->wires, key, w);
+	if (w)
+		wire_free(w);
+}
+
+static void wire_del(struct cache *c, const char *key)
+{
+	struct wire *w = hmap_del(&c->wires, key);
+	if (w)
+		wire_free(w);
+}
+
+static void wires_clear(struct cache *c)
+{
+	hmap_free_values(&c->wires, wire_free);
+}
+
+static struct blob *serialize(const json_t *obj)
+{
+	char *text = json_dumps(obj, JSON_COMPACT | JSON_ENCODE_ANY);
+	struct blob *b;
+
+	if (!text)
+		abort();
+	b = blob_new(text, strlen(text));
+	free(text);
+	return b;
+}
+
+struct blob *cache_json(struct cache *c, const char *key, const json_t *obj)
+{
+	struct wire *w = hmap_get(&c->wires, key);
+	struct blob *b;
+
+	if (w && w->obj == obj)
+		return blob_ref(w->json);
+	b = serialize(obj);
+	/* Only the committed state is kept: an older version, a copy or an
+	 * object from elsewhere is made for this reader alone. */
+	if (obj == cache_get_committed(c, key))
+		wire_put(c, key, (json_t *)obj, blob_ref(b));
+	return b;
 }
 
 void cache_free(struct cache *c)
@@ -138,6 +210,7 @@ void cache_free(struct cache *c)
 		free(v);
 	}
 	hmap_free(&c->shadows);
+	wires_clear(c);
 	for (size_t i = 0; i < c->len; i++)
 		event_clear(&c->ring[(c->head + i) % c->window]);
 	free(c->ring);
@@ -417,6 +490,7 @@ static void ring_push(struct cache *c, const struct cache_event *ev)
 		abort();
 	json_incref(slot->obj);
 	json_incref(slot->prev);
+	blob_ref(slot->json);
 	c->len++;
 }
 
@@ -552,6 +626,14 @@ static void on_durable(void *arg, int err, int64_t rev)
 	/* Completions run in submission order (store.h): revisions only grow. */
 	CUBE_ASSERT(p->ev.rev > c->committed);
 	c->committed = p->ev.rev;
+	if (p->ev.type == CACHE_DELETED) {
+		wire_del(c, p->ev.key);
+		if (!p->silent)
+			p->ev.json = serialize(p->ev.obj);
+	} else {
+		/* The text the store was given is the readers' too. */
+		wire_put(c, p->ev.key, p->ev.obj, blob_ref(p->ev.json));
+	}
 	if (!p->silent) {
 		ring_push(c, &p->ev);
 		dispatch(c, &p->ev);
@@ -731,6 +813,8 @@ static void remote_event(void *arg, const struct store_event *sev)
 		ev.type = CACHE_DELETED;
 		ev.obj = json_deep_copy(ev.prev);
 		set_rv(ev.obj, sev->rev);
+		wire_del(c, sev->key);
+		ev.json = serialize(ev.obj);
 	}
 	advance(c, sev->rev);
 	if (ev.obj) {
@@ -739,6 +823,7 @@ static void remote_event(void *arg, const struct store_event *sev)
 	}
 	json_decref(ev.obj);
 	json_decref(ev.prev);
+	blob_unref(ev.json);
 	rwaits_run(c);
 	if (c->progress)
 		c->progress(c->progress_arg);
@@ -803,6 +888,7 @@ static void remote_reset(void *arg)
 		json_decref(v);
 	hmap_free(&c->objs);
 	c->objs = fresh;
+	wires_clear(c);
 	for (size_t i = 0; i < c->len; i++)
 		event_clear(&c->ring[(c->head + i) % c->window]);
 	c->head = c->len = 0;
@@ -827,10 +913,7 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
 	if (type != CACHE_DELETED) {
 		size_t len;
 		set_rv(obj, rev);
-		if (c->store)
-			len = strlen(value = jx_dump(obj));
-		else
-			len = json_dumpb(obj, NULL, 0, JSON_COMPACT);
+		len = strlen(value = jx_dump(obj));
 		if (len > CACHE_MAX_OBJECT_BYTES) {
 			free(value);
 			json_decref(obj);
@@ -867,9 +950,12 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
 	} else {
 		p->ev.obj = obj;
 		hmap_put(&c->objs, key, json_incref(obj));
+		/* Serialised once: for the store, then every reader and watcher. */
+		p->ev.json = blob_new(value, strlen(value));
 	}
 
 	if (!c->store) {
+		free(value);
 		on_durable(p, 0, rev);
 		return 0;
 	}

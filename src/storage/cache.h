@@ -41,6 +41,11 @@
  * for cluster-scoped resources), so a prefix selects a resource or a
  * namespace of it, and key order is namespace/name order.
  *
+ * Each committed object's compact JSON text is made once — for a local
+ * store, the very bytes the store was given — and every GET, LIST and
+ * watcher sends those bytes (cache_json, cache_event.json) rather than
+ * serialising the object again.
+ *
  * Ownership: objects in the cache are immutable and shared: copy before
  * changing one. cache_get and event objects are borrowed; writes steal the
  * object they are given. Threads: the owning loop's thread only.
@@ -57,12 +62,16 @@
 
 enum cache_event_type { CACHE_ADDED, CACHE_MODIFIED, CACHE_DELETED };
 
+struct blob;
+
 struct cache_event {
 	enum cache_event_type type;
 	int64_t rev;
 	const char *key;
 	json_t *obj;  /* the new state; for DELETED the last state at the delete's revision */
 	json_t *prev; /* the state before, or NULL */
+	struct blob *json; /* obj's JSON text when the cache made it already, or NULL
+	                    * (borrowed: blob_ref to keep it; else cache_json) */
 };
 
 struct cache;
@@ -112,6 +121,12 @@ size_t cache_list_committed(const struct cache *c, const char *prefix, const cha
 int cache_list_at(const struct cache *c, int64_t rev, const char *prefix, const char *start,
                   bool inclusive, size_t limit, json_t ***out, bool *more, size_t *n);
 size_t cache_count(const struct cache *c, const char *prefix);
+/*
+ * The compact JSON text of obj (json_dumps JSON_COMPACT), an object this
+ * cache handed out for key: made once per committed version and shared,
+ * else made for this caller. A new reference (blob_unref).
+ */
+struct blob *cache_json(struct cache *c, const char *key, const json_t *obj);
 /* Writes acknowledged to no one yet: handed to the store, not durable (or,
  * remote, not yet back through the watch). */
 size_t cache_inflight(const struct cache *c);

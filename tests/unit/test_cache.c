@@ -9,6 +9,7 @@
 #include "storage/cache.h"
 #include "storage/store.h"
 
+#include "base/blob.h"
 #include "base/err.h"
 #include "base/jx.h"
 #include "base/loop.h"
@@ -43,6 +44,73 @@ static void record(void *arg, const struct cache_event *ev)
 	s->revs[s->n++] = ev->rev;
 	if (s->unwatch_on_first && s->n == 1)
 		cache_unwatch(s->self);
+}
+
+struct texts {
+	int n;
+	struct blob *json[8];
+};
+
+static void keep_text(void *arg, const struct cache_event *ev)
+{
+	struct texts *t = arg;
+	t->json[t->n++] = blob_ref(ev->json);
+}
+
+/* Each committed version is serialised once: the store's bytes are the
+ * readers' and the watchers' (the same blob), exactly json_dumps' compact
+ * text; an older version or a deleted key's is made for its caller alone. */
+static void test_json_made_once(void **state)
+{
+	struct cache *c = cache_new(NULL, 16);
+	struct texts t = {0};
+	const char *key = "/registry/pods/default/a";
+	struct cache_watch *w;
+	struct blob *b1, *b2, *old;
+	json_t *v1, *v2;
+	char *dump;
+
+	(void)state;
+	assert_int_equal(cache_load(c), 0);
+	w = cache_watch(c, "/registry/pods/", 0, keep_text, &t);
+	assert_int_equal(cache_create(c, key, pod("a", "n1"), NULL, NULL), 0);
+	v1 = json_incref(cache_get_committed(c, key));
+	b1 = cache_json(c, key, v1);
+	b2 = cache_json(c, key, v1);
+	assert_ptr_equal(b1, b2);
+	assert_ptr_equal(b1, t.json[0]);
+	dump = json_dumps(v1, JSON_COMPACT);
+	assert_string_equal(b1->data, dump);
+	assert_int_equal(b1->len, strlen(dump));
+	free(dump);
+	blob_unref(b2);
+
+	assert_int_equal(cache_update(c, key, pod("a", "n2"), NULL, NULL), 0);
+	v2 = cache_get_committed(c, key);
+	b2 = cache_json(c, key, v2);
+	assert_ptr_equal(b2, t.json[1]);
+	assert_non_null(strstr(b2->data, "\"nodeName\":\"n2\""));
+	/* The version before: its own text, not kept for the next reader. */
+	old = cache_json(c, key, v1);
+	assert_ptr_not_equal(old, b1);
+	assert_string_equal(old->data, b1->data);
+	blob_unref(old);
+	blob_unref(b2);
+
+	/* A DELETED event carries the last state at the delete's revision. */
+	assert_int_equal(cache_delete(c, key, NULL, NULL), 0);
+	assert_int_equal(t.n, 3);
+	assert_non_null(strstr(t.json[2]->data, "\"resourceVersion\":\"3\""));
+	old = cache_json(c, key, v1);
+	assert_ptr_not_equal(old, b1);
+	blob_unref(old);
+
+	for (int i = 0; i < t.n; i++)
+		blob_unref(t.json[i]);
+	blob_unref(b1);
+	json_decref(v1);
+	cache_unwatch(w);
+	cache_free(c);
 }
 
 static void test_revisions_and_lists(void **state)
@@ -432,6 +500,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_revisions_and_lists),
+		cmocka_unit_test(test_json_made_once),
 		cmocka_unit_test(test_watch_window_and_gone),
 		cmocka_unit_test(test_node_index),
 		cmocka_unit_test(test_unwatch_inside_callback),

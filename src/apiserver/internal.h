@@ -75,6 +75,8 @@ struct req_transport {
 	/* The stream ends: what is buffered may still go within drain_s. */
 	void (*stream_end)(struct req *r, int drain_s);
 	void (*release)(struct req *r); /* the request is over; forget it */
+	/* The request is over after its client went (NULL: nothing to do). */
+	void (*forget)(struct req *r);
 };
 
 /* One request: the parsed route, who asks, and how to answer. */

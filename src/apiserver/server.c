@@ -78,6 +78,8 @@ static void req_done(struct req *r)
 {
 	if (!r->gone)
 		r->tp->release(r);
+	else if (r->tp->forget)
+		r->tp->forget(r);
 	observe(r);
 	req_free(r);
 }
@@ -705,14 +707,13 @@ static void h2t_release(struct req *r)
 	h2_stream_set_cbs(h2_of(r), NULL, NULL);
 }
 
-/* A reader that never comes back holds only its own stream: the peer's
- * flow-control window bounds what is queued, and the stream goes with the
- * connection (its health check, or ours). */
+/* What is buffered may still go within drain_s; a reader that never
+ * takes it loses the stream (not the connection: its other streams are
+ * someone else's business). */
 static void h2t_stream_end(struct req *r, int drain_s)
 {
-	(void)drain_s;
 	h2t_release(r);
-	h2_end(h2_of(r));
+	h2_end_within(h2_of(r), drain_s);
 }
 
 static void h2t_closed(void *arg, struct h2_stream *s, const char *err)
@@ -729,8 +730,16 @@ static void h2t_attach(struct req *r)
 	h2_stream_set_cbs(h2_of(r), &h2t_cbs, r);
 }
 
+/* The client went, and the request is over now: its stream, kept for it
+ * (h2.h), goes. */
+static void h2t_forget(struct req *r)
+{
+	h2_stream_set_cbs(h2_of(r), NULL, NULL);
+}
+
 static const struct req_transport h2_transport = {
 	.attach = h2t_attach,
+	.forget = h2t_forget,
 	.identity = h2t_identity,
 	.peer = h2t_peer,
 	.target = h2t_target,

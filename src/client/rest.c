@@ -21,6 +21,8 @@
 #include <event2/http.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +141,7 @@ static void call_abandon(struct rest_call *call, const char *why, bool report)
 	if (call->req)
 		evhttp_cancel_request(call->req);
 	if (w) {
+		w->in_event = true; /* a stop from on_end frees nothing */
 		if (report && !w->stopped)
 			w->on_end(w->arg, 0, why);
 		watch_free(w);
@@ -171,12 +174,12 @@ static void conn_free(struct conn *k, bool report)
 		call_abandon(call, k->why ? k->why : "connection closed", report);
 	}
 	event_free(k->reap);
-	if (k->evcon) {
+	if (k->evcon)
 		evhttp_connection_free(k->evcon);
-	} else {
-		h2_free(k->h2);
+	else if (k->h2)
+		h2_free_with_bev(k->h2); /* later, when freed from its own callback */
+	else
 		bufferevent_free(k->bev);
-	}
 	free(k);
 }
 
@@ -724,10 +727,13 @@ void rest_watch_stop(struct rest_watch *w)
 	 * inside its own callback, when that returns. */
 	w->stopped = true;
 	call = w->call;
-	if (!call->conn->h2mode) {
-		conn_retire(call->conn, "watch stopped");
+	if (!call->conn || !call->conn->h2mode) {
+		if (call->conn)
+			conn_retire(call->conn, "watch stopped");
 		return;
 	}
+	if (w->in_event && (call->conn->dead || !call->stream))
+		return; /* its connection is ending it: that frees it */
 	if (call->stream)
 		h2_cancel(call->stream);
 	call->stream = NULL;
@@ -741,12 +747,25 @@ void rest_watch_stop(struct rest_watch *w)
 
 /* ---- HTTP/2: every request and watch on one connection ------------------------------- */
 
-/* client-go's words when a request outlives the client's timeout. */
-#define CLIENT_TIMEOUT_ERR "net/http: request canceled (Client.Timeout exceeded while awaiting headers)"
+/* Go's words when a request outlives the client's timeout. */
+#define TIMEOUT_HEADERS "net/http: request canceled (Client.Timeout exceeded while awaiting headers)"
+#define TIMEOUT_BODY                                                                              \
+	"net/http: request canceled (Client.Timeout or context cancellation while reading body)"
 
+/* The call's deadline: timeout_s without a byte of its reply, as the
+ * HTTP/1.1 connection's inactivity timeout. */
+static void call_deadline_arm(struct rest_call *call, int seconds)
+{
+	struct timeval tv = {seconds, 0};
+	if (call->deadline)
+		evtimer_add(call->deadline, &tv);
+}
+
+static void h2_call_headers(void *arg, struct h2_stream *s);
 static void h2_call_data(void *arg, struct h2_stream *s, const char *d, size_t n);
 static void h2_call_closed(void *arg, struct h2_stream *s, const char *err);
-static const struct h2_stream_cbs h2_call_cbs = {.data = h2_call_data, .closed = h2_call_closed};
+static const struct h2_stream_cbs h2_call_cbs = {
+	.headers = h2_call_headers, .data = h2_call_data, .closed = h2_call_closed};
 
 /* What a request that failed below HTTP tells its caller: the same words
  * as over HTTP/1.1 when the connection went, else the session's own. */
@@ -775,6 +794,13 @@ static void watch_lines(struct rest_watch *w)
 	w->in_event = false;
 }
 
+static void h2_call_headers(void *arg, struct h2_stream *s)
+{
+	struct rest_call *call = arg;
+	(void)s;
+	call_deadline_arm(call, call->conn->c->timeout_s);
+}
+
 static void h2_call_data(void *arg, struct h2_stream *s, const char *d, size_t n)
 {
 	struct rest_call *call = arg;
@@ -784,6 +810,7 @@ static void h2_call_data(void *arg, struct h2_stream *s, const char *d, size_t n
 	(void)s;
 	if (!w) {
 		evbuffer_add(call->in, d, n);
+		call_deadline_arm(call, call->conn->c->timeout_s);
 		return;
 	}
 	prev = log_scope_enter(call->scope);
@@ -804,6 +831,7 @@ static void h2_call_closed(void *arg, struct h2_stream *s, const char *err)
 	const struct log_scope *prev = log_scope_enter(call->scope);
 	int status = err ? 0 : h2_status(s);
 
+	h2_stream_set_cbs(s, NULL, NULL); /* over: the session frees it */
 	call->stream = NULL;
 	call_unlink(call);
 	if (err)
@@ -831,7 +859,8 @@ static void on_call_deadline(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	call_unlink(call);
-	deliver(call, call->conn->c, 0, NULL, NULL, 0, CLIENT_TIMEOUT_ERR);
+	deliver(call, call->conn->c, 0, NULL, NULL, 0,
+		call->stream && h2_status(call->stream) ? TIMEOUT_BODY : TIMEOUT_HEADERS);
 	call_free(call); /* resets the stream */
 	log_scope_enter(prev);
 }
@@ -892,10 +921,20 @@ static void fall_back_to_h1(struct conn *k)
 	struct rest_client *c = k->c;
 	struct rest_call *list = k->calls;
 
+	struct rest_call *older = NULL;
+
 	LOG_V(2, "%s:%d does not speak HTTP/2: using HTTP/1.1", c->host, c->port);
 	c->h1_only = true;
 	k->calls = NULL;
 	conn_retire(k, "HTTP/1.1 only");
+	/* k->calls is newest first: send them in the order they were asked. */
+	while (list) {
+		struct rest_call *call = list;
+		list = call->next;
+		call->next = older;
+		older = call;
+	}
+	list = older;
 	while (list) {
 		struct rest_call *call = list;
 		list = call->next;
@@ -920,7 +959,10 @@ static void h2_conn_event(struct bufferevent *bev, short what, void *arg)
 	struct rest_call *pending[64], **all = pending;
 	size_t n = 0;
 
-	if (!(what & BEV_EVENT_CONNECTED)) {
+	/* Deferred events fold together: a connection that failed right
+	 * after connecting says both. */
+	if (!(what & BEV_EVENT_CONNECTED) ||
+	    (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))) {
 		conn_retire(k, transport_error(k, k->why_buf, sizeof(k->why_buf)));
 		return;
 	}
@@ -1050,10 +1092,12 @@ static int env_seconds(const char *name, int def)
 
 	if (!v || !*v)
 		return def;
+	errno = 0;
 	n = strtol(v, &end, 10);
-	if (*end || n < 0 || n > 86400) {
-		LOG_WARN("Illegal %s(\"%s\"): invalid syntax. Default value %d is used", name, v,
-			 def);
+	if (*end || errno || n > INT32_MAX || n < INT32_MIN) {
+		LOG_WARN("Illegal %s(\"%s\"): strconv.Atoi: parsing \"%s\": %s. Default value %d is "
+			 "used",
+			 name, v, v, *end ? "invalid syntax" : "value out of range", def);
 		return def;
 	}
 	return (int)n;
@@ -1072,6 +1116,12 @@ struct rest_client *rest_client_new(struct loop *loop, const struct rest_config 
 	c->h1_only = getenv("DISABLE_HTTP2") && *getenv("DISABLE_HTTP2");
 	c->read_idle_s = env_seconds("HTTP2_READ_IDLE_TIMEOUT_SECONDS", H2_READ_IDLE_TIMEOUT_S);
 	c->ping_timeout_s = env_seconds("HTTP2_PING_TIMEOUT_SECONDS", H2_PING_TIMEOUT_S);
+	/* Go's transport: no read-idle timeout, no health check; a ping
+	 * timeout of zero or less is its default. */
+	if (c->read_idle_s < 0)
+		c->read_idle_s = 0;
+	if (c->ping_timeout_s <= 0)
+		c->ping_timeout_s = H2_PING_TIMEOUT_S;
 	c->user_agent = strdup(cfg->user_agent ? cfg->user_agent : "cube/0.1.0");
 	c->token = cfg->token ? strdup(cfg->token) : NULL;
 	c->ca_pem = cfg->ca_pem ? strdup(cfg->ca_pem) : NULL;

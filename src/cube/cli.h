@@ -34,6 +34,20 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int cli_bad_flag(const char *cmd, char **argv);
 /* "error: <message>" on stderr → 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * The file-descriptor budget of a command that runs hollow kubelets:
+ * CLI_FD_RESERVE for everything but the kubelets' own (the control plane
+ * of `cube up`, about 85 at rest: its store, logs, loops, listeners and
+ * the controller manager's and scheduler's connections, both ends; kubectl
+ * and the API server's proxy connections; files open for a moment; the
+ * bootstrap storm's few above KUBELET_HOLLOW_CONNS), plus per_node for
+ * each of `nodes` (kubelet.h). 0 when this process may have them (its
+ * limit raised if need be, base/fdlimit.h); else 1, after printing what
+ * is needed, the limit, how to raise it, and how many nodes fit (flag:
+ * "--nodes").
+ */
+#define CLI_FD_RESERVE 256
+int cli_need_fds(const char *cmd, const char *flag, int nodes, long per_node);
 /* Run loop until SIGTERM or SIGINT (logged as upstream components do). */
 void cli_run_until_signal(struct loop *loop);
 /* A flag's boolean: "true"/"1" (or no value), "false"/"0"; -1 otherwise. */

@@ -395,6 +395,12 @@ fail:
 	return NULL;
 }
 
+long cluster_fds_per_node(void)
+{
+	/* kubelets_start: every node serves (port -1); the API server is here. */
+	return kubelet_pool_fds_per_node(true, true);
+}
+
 int cluster_port(const struct cluster *c)
 {
 	return c->port;

@@ -41,6 +41,10 @@ struct cluster;
  * manager and the kubelets. NULL with err_msg() on failure. */
 struct cluster *cluster_start(const struct cluster_opts *o);
 int cluster_port(const struct cluster *c);
+/* The descriptors each node costs this process: its kubelet's connections
+ * and the in-process API server's ends of them, and the kubelet's HTTPS
+ * listener (kubelet.h). */
+long cluster_fds_per_node(void);
 /* Stop everything (kubelets first), join the threads, free. */
 void cluster_stop(struct cluster *c);
 

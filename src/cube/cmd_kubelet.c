@@ -74,7 +74,9 @@ static const char usage[] =
 	"      --hollow-nodes N                run N kubelets in this process, named\n"
 	"                                      <prefix>0 .. <prefix>N-1, each under\n"
 	"                                      <root-dir>/<name>/ with its own credentials; they\n"
-	"                                      serve HTTPS only when --port is given (port+i)\n"
+	"                                      serve HTTPS only when --port is given (port+i);\n"
+	"                                      refused at once when the open-files limit cannot\n"
+	"                                      hold them\n"
 	"      --hollow-name-prefix P          (default node-)\n";
 
 static struct loop *main_loop;
@@ -285,6 +287,14 @@ int cmd_kubelet(int argc, char **argv)
 	if (ro.hollow < 0) {
 		kubelet_config_free(&c);
 		return cli_usage_error("kubelet", "--hollow-nodes must be 0 or more");
+	}
+	/* Refuse now what the descriptor limit cannot hold (run_hollow
+	 * serves only with --port). */
+	if (ro.hollow > 0 &&
+	    cli_need_fds("kubelet", "--hollow-nodes", ro.hollow,
+			 kubelet_pool_fds_per_node(ro.port_set && c.port != 0, false))) {
+		kubelet_config_free(&c);
+		return 1;
 	}
 	LOG_INFO("\"Kubelet version\" kubeletVersion=\"%s\"", KUBELET_VERSION);
 	main_loop = loop_new();

@@ -55,7 +55,8 @@ static const char up_usage[] =
 	"--data-dir to resume the same cluster.\n"
 	"\n"
 	"Flags:\n"
-	"      --nodes N                       hollow kubelets (default 3)\n"
+	"      --nodes N                       hollow kubelets (default 3); refused at once when\n"
+	"                                      the open-files limit cannot hold them\n"
 	"      --data-dir DIR                  the cluster's home: PKI, kubeconfigs, state.db,\n"
 	"                                      nodes/ (default ./cube-data)\n"
 	"      --port N                        API server port on 127.0.0.1 (default 6443;\n"
@@ -570,6 +571,11 @@ int cmd_up(int argc, char **argv)
 	}
 	if (r)
 		return r;
+	/* Refuse now what the descriptor limit cannot hold, rather than
+	 * kubelets failing one by one with EMFILE and restarting. */
+	if (o.nodes > 0 &&
+	    cli_need_fds("up", "--nodes", o.nodes, ha ? ha_fds_per_node() : cluster_fds_per_node()))
+		return 1;
 	printf("Starting a cluster with %d node%s in %s ...\n", o.nodes, o.nodes == 1 ? "" : "s",
 	       o.dir);
 	loop = loop_new();

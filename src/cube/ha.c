@@ -1,5 +1,6 @@
 #include "cube/ha.h"
 
+#include "kubelet/kubelet.h"
 #include "pki/cluster.h"
 #include "pki/pki.h"
 
@@ -517,6 +518,13 @@ struct ha *ha_start(struct loop *loop, const struct ha_opts *o)
 		return NULL;
 	}
 	return h;
+}
+
+long ha_fds_per_node(void)
+{
+	/* argv_cube's KUBELETS: --port=0 (no listeners), the API servers in
+	 * processes of their own. */
+	return kubelet_pool_fds_per_node(false, false);
 }
 
 int ha_port(const struct ha *h)

@@ -44,6 +44,9 @@ struct ha;
 
 /* The PKI (with etcd's), then every process. NULL with err_msg(). */
 struct ha *ha_start(struct loop *loop, const struct ha_opts *o);
+/* The descriptors each node costs the kubelets' process, which inherits
+ * this one's limit: `cube up --ha` checks it before starting anything. */
+long ha_fds_per_node(void);
 /* The balancer's port (the one kubeconfigs name). */
 int ha_port(const struct ha *h);
 /* SIGTERM to everything, kubelets first, etcd last; waits; frees. */

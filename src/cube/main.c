@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/fdlimit.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/timeutil.h"
@@ -115,6 +116,20 @@ int cli_fail(const char *fmt, ...)
 	return 1;
 }
 
+int cli_need_fds(const char *cmd, const char *flag, int nodes, long per_node)
+{
+	char what[128];
+	long need = CLI_FD_RESERVE + nodes * per_node, fit;
+
+	snprintf(what, sizeof(what), "cube %s %s %d", cmd, flag, nodes);
+	if (fdlimit_ensure(need, what) == 0)
+		return 0;
+	fit = (fdlimit_current() - CLI_FD_RESERVE) / per_node;
+	if (fit < 1)
+		return cli_fail("%s", err_msg());
+	return cli_fail("%s; or run fewer nodes: %s %ld fits the limit now", err_msg(), flag, fit);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	LOG_INFO("\"Received signal, shutting down\" signal=%d", (int)sig);
@@ -213,6 +228,10 @@ int main(int argc, char **argv)
 	const char *env = getenv("CUBE_CLOCK_OFFSET");
 	int c;
 
+	/* As Go programs since 1.19: the soft limit a login shell hands out
+	 * (1,024) is not a daemon's. Commands that know their need check it
+	 * (cli_need_fds). */
+	fdlimit_raise();
 	/* Every command reports bad flags itself, in one line, with its own name. */
 	opterr = 0;
 	if (env && *env && set_offset(env))

@@ -194,6 +194,11 @@ int kubelet_pool_start(struct kubelet_pool *p)
 	return 0;
 }
 
+long kubelet_pool_fds_per_node(bool serving, bool server_here)
+{
+	return KUBELET_HOLLOW_CONNS * (server_here ? 2 : 1) + (serving ? 1 : 0);
+}
+
 int kubelet_pool_size(const struct kubelet_pool *p)
 {
 	return p->n;

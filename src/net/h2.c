@@ -36,9 +36,12 @@ struct h2 {
 	int64_t idle_since;  /* mono, since no stream is open (server) */
 	struct h2_stream *streams;
 	size_t nstreams;
-	bool dead;    /* over: no more frames, the bufferevent is not ours */
-	bool freeing; /* h2_free: nghttp2's callbacks are ignored */
-	bool goaway;  /* either end said GOAWAY: no new streams */
+	bool dead;     /* over: no more frames, the bufferevent is not ours */
+	bool freeing;  /* h2_free: nghttp2's callbacks are ignored */
+	bool goaway;   /* either end said GOAWAY: no new streams */
+	int depth;     /* callbacks of this session on the stack */
+	bool doomed;   /* h2_free from inside one: the outermost frees */
+	bool free_bev; /* ... and the bufferevent with it (h2_free_with_bev) */
 };
 
 struct h2_stream {
@@ -54,10 +57,14 @@ struct h2_stream {
 	struct evbuffer *in_body; /* server: the request body */
 	struct evbuffer *out;     /* what this end still has to send */
 	size_t max_body;
-	bool ended;     /* nothing more will be added to out */
-	bool deferred;  /* nghttp2 waits for out to grow (h2_send resumes it) */
-	bool responded; /* server: headers submitted */
-	bool too_large; /* server: answered 413; the rest of the body is dropped */
+	bool ended;          /* nothing more will be added to out */
+	bool deferred;       /* nghttp2 waits for out to grow (h2_send resumes it) */
+	bool responded;      /* server: headers submitted */
+	bool too_large;      /* server: answered 413; the rest of the body is dropped */
+	bool orphan;         /* closed while its owner held it: the owner frees it */
+	bool in_closed;      /* its closed callback runs */
+	size_t header_bytes; /* server: the request's headers, decoded */
+	struct event *drain; /* h2_end_within's deadline */
 };
 
 /* ---- the session's lifecycle ------------------------------------------------------ */
@@ -81,16 +88,58 @@ static void kick(struct h2 *h)
 		event_active(h->kick, EV_WRITE, 0);
 }
 
-/* Tell every owned stream that it is over; they keep their memory until
- * nghttp2 or h2_free lets it go. */
+static void stream_unlink(struct h2_stream *s);
+static void stream_free(struct h2_stream *s);
+
+/*
+ * s is over: its owner hears. An owner that keeps it past its closed
+ * callback (a handler still working on the request) gets it whole, apart
+ * from the session, and frees it when it lets go (h2_stream_set_cbs NULL):
+ * what it reads of the request stays valid until then.
+ */
+static void stream_over(struct h2_stream *s, const char *err)
+{
+	const struct h2_stream_cbs *cbs = s->cbs;
+
+	/* nghttp2 may still parse frames of it in this read: they find nothing. */
+	if (s->h && s->id > 0 && !s->h->freeing)
+		nghttp2_session_set_stream_user_data(s->h->ng, s->id, NULL);
+	stream_unlink(s);
+	if (cbs && cbs->closed) {
+		s->in_closed = true;
+		cbs->closed(s->arg, s, err);
+		s->in_closed = false;
+	}
+	if (s->cbs) {
+		s->orphan = true;
+		s->h = NULL;
+		return;
+	}
+	stream_free(s);
+}
+
+/* The session is over: every stream is, and its owner hears. */
 static void streams_gone(struct h2 *h, const char *why)
 {
-	for (struct h2_stream *s = h->streams; s; s = s->next) {
-		const struct h2_stream_cbs *cbs = s->cbs;
-		s->cbs = NULL;
-		if (cbs && cbs->closed)
-			cbs->closed(s->arg, s, why);
+	while (h->streams)
+		stream_over(h->streams, why);
+}
+
+static void destroy(struct h2 *h);
+
+/* A libevent callback of h begins, and ends: h2_free inside it waits. */
+static void enter(struct h2 *h)
+{
+	h->depth++;
+}
+
+static bool leave(struct h2 *h)
+{
+	if (--h->depth == 0 && h->doomed) {
+		destroy(h);
+		return false;
 	}
+	return !h->dead;
 }
 
 static void shutdown_session(struct h2 *h, const char *why)
@@ -159,23 +208,33 @@ static void on_read(struct bufferevent *bev, void *arg)
 {
 	struct h2 *h = arg;
 	(void)bev;
+	enter(h);
 	consume(h);
 	flush(h);
+	leave(h);
 }
 
 static void on_write(struct bufferevent *bev, void *arg)
 {
+	struct h2 *h = arg;
 	(void)bev;
-	flush(arg);
+	enter(h);
+	flush(h);
+	leave(h);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
+	struct h2 *h = arg;
 	(void)bev;
-	/* The handshake's own event may still be on its way to us. */
-	if (what & BEV_EVENT_CONNECTED)
+	/* The handshake's own event may still be on its way to us, with
+	 * others folded into it. */
+	what &= ~BEV_EVENT_CONNECTED;
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
 		return;
-	shutdown_session(arg, what & BEV_EVENT_EOF ? "EOF" : "connection reset");
+	enter(h);
+	shutdown_session(h, what & BEV_EVENT_EOF ? "EOF" : "connection reset");
+	leave(h);
 }
 
 static void on_kick(evutil_socket_t fd, short what, void *arg)
@@ -223,6 +282,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 		h2_close(h, NULL);
 		return;
 	}
+	enter(h);
 	if (h->o.server || h->o.read_idle_s <= 0) {
 		/* nothing else to watch */
 	} else if (h->ping_sent) {
@@ -231,6 +291,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 			LOG_V(2, "http2: no PING answer in %ds: connection lost",
 			      h->o.ping_timeout_s);
 			shutdown_session(h, "http2: client connection lost");
+			leave(h);
 			return;
 		}
 	} else if (now - h->last_read >= h->o.read_idle_s * NS_PER_SEC) {
@@ -238,7 +299,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 		h->ping_sent = now;
 		flush(h);
 	}
-	arm(h);
+	if (leave(h))
+		arm(h);
 }
 
 /* ---- streams ------------------------------------------------------------------------- */
@@ -267,6 +329,8 @@ static void stream_link(struct h2_stream *s)
 
 static void stream_free(struct h2_stream *s)
 {
+	if (s->drain)
+		event_free(s->drain);
 	evhttp_clear_headers(&s->in_headers);
 	evhttp_clear_headers(&s->out_headers);
 	if (s->in_body)
@@ -279,12 +343,15 @@ static void stream_free(struct h2_stream *s)
 static void stream_unlink(struct h2_stream *s)
 {
 	struct h2 *h = s->h;
+	if (!h)
+		return;
 	if (s->prev)
 		s->prev->next = s->next;
 	else
 		h->streams = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
+	s->prev = s->next = NULL;
 	if (!--h->nstreams) {
 		h->idle_since = wire_mono();
 		arm(h);
@@ -368,7 +435,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
 {
 	struct h2 *h = user;
 	struct h2_stream *s;
-
+	if (h->dead)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	if (!h->o.server || f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
 	s = stream_new(h);
@@ -403,12 +471,19 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
 	struct h2_stream *s = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
 	const char *n = (const char *)name, *v = (const char *)value;
 
-	(void)namelen;
-	(void)valuelen;
+	if (((struct h2 *)user)->dead)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+
+	struct h2 *h = user;
+
 	(void)flags;
-	(void)user;
 	if (!s || f->hd.type != NGHTTP2_HEADERS)
 		return 0;
+	/* What evhttp allows an HTTP/1.1 request (HPACK may inflate a small
+	 * frame into much more); 32 bytes a field, as HTTP/2 counts them. */
+	s->header_bytes += namelen + valuelen + 32;
+	if (h->o.max_headers && s->header_bytes > h->o.max_headers)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	if (n[0] != ':') {
 		evhttp_add_header(&s->in_headers, n, v);
 	} else if (!strcmp(n, ":method")) {
@@ -438,6 +513,11 @@ static void request_headers_in(struct h2 *h, struct h2_stream *s)
 {
 	long limit = h->o.admit ? h->o.admit(h->o.arg, s) : 0;
 
+	if (limit == H2_REFUSE_STREAM) {
+		s->too_large = true; /* nothing of it reaches the handler */
+		nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+		return;
+	}
 	if (limit < 0) {
 		h2_close(h, "refused");
 		return;
@@ -448,11 +528,15 @@ static void request_headers_in(struct h2 *h, struct h2_stream *s)
 
 static void request_in(struct h2 *h, struct h2_stream *s)
 {
-	if (s->too_large || h->dead || !s->path)
+	const unsigned allowed = EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+	                         EVHTTP_REQ_PATCH | EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
+	                         EVHTTP_REQ_OPTIONS;
+
+	if (s->too_large || h->dead)
 		return;
-	if (!s->method) {
-		evhttp_add_header(&s->out_headers, "Content-Type", "text/plain; charset=utf-8");
-		h2_respond(s, 405, NULL);
+	if (!s->path || !(s->method & allowed)) {
+		/* What evhttp answers a method it does not take. */
+		h2_respond(s, 501, NULL);
 		h2_end(s);
 		return;
 	}
@@ -465,6 +549,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *user
 	struct h2_stream *s = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
 	bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
 
+	if (h->dead)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	switch (f->hd.type) {
 	case NGHTTP2_HEADERS:
 		if (!s)
@@ -502,6 +588,8 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
 	struct h2_stream *s = nghttp2_session_get_stream_user_data(ng, id);
 
 	(void)flags;
+	if (h->dead)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	if (!s)
 		return 0;
 	if (!h->o.server) {
@@ -523,26 +611,33 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
 {
 	struct h2 *h = user;
 	struct h2_stream *s = nghttp2_session_get_stream_user_data(ng, id);
-	const struct h2_stream_cbs *cbs;
+	const char *err = NULL;
 	char why[128];
 
 	if (!s || h->freeing)
 		return 0;
-	stream_unlink(s);
-	cbs = s->cbs;
-	s->cbs = NULL;
-	if (cbs && cbs->closed) {
-		const char *err = NULL;
-		if (code != NGHTTP2_NO_ERROR) {
-			snprintf(why, sizeof(why), "stream error: stream ID %d; %s", id,
-			         nghttp2_http2_strerror(code));
-			err = why;
-		} else if (h->o.server && !s->ended) {
-			err = "the client closed the stream";
-		}
-		cbs->closed(s->arg, s, err);
+	nghttp2_session_set_stream_user_data(ng, id, NULL);
+	if (code != NGHTTP2_NO_ERROR) {
+		snprintf(why, sizeof(why), "stream error: stream ID %d; %s", id,
+		         nghttp2_http2_strerror(code));
+		err = why;
+	} else if (h->o.server && !s->ended) {
+		err = "the client closed the stream";
 	}
-	stream_free(s);
+	stream_over(s, err);
+	return 0;
+}
+
+/* A reply that went whole before the request did (the 413): the rest of
+ * the upload is not wanted, as Go's server says with RST_STREAM. */
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *user)
+{
+	struct h2 *h = user;
+	struct h2_stream *s = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+
+	if (h->o.server && s && s->too_large && (f->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+	    (f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA))
+		nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
 	return 0;
 }
 
@@ -559,6 +654,7 @@ static nghttp2_session_callbacks *callbacks(void)
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
 	return cb;
 }
 
@@ -609,14 +705,10 @@ struct h2 *h2_new(struct loop *loop, struct bufferevent *bev, const struct h2_op
 	return h;
 }
 
-void h2_free(struct h2 *h)
+static void destroy(struct h2 *h)
 {
-	if (!h)
-		return;
-	if (!h->dead) {
-		h->dead = true;
-		streams_gone(h, "connection closed");
-	}
+	struct bufferevent *bev = h->free_bev ? h->bev : NULL;
+
 	h->freeing = true;
 	nghttp2_session_del(h->ng);
 	while (h->streams) {
@@ -627,6 +719,38 @@ void h2_free(struct h2 *h)
 	event_free(h->timer);
 	event_free(h->kick);
 	free(h);
+	if (bev)
+		bufferevent_free(bev);
+}
+
+static void h2_release(struct h2 *h, bool with_bev)
+{
+	if (!h)
+		return;
+	h->free_bev = with_bev;
+	if (!h->dead) {
+		h->dead = true;
+		evtimer_del(h->timer);
+		event_del(h->kick);
+		bufferevent_setcb(h->bev, NULL, NULL, NULL, NULL);
+		streams_gone(h, "connection closed");
+	}
+	/* From inside one of its callbacks: the outermost one frees it. */
+	if (h->depth) {
+		h->doomed = true;
+		return;
+	}
+	destroy(h);
+}
+
+void h2_free(struct h2 *h)
+{
+	h2_release(h, false);
+}
+
+void h2_free_with_bev(struct h2 *h)
+{
+	h2_release(h, true);
 }
 
 void h2_close(struct h2 *h, const char *why)
@@ -638,7 +762,10 @@ void h2_close(struct h2 *h, const char *why)
 		return;
 	}
 	h->goaway = true;
-	nghttp2_session_terminate_session(h->ng, NGHTTP2_NO_ERROR);
+	/* The streams open go on; the connection closes when they are done. */
+	nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE,
+	                      nghttp2_session_get_last_proc_stream_id(h->ng), NGHTTP2_NO_ERROR,
+	                      NULL, 0);
 	kick(h);
 }
 
@@ -676,6 +803,9 @@ void h2_stream_set_cbs(struct h2_stream *s, const struct h2_stream_cbs *cbs, voi
 {
 	s->cbs = cbs;
 	s->arg = arg;
+	/* The owner lets go of a stream that is over: it was the last. */
+	if (!cbs && s->orphan && !s->in_closed)
+		stream_free(s);
 }
 
 enum evhttp_cmd_type h2_method(const struct h2_stream *s)
@@ -710,7 +840,31 @@ int h2_status(const struct h2_stream *s)
 
 size_t h2_unsent(const struct h2_stream *s)
 {
-	return evbuffer_get_length(s->out);
+	return s->orphan ? 0 : evbuffer_get_length(s->out);
+}
+
+static void on_drain_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2_stream *s = arg;
+	(void)fd;
+	(void)what;
+	if (s->orphan || s->h->dead)
+		return;
+	LOG_V(2, "http2: stream %d: the reply was not taken within its deadline: reset", s->id);
+	nghttp2_submit_rst_stream(s->h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+	kick(s->h);
+}
+
+void h2_end_within(struct h2_stream *s, int seconds)
+{
+	struct timeval tv = {seconds, 0};
+
+	h2_end(s);
+	if (s->orphan || seconds <= 0 || s->h->dead)
+		return;
+	if (!s->drain && !(s->drain = evtimer_new(loop_base(s->h->loop), on_drain_deadline, s)))
+		abort();
+	evtimer_add(s->drain, &tv);
 }
 
 void h2_respond(struct h2_stream *s, int code, struct evbuffer *body)
@@ -720,7 +874,7 @@ void h2_respond(struct h2_stream *s, int code, struct evbuffer *body)
 	struct nvs v = {0};
 	char status[8], length[24];
 
-	if (s->responded || h->dead)
+	if (s->orphan || s->responded || h->dead)
 		return;
 	s->responded = true;
 	snprintf(status, sizeof(status), "%d", code);
@@ -733,6 +887,9 @@ void h2_respond(struct h2_stream *s, int code, struct evbuffer *body)
 		evbuffer_add_buffer(s->out, body);
 		snprintf(length, sizeof(length), "%zu", evbuffer_get_length(s->out));
 		nvs_add(&v, "content-length", length, false);
+		/* A HEAD reply has the length of what a GET would carry, not it. */
+		if (s->method == EVHTTP_REQ_HEAD)
+			evbuffer_drain(s->out, evbuffer_get_length(s->out));
 	}
 	nghttp2_submit_response(h->ng, s->id, v.nv, v.n,
 	                        s->ended && !evbuffer_get_length(s->out) ? NULL : &prd);
@@ -742,6 +899,8 @@ void h2_respond(struct h2_stream *s, int code, struct evbuffer *body)
 
 static void resume(struct h2_stream *s)
 {
+	if (s->orphan)
+		return;
 	if (s->deferred && !s->h->dead) {
 		s->deferred = false;
 		nghttp2_session_resume_data(s->h->ng, s->id);
@@ -751,7 +910,7 @@ static void resume(struct h2_stream *s)
 
 void h2_send(struct h2_stream *s, struct evbuffer *data)
 {
-	if (s->ended || s->h->dead) {
+	if (s->orphan || s->ended || s->h->dead) {
 		evbuffer_drain(data, evbuffer_get_length(data));
 		return;
 	}
@@ -805,6 +964,10 @@ struct h2_stream *h2_request(struct h2 *h, const char *method, const char *autho
 
 void h2_cancel(struct h2_stream *s)
 {
+	if (s->orphan) {
+		h2_stream_set_cbs(s, NULL, NULL);
+		return;
+	}
 	s->cbs = NULL;
 	if (s->h->dead)
 		return;

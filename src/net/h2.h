@@ -21,12 +21,15 @@
  * anywhere, including from inside a callback of this session.
  *
  * Ownership: the session is the caller's (h2_free); the bufferevent stays
- * the caller's and must outlive the session's use of it — after
- * on_close the session touches it no more. A stream belongs to its
- * session and lives until nghttp2 closes it: its owner (a handler, a call)
- * may use it until its closed callback has run or it gave it up
- * (h2_stream_release, h2_cancel). h2_free may not be called from inside
- * one of the session's callbacks. Threads: the loop's thread only.
+ * the caller's (unless h2_free_with_bev) and must outlive the session's
+ * use of it — after on_close the session touches it no more. A stream
+ * belongs to its session while it is open and to its owner (a handler, a
+ * call: whoever set its callbacks) from the moment the owner has it: an
+ * owner that still holds it when its closed callback has returned keeps
+ * it, whole, until it lets go with h2_stream_set_cbs(s, NULL, NULL) or
+ * h2_cancel — so a handler still working on a request a client gave up on
+ * reads valid memory; writes to such a stream are dropped. Threads: the
+ * loop's thread only.
  */
 #ifndef CUBE_NET_H2_H
 #define CUBE_NET_H2_H
@@ -49,8 +52,11 @@ struct h2_stream;
 /* client-go's health-check defaults (apimachinery util/net). */
 #define H2_READ_IDLE_TIMEOUT_S 30
 #define H2_PING_TIMEOUT_S 15
-/* kube-apiserver's --http2-max-streams-per-connection default. */
-#define H2_SERVER_MAX_STREAMS 1000
+/* kube-apiserver's streams per connection when --http2-max-streams-per-
+ * connection is 0, its default (secure_serving.go, since CVE-2023-44487),
+ * and its HTTP/2 idle timeout. */
+#define H2_SERVER_MAX_STREAMS 100
+#define H2_SERVER_IDLE_TIMEOUT_S 90
 /* client-go's IdleConnTimeout (apimachinery SetTransportDefaults). */
 #define H2_CLIENT_IDLE_TIMEOUT_S 90
 
@@ -58,13 +64,15 @@ struct h2_opts {
 	bool server;
 	/* server: the largest request body (larger: 413); 0: no limit */
 	size_t max_body;
+	size_t max_headers;   /* server: a request's decoded headers; 0: no limit */
 	uint32_t max_streams; /* server: SETTINGS_MAX_CONCURRENT_STREAMS; 0: default */
 	int idle_timeout_s;   /* close with no stream open this long; 0: never */
 	int read_idle_s;      /* client: PING after this without a frame; 0: never */
 	int ping_timeout_s;   /* client: ... and give up this long after the PING */
 	/* server: a request's headers are in (s is readable but has no body
-	 * yet): the body limit for it (bytes, 0 for the session's), or -1 to
-	 * close the connection. NULL: the session's limit. */
+	 * yet): the body limit for it (bytes, 0 for the session's),
+	 * H2_REFUSE_STREAM to reset it (REFUSED_STREAM), or -1 to close the
+	 * connection. NULL: the session's limit. */
 	long (*admit)(void *arg, struct h2_stream *s);
 	/* server: a whole request is in; the handler owns answering it. */
 	void (*on_request)(void *arg, struct h2_stream *s);
@@ -74,10 +82,15 @@ struct h2_opts {
 	void *arg;
 };
 
+#define H2_REFUSE_STREAM (-2L)
+
 /* Take over bev (connected, TLS done, ALPN "h2"). Never NULL. */
 struct h2 *h2_new(struct loop *loop, struct bufferevent *bev, const struct h2_opts *o);
-/* Streams still owned hear closed("connection closed") first. */
+/* Streams still owned hear closed("connection closed") first. From inside
+ * one of the session's callbacks the memory goes when that returns. */
 void h2_free(struct h2 *h);
+/* The same, and bev with it (then, too). */
+void h2_free_with_bev(struct h2 *h);
 /* Close the connection gracefully (GOAWAY) once its streams are done;
  * now when why is given (streams hear why, then on_close). */
 void h2_close(struct h2 *h, const char *why);
@@ -116,6 +129,9 @@ struct evkeyvalq *h2_out_headers(struct h2_stream *s);
 void h2_respond(struct h2_stream *s, int code, struct evbuffer *body);
 void h2_send(struct h2_stream *s, struct evbuffer *data); /* drains data */
 void h2_end(struct h2_stream *s);
+/* h2_end, and reset the stream if the peer has not taken it all within
+ * seconds (a reader that stopped reading one stream). */
+void h2_end_within(struct h2_stream *s, int seconds);
 /* Bytes of the reply not yet taken by the peer's flow-control window. */
 size_t h2_unsent(const struct h2_stream *s);
 

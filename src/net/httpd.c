@@ -320,7 +320,13 @@ static long h2_admit(void *arg, struct h2_stream *s)
 	if (c->held &&
 	    judge(c, evhttp_find_header(h2_in_headers(s), "Authorization")) < 0)
 		return -1;
-	return c->counted ? (long)HTTPD_PREAUTH_MAX_BODY : 0;
+	if (!c->counted)
+		return 0;
+	/* Without credentials, one request at a time, as over HTTP/1.1: the
+	 * pre-auth bounds are per connection, not per stream. */
+	if (h2_open_streams(h2_session(s)) > 1)
+		return H2_REFUSE_STREAM;
+	return (long)HTTPD_PREAUTH_MAX_BODY;
 }
 
 static void h2_call(void *req, void *arg)
@@ -357,7 +363,8 @@ static void h2_take_over(struct conn *c)
 {
 	struct h2_opts o = {.server = true,
 	                    .max_body = c->h->max_body,
-	                    .idle_timeout_s = c->h->idle_timeout_s,
+	                    .max_headers = c->h->max_headers,
+	                    .idle_timeout_s = H2_SERVER_IDLE_TIMEOUT_S,
 	                    .admit = h2_admit,
 	                    .on_request = h2_dispatch,
 	                    .on_close = h2_closed,

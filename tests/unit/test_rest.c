@@ -259,6 +259,76 @@ static void test_http1(void **state)
 	rest_client_free(c);
 }
 
+struct stopper {
+	struct rest_watch *w;
+	int ended;
+};
+
+static void stop_on_end(void *arg, int status, const char *err)
+{
+	struct stopper *s = arg;
+	(void)status;
+	(void)err;
+	s->ended = 1;
+	rest_watch_stop(s->w); /* what an owner may do from its own callback */
+}
+
+static void ignore_event(void *arg, const char *type, json_t *obj)
+{
+	(void)arg;
+	(void)type;
+	(void)obj;
+}
+
+/* A watch whose owner stops it from inside on_end, when its connection is
+ * closed under it (rest_close_all): ended once, freed once (ASan). */
+static void test_stop_watch_from_on_end(void **state)
+{
+	struct world *w = *state;
+	struct stopper s = {0};
+	struct result r;
+
+	s.w = rest_watch(w->env.admin, "/api/v1/namespaces?watch=true", ignore_event, stop_on_end,
+			 &s);
+	call(w, "GET", "/api/v1/namespaces/default", NULL, &r); /* the watch is open by now */
+	json_decref(r.body);
+	rest_close_all(w->env.admin);
+	spin_until(w, &s.ended);
+	for (int i = 0; i < 20; i++)
+		event_base_loop(loop_base(w->env.loop), EVLOOP_NONBLOCK);
+}
+
+struct freeing {
+	struct rest_client *c;
+	int done;
+};
+
+static void free_client_on_result(void *arg, int status, json_t *body, const char *err)
+{
+	struct freeing *f = arg;
+	(void)status;
+	(void)body;
+	(void)err;
+	rest_client_free(f->c); /* inside its own callback */
+	f->done = 1;
+}
+
+/* A component may free its client from inside one of its callbacks, with
+ * other requests and a watch still on the connection. */
+static void test_free_client_from_callback(void **state)
+{
+	struct world *w = *state;
+	struct freeing f = {0};
+	struct watched s = {0};
+
+	f.c = rest_client_from_kubeconfig(w->env.loop, &w->env.admin_kc, "test");
+	rest_watch(f.c, "/api/v1/namespaces?watch=true", on_event, on_end, &s);
+	rest_do(f.c, "GET", "/api/v1/namespaces", NULL, free_client_on_result, &f);
+	spin_until(w, &f.done);
+	for (int i = 0; i < 20; i++)
+		event_base_loop(loop_base(w->env.loop), EVLOOP_NONBLOCK);
+}
+
 struct changes {
 	int adds, updates, deletes;
 };
@@ -465,6 +535,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_one_connection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_http1, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stop_watch_from_on_end, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_free_client_from_callback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_watch_and_rotation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_watch_from_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_informer, setup, teardown),

@@ -112,17 +112,9 @@ static const struct req_transport inproc_transport = {
 
 static enum evhttp_cmd_type method_of(const char *m)
 {
-	static const struct {
-		const char *name;
-		enum evhttp_cmd_type cmd;
-	} methods[] = {{"GET", EVHTTP_REQ_GET},        {"HEAD", EVHTTP_REQ_HEAD},
-	               {"POST", EVHTTP_REQ_POST},      {"PUT", EVHTTP_REQ_PUT},
-	               {"PATCH", EVHTTP_REQ_PATCH},    {"DELETE", EVHTTP_REQ_DELETE},
-	               {"OPTIONS", EVHTTP_REQ_OPTIONS}};
-	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-		if (!strcasecmp(m, methods[i].name))
-			return methods[i].cmd;
-	return EVHTTP_REQ_TRACE; /* what no handler serves */
+	enum evhttp_cmd_type cmd = httpd_method(m);
+	/* What no handler serves. */
+	return cmd && cmd != EVHTTP_REQ_CONNECT ? cmd : EVHTTP_REQ_TRACE;
 }
 
 struct apiserver_exchange *apiserver_exchange(struct apiserver *s,

@@ -1,4 +1,5 @@
 #include "net/h2.h"
+#include "net/httpd.h"
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -447,22 +448,6 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
 	return 0;
 }
 
-static enum evhttp_cmd_type method_of(const char *m)
-{
-	static const struct {
-		const char *name;
-		enum evhttp_cmd_type cmd;
-	} methods[] = {{"GET", EVHTTP_REQ_GET},         {"POST", EVHTTP_REQ_POST},
-	               {"PUT", EVHTTP_REQ_PUT},         {"PATCH", EVHTTP_REQ_PATCH},
-	               {"DELETE", EVHTTP_REQ_DELETE},   {"HEAD", EVHTTP_REQ_HEAD},
-	               {"OPTIONS", EVHTTP_REQ_OPTIONS}, {"CONNECT", EVHTTP_REQ_CONNECT},
-	               {"TRACE", EVHTTP_REQ_TRACE}};
-	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-		if (!strcmp(m, methods[i].name))
-			return methods[i].cmd;
-	return 0;
-}
-
 /* nghttp2 hands names and values NUL-terminated, names in lower case. */
 static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
@@ -487,7 +472,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
 	if (n[0] != ':') {
 		evhttp_add_header(&s->in_headers, n, v);
 	} else if (!strcmp(n, ":method")) {
-		s->method = method_of(v);
+		s->method = httpd_method(v);
 	} else if (!strcmp(n, ":path")) {
 		free(s->path);
 		s->path = strdup(v);

@@ -604,6 +604,22 @@ void httpd_free(struct httpd *h)
 	free(h);
 }
 
+enum evhttp_cmd_type httpd_method(const char *name)
+{
+	static const struct {
+		const char *name;
+		enum evhttp_cmd_type cmd;
+	} methods[] = {{"GET", EVHTTP_REQ_GET},         {"POST", EVHTTP_REQ_POST},
+	               {"PUT", EVHTTP_REQ_PUT},         {"PATCH", EVHTTP_REQ_PATCH},
+	               {"DELETE", EVHTTP_REQ_DELETE},   {"HEAD", EVHTTP_REQ_HEAD},
+	               {"OPTIONS", EVHTTP_REQ_OPTIONS}, {"CONNECT", EVHTTP_REQ_CONNECT},
+	               {"TRACE", EVHTTP_REQ_TRACE}};
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		if (!strcmp(name, methods[i].name))
+			return methods[i].cmd;
+	return 0;
+}
+
 int httpd_port(const struct httpd *h)
 {
 	return h->port;

@@ -88,6 +88,8 @@ void httpd_stream_no_timeout(struct evhttp_request *req);
 /* A complete reply: status line, Content-Type and body (a C string). */
 void httpd_reply(struct evhttp_request *req, int code, const char *reason, const char *ct,
                  const char *body);
+/* "GET" → EVHTTP_REQ_GET (HTTP's methods, case-sensitive); 0 for others. */
+enum evhttp_cmd_type httpd_method(const char *name);
 /* "127.0.0.1:54321" of the peer, into buf. */
 const char *httpd_peer(struct evhttp_request *req, char *buf, size_t n);
 

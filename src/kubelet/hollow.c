@@ -167,6 +167,7 @@ struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_co
 			s->cfg.port = tmpl->port + i;
 		s->want_port = s->cfg.port;
 		s->cfg.name_in_logs = true;
+		s->cfg.random_phase = true;
 		s->cfg.on_exit = pool_on_exit;
 		s->cfg.on_exit_arg = s;
 		s->pool = p;

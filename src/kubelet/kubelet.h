@@ -76,6 +76,11 @@ struct kubelet_config {
 	int64_t exit_after_ns;     /* --exit-after, 5m: the watchdog's shutdown threshold
 				      (rotation only; upstream's is fixed at 5m) */
 	bool name_in_logs;         /* add node="<name>" to lines (hollow kubelets) */
+	/* Hollow kubelets: the first Lease renewal and status sync wait a
+	 * random part of their period, as kubelets started at random moments
+	 * would; upstream's 4 % jitter after that. A pool started at once
+	 * would otherwise renew in lockstep. (cube's; a kubelet alone never.) */
+	bool random_phase;
 
 	/*
 	 * Where upstream's kubelet would end the process (the watchdog, a

@@ -60,6 +60,7 @@ struct heartbeat {
 	json_t *latest;           /* the lease as last written; NULL: get-or-create */
 	int lease_tries;          /* updates tried in this round */
 	bool after_ensure;        /* this round follows a get-or-create */
+	bool lease_phased, status_phased; /* random_phase: the first period taken */
 	bool ensure_resumes;      /* get-or-create for a conflict, mid-round */
 	int64_t lease_sleep_ns;   /* get-or-create backoff */
 };
@@ -294,12 +295,23 @@ static json_t *initial_node(struct heartbeat *h)
 static void status_sync(void *arg);
 static void status_try(struct heartbeat *h);
 
+/* random_phase: the first wait is a uniform part of the period (0 when
+ * this is not the first, or the kubelet runs alone). */
+static int64_t first_period(const struct kubelet *k, bool *taken, int64_t period)
+{
+	if (!k->cfg.random_phase || *taken)
+		return 0;
+	*taken = true;
+	return 1 + (int64_t)(rand_double() * (double)period);
+}
+
 static void status_done(struct heartbeat *h)
 {
 	/* wait.JitterUntil(syncNodeStatus, nodeStatusUpdateFrequency, 0.04,
 	 * sliding=true): the jittered period starts when this sync is done. */
 	int64_t f = h->k->cfg.node_status_update_frequency_ns;
-	timer_after(h->status_timer, f + (int64_t)(rand_double() * 0.04 * (double)f));
+	timer_after(h->status_timer, first_period(h->k, &h->status_phased, f) ?:
+	                                 f + (int64_t)(rand_double() * 0.04 * (double)f));
 }
 
 static void registered(struct heartbeat *h, const json_t *node, const char *how)
@@ -539,7 +551,8 @@ static int64_t renew_interval(struct heartbeat *h)
 /* JitterUntil with sliding: the next period starts when this one ends. */
 static void lease_done(struct heartbeat *h)
 {
-	timer_after(h->lease_timer, renew_interval(h));
+	int64_t base = (int64_t)h->k->cfg.node_lease_duration_s * NS_PER_SEC / 4;
+	timer_after(h->lease_timer, first_period(h->k, &h->lease_phased, base) ?: renew_interval(h));
 }
 
 static void lease_path(struct heartbeat *h, char *buf, size_t n, bool named)

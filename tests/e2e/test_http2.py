@@ -8,11 +8,13 @@ client-go's HTTP/2 health check (PING after HTTP2_READ_IDLE_TIMEOUT_SECONDS
 without a frame, give up after HTTP2_PING_TIMEOUT_SECONDS), which is how a
 kubelet notices an API server that stopped answering without closing.
 """
+import json
 import os
 import re
 import signal
 import subprocess
 import time
+from datetime import datetime
 
 import pytest
 
@@ -90,6 +92,7 @@ def test_one_connection_per_hollow_kubelet(cube, tmp, run):
     up = Up(cube, data, run, "--nodes", str(nodes), "-v", "3")
     try:
         wait_for(lambda: len(ready_nodes(up)) == nodes, 60, f"{nodes} nodes Ready")
+        ready_at = time.monotonic()
         port = int(re.search(r"127\.0\.0\.1:(\d+)", up.output()).group(1))
 
         def kubelet_connections():
@@ -105,6 +108,19 @@ def test_one_connection_per_hollow_kubelet(cube, tmp, run):
         time.sleep(3)
         assert len(kubelet_connections()) == nodes
         assert len(ready_nodes(up)) == nodes
+        # Started together, the pool's kubelets still renew their Leases
+        # at spread-out moments of the 10 s period (random first phase):
+        # in lockstep they would all fall within a second or two. Every
+        # kubelet renews within a period (10 s) of being Ready.
+        time.sleep(max(0.0, ready_at + 12 - time.monotonic()))
+        leases = json.loads(up.kubectl("get", "leases", "-n", "kube-node-lease",
+                                       "-o", "json").stdout)["items"]
+        phases = sorted(
+            (datetime.strptime(lease["spec"]["renewTime"][:26], "%Y-%m-%dT%H:%M:%S.%f")
+             .timestamp()) % 10 for lease in leases)
+        assert len(phases) == nodes
+        gaps = [b - a for a, b in zip(phases, phases[1:])] + [phases[0] + 10 - phases[-1]]
+        assert 10 - max(gaps) >= 4, f"renewals bunched in {10 - max(gaps):.1f} s: {phases}"
     finally:
         assert up.stop() == 0
 

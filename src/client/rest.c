@@ -1036,26 +1036,23 @@ static void h2_queue(struct rest_client *c, struct rest_call *call)
 		h2_submit(k, call);
 }
 
+/* *slot becomes a copy of v (v may be *slot itself: then nothing moves). */
+static void keep(char **slot, const char *v)
+{
+	if (*slot == v)
+		return;
+	free(*slot);
+	*slot = str_dup(v);
+}
+
 static void h2_call_send(struct rest_client *c, struct rest_call *call, const char *method,
 			 const char *path, const char *content_type, const char *body)
 {
 	/* Kept until the connection is ready (or falls back to HTTP/1.1). */
-	if (call->method != method) {
-		free(call->method);
-		call->method = str_dup(method);
-	}
-	if (call->path != path) {
-		free(call->path);
-		call->path = str_dup(path);
-	}
-	if (call->ct != content_type) {
-		free(call->ct);
-		call->ct = str_dup(content_type);
-	}
-	if (call->body != body) {
-		free(call->body);
-		call->body = str_dup(body);
-	}
+	keep(&call->method, method);
+	keep(&call->path, path);
+	keep(&call->ct, content_type);
+	keep(&call->body, body);
 	h2_queue(c, call);
 }
 

@@ -320,7 +320,11 @@ def test_up_kubelet_with_a_foreign_ca_certificate_never_returns(up, run, tmp):
     current.unlink()
     current.symlink_to(foreign.name)
 
-    again = up("--node-monitor-period", "1s", "--node-monitor-grace-period", "5s", data=data)
+    # A 5 s grace needs heartbeats well inside it (a Lease renewed every
+    # second): with the default 10 s the healthy nodes would flap too.
+    again = up("--node-monitor-period", "1s", "--node-monitor-grace-period", "5s",
+               "--node-lease-duration-seconds", "4", "--node-status-update-frequency", "1s",
+               data=data)
     wait_for(lambda: re.search(r"Unable to authenticate the request.*x509: certificate "
                                r"signed by unknown authority", again.logs("apiserver")),
              30, "the unknown-authority line")

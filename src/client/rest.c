@@ -223,27 +223,36 @@ static SSL *client_ssl(struct rest_client *c)
 	return ssl;
 }
 
-static struct conn *conn_new(struct rest_client *c, bool watch)
+/* A connection of c's, not yet connected, over ssl (taken), on c's list. */
+static struct conn *conn_alloc(struct rest_client *c, SSL *ssl)
 {
 	struct conn *k = calloc(1, sizeof(*k));
-	SSL *ssl = client_ssl(c);
 
 	if (!k)
 		abort();
 	k->c = c;
-	k->watch = watch;
 	k->reap = event_new(loop_base(c->loop), -1, 0, on_reap, k);
 	k->bev = bufferevent_openssl_socket_new(loop_base(c->loop), -1, ssl,
 						BUFFEREVENT_SSL_CONNECTING,
 						BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (!k->reap || !k->bev)
+		abort();
+	k->next = c->conns;
+	c->conns = k;
+	return k;
+}
+
+static struct conn *conn_new(struct rest_client *c, bool watch)
+{
+	struct conn *k = conn_alloc(c, client_ssl(c));
+
+	k->watch = watch;
 	k->evcon = evhttp_connection_base_bufferevent_new(loop_base(c->loop), NULL, k->bev,
 							  c->host, (ev_uint16_t)c->port);
 	evhttp_connection_set_retries(k->evcon, 0);
 	/* -1 would mean libevent's 50 s default, which cuts quiet watches. */
 	evhttp_connection_set_timeout(k->evcon, watch ? HTTPD_STREAM_TIMEOUT_S : c->timeout_s);
 	evhttp_connection_set_closecb(k->evcon, on_conn_close, k);
-	k->next = c->conns;
-	c->conns = k;
 	return k;
 }
 
@@ -771,8 +780,7 @@ static const struct h2_stream_cbs h2_call_cbs = {
  * as over HTTP/1.1 when the connection went, else the session's own. */
 static const char *h2_error(struct conn *k, const char *err)
 {
-	if (!strcmp(err, "EOF") || !strcmp(err, "connection reset") ||
-	    !strcmp(err, "connection closed"))
+	if (!strcmp(err, H2_EOF) || !strcmp(err, H2_RESET) || !strcmp(err, H2_CLOSED))
 		return transport_error(k, k->why_buf, sizeof(k->why_buf));
 	return err;
 }
@@ -916,25 +924,30 @@ static void h2_conn_closed(void *arg, const char *why)
 
 /* The server chose HTTP/1.1: so does this client from now on, and the
  * calls that waited for this connection go out that way. */
-static void fall_back_to_h1(struct conn *k)
+/* A connection's calls are newest first: those waiting for it go out in
+ * the order they were asked for. */
+static struct rest_call *oldest_first(struct rest_call *list)
 {
-	struct rest_client *c = k->c;
-	struct rest_call *list = k->calls;
-
 	struct rest_call *older = NULL;
 
-	LOG_V(2, "%s:%d does not speak HTTP/2: using HTTP/1.1", c->host, c->port);
-	c->h1_only = true;
-	k->calls = NULL;
-	conn_retire(k, "HTTP/1.1 only");
-	/* k->calls is newest first: send them in the order they were asked. */
 	while (list) {
 		struct rest_call *call = list;
 		list = call->next;
 		call->next = older;
 		older = call;
 	}
-	list = older;
+	return older;
+}
+
+static void fall_back_to_h1(struct conn *k)
+{
+	struct rest_client *c = k->c;
+	struct rest_call *list = oldest_first(k->calls);
+
+	LOG_V(2, "%s:%d does not speak HTTP/2: using HTTP/1.1", c->host, c->port);
+	c->h1_only = true;
+	k->calls = NULL;
+	conn_retire(k, "HTTP/1.1 only");
 	while (list) {
 		struct rest_call *call = list;
 		list = call->next;
@@ -956,8 +969,6 @@ static void h2_conn_event(struct bufferevent *bev, short what, void *arg)
 			    .idle_timeout_s = H2_CLIENT_IDLE_TIMEOUT_S,
 			    .on_close = h2_conn_closed,
 			    .arg = k};
-	struct rest_call *pending[64], **all = pending;
-	size_t n = 0;
 
 	/* Deferred events fold together: a connection that failed right
 	 * after connecting says both. */
@@ -972,45 +983,25 @@ static void h2_conn_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	k->h2 = h2_new(c->loop, bev, &o);
-	/* In the order they were asked for (k->calls is newest first). */
+	k->calls = oldest_first(k->calls);
 	for (struct rest_call *call = k->calls; call; call = call->next)
-		n++;
-	if (n > sizeof(pending) / sizeof(pending[0]) && !(all = calloc(n, sizeof(*all))))
-		abort();
-	n = 0;
-	for (struct rest_call *call = k->calls; call; call = call->next)
-		all[n++] = call;
-	while (n--)
-		h2_submit(k, all[n]);
-	if (all != pending)
-		free(all);
+		h2_submit(k, call);
 }
 
 static struct conn *h2_conn_new(struct rest_client *c)
 {
-	struct conn *k = calloc(1, sizeof(*k));
-	SSL *ssl;
+	SSL *ssl = client_ssl(c);
+	struct conn *k;
 
-	if (!k)
-		abort();
-	ssl = client_ssl(c);
 	SSL_set_alpn_protos(ssl, (const unsigned char *)H2_ALPN_CLIENT_PROTOS,
 			    sizeof(H2_ALPN_CLIENT_PROTOS) - 1);
-	k->c = c;
+	k = conn_alloc(c, ssl);
 	k->h2mode = true;
-	k->reap = event_new(loop_base(c->loop), -1, 0, on_reap, k);
-	k->bev = bufferevent_openssl_socket_new(loop_base(c->loop), -1, ssl,
-						BUFFEREVENT_SSL_CONNECTING,
-						BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (!k->reap || !k->bev)
-		abort();
 	bufferevent_setcb(k->bev, NULL, NULL, h2_conn_event, k);
 	/* The connection and the handshake must be done within the timeout. */
 	bufferevent_set_timeouts(k->bev, &(struct timeval){c->timeout_s, 0},
 				 &(struct timeval){c->timeout_s, 0});
 	bufferevent_enable(k->bev, EV_READ | EV_WRITE);
-	k->next = c->conns;
-	c->conns = k;
 	if (c->unreachable)
 		conn_retire(k, c->unreachable_why);
 	else if (bufferevent_socket_connect_hostname(k->bev, NULL, AF_UNSPEC, c->host, c->port) < 0)

@@ -178,7 +178,7 @@ static void flush(struct h2 *h)
 	}
 	if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng) &&
 	    !evbuffer_get_length(out))
-		shutdown_session(h, "connection closed");
+		shutdown_session(h, H2_CLOSED);
 }
 
 static void consume(struct h2 *h)
@@ -234,7 +234,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
 		return;
 	enter(h);
-	shutdown_session(h, what & BEV_EVENT_EOF ? "EOF" : "connection reset");
+	shutdown_session(h, what & BEV_EVENT_EOF ? H2_EOF : H2_RESET);
 	leave(h);
 }
 
@@ -718,7 +718,7 @@ static void h2_release(struct h2 *h, bool with_bev)
 		evtimer_del(h->timer);
 		event_del(h->kick);
 		bufferevent_setcb(h->bev, NULL, NULL, NULL, NULL);
-		streams_gone(h, "connection closed");
+		streams_gone(h, H2_CLOSED);
 	}
 	/* From inside one of its callbacks: the outermost one frees it. */
 	if (h->depth) {

@@ -84,6 +84,13 @@ struct h2_opts {
 
 #define H2_REFUSE_STREAM (-2L)
 
+/* Why a session ended below HTTP/2 (on_close, closed): the peer closed
+ * the socket, it failed, or the session was closed on this side. Other
+ * reasons are HTTP/2's own ("http2: client connection lost", ...). */
+#define H2_EOF "EOF"
+#define H2_RESET "connection reset"
+#define H2_CLOSED "connection closed"
+
 /* Take over bev (connected, TLS done, ALPN "h2"). Never NULL. */
 struct h2 *h2_new(struct loop *loop, struct bufferevent *bev, const struct h2_opts *o);
 /* Streams still owned hear closed("connection closed") first. From inside

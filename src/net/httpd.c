@@ -209,20 +209,30 @@ static bool refusal_logged(struct httpd *h)
 	return true;
 }
 
-/* The connection's first plaintext: who it is, and whether there is room. */
-static int conn_start(struct conn *c)
+/* The peer's address into ip ("?" when unknown); its port, or 0. */
+static int peer_of(evutil_socket_t fd, char *ip, size_t n)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
+	bool v6;
 
+	snprintf(ip, n, "?");
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+		return 0;
+	v6 = ss.ss_family == AF_INET6;
+	evutil_inet_ntop(ss.ss_family,
+	                 v6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+	                    : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
+	                 ip, n);
+	return ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+	                : ((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* The connection's first plaintext: who it is, and whether there is room. */
+static int conn_start(struct conn *c)
+{
 	c->started = true;
-	snprintf(c->peer, sizeof(c->peer), "?");
-	if (getpeername(bufferevent_getfd(c->bev), (struct sockaddr *)&ss, &sl) == 0)
-		evutil_inet_ntop(ss.ss_family,
-		                 ss.ss_family == AF_INET6
-		                     ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
-		                     : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
-		                 c->peer, sizeof(c->peer));
+	peer_of(bufferevent_getfd(c->bev), c->peer, sizeof(c->peer));
 	if (c->h->nconns > c->h->max_conns) {
 		if (refusal_logged(c->h))
 			LOG_WARN("http: closing the connection from %s: %zu connections open, the "
@@ -644,20 +654,9 @@ SSL *httpd_h2_ssl(struct h2_stream *s)
 
 const char *httpd_h2_peer(struct h2_stream *s, char *buf, size_t n)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char ip[64] = "?";
-	int port = 0;
+	char ip[64];
+	int port = peer_of(bufferevent_getfd(h2_conn(s)->bev), ip, sizeof(ip));
 
-	if (getpeername(bufferevent_getfd(h2_conn(s)->bev), (struct sockaddr *)&ss, &sl) == 0) {
-		bool v6 = ss.ss_family == AF_INET6;
-		evutil_inet_ntop(ss.ss_family,
-		                 v6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
-		                    : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
-		                 ip, sizeof(ip));
-		port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-		                : ((struct sockaddr_in *)&ss)->sin_port);
-	}
 	snprintf(buf, n, "%s:%d", ip, port);
 	return buf;
 }

@@ -80,7 +80,7 @@ start_apiserver "$BIN" "$dir"
 
 CM_FLAGS="--node-monitor-period $PERIOD --node-monitor-grace-period $GRACE --node-eviction-rate $EVICTION_RATE --secondary-node-eviction-rate $SECONDARY_RATE --unhealthy-zone-threshold $THRESHOLD"
 # --secure-port 0: no metrics port, so nothing to collide with on this machine.
-"$BIN" controller-manager --kubeconfig "$dir/controller-manager.conf" \
+"$BIN" controller-manager --kubeconfig "$dir/controller-manager.conf" --use-service-account-credentials \
 	--cluster-signing-cert-file "$dir/pki/ca.crt" --cluster-signing-key-file "$dir/pki/ca.key" \
 	--secure-port 0 -v 2 $CM_FLAGS 2>"$dir/controller-manager.log" &
 CM_PID=$!

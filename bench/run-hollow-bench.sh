@@ -128,9 +128,9 @@ run_split() {
 		sed -i "s#^\( *server: \).*#\1$server#" "$dir/$f"
 	done
 	until curl -sf --cacert "$dir/pki/ca.crt" "$server/healthz" >/dev/null; do sleep 0.1; done
-	"$CUBE" controller-manager --kubeconfig "$dir/controller-manager.conf" \
+	"$CUBE" controller-manager --kubeconfig "$dir/controller-manager.conf" --use-service-account-credentials \
 		--cluster-signing-cert-file "$dir/pki/ca.crt" \
-		--cluster-signing-key-file "$dir/pki/ca.key" 2>"$dir/controller-manager.log" &
+		--cluster-signing-key-file "$dir/pki/ca.key" --secure-port 0 2>"$dir/controller-manager.log" &
 	CM_PID=$!
 	sleep 2
 	wait_quiet
@@ -170,7 +170,7 @@ run_split() {
 	stop_all
 	for c in apiserver controller-manager kubelet; do log_errors "$c" "$dir/$c.log"; done
 	say "# reproduce: cube pki init --dir C; cube apiserver --cluster-dir C --data-dir C/data --bind-address 127.0.0.1 --secure-port 0 --port-file C/port &"
-	say "#   (point C/*.conf at the port); cube controller-manager --kubeconfig C/controller-manager.conf --cluster-signing-cert-file C/pki/ca.crt --cluster-signing-key-file C/pki/ca.key &"
+	say "#   (point C/*.conf at the port); cube controller-manager --kubeconfig C/controller-manager.conf --use-service-account-credentials --cluster-signing-cert-file C/pki/ca.crt --cluster-signing-key-file C/pki/ca.key &"
 	say "#   cube kubelet --hollow-nodes $n --root-dir C/nodes --bootstrap-kubeconfig C/bootstrap-kubelet.conf --rotate-certificates --port 0 &"
 	say "#   $PY bench/hollow_probe.py ready --server https://127.0.0.1:PORT --dir C --nodes $n --t0-file T0"
 }

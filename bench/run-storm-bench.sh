@@ -95,7 +95,7 @@ run_one() { # RATE
 	start_apiserver "$BIN" "$dir" --default-not-ready-toleration-seconds "$TOLERATION" \
 		--default-unreachable-toleration-seconds "$TOLERATION"
 	cm_flags="--node-monitor-period $PERIOD --node-monitor-grace-period $GRACE --node-eviction-rate $rate"
-	"$BIN" controller-manager --kubeconfig "$dir/controller-manager.conf" \
+	"$BIN" controller-manager --kubeconfig "$dir/controller-manager.conf" --use-service-account-credentials \
 		--cluster-signing-cert-file "$dir/pki/ca.crt" --cluster-signing-key-file "$dir/pki/ca.key" \
 		--secure-port 0 $cm_flags 2>"$dir/controller-manager.log" &
 	CM_PID=$!

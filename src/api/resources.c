@@ -694,7 +694,10 @@ static void csr_validate(const json_t *obj, const json_t *old, struct validation
 
 	if (!req || !*req) {
 		val_required(v, "spec.request");
-	} else {
+	} else if (!old || strcmp(req, jx_str(old, "spec.request") ?: "")) {
+		/* Parsed when it is new: an update that keeps it (approval,
+		 * status) has nothing to check again, and the parse is most of
+		 * a CSR write's cost in a bootstrap storm. */
 		/* spec.request is base64 of a PEM CERTIFICATE REQUEST. */
 		size_t n = 0;
 		unsigned char *pem = b64_decode(req, &n);

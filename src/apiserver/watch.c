@@ -237,13 +237,25 @@ static void on_bookmark(void *arg)
 	schedule_bookmark(w);
 }
 
+/* The one object a watch can see, when its field selector names it
+ * (metadata.name=X, in one namespace for a namespaced kind): its key, to
+ * index the watcher by (malloc'd); else NULL. */
+static char *watched_key(const struct req *r, const struct selectors *sel)
+{
+	const char *name = sel->fields ? field_selector_exact(sel->fields, "metadata.name") : NULL;
+
+	if (!name || (r->res->namespaced && !r->ns))
+		return NULL;
+	return object_key(r->res, r->ns, name);
+}
+
 void watch_serve(struct req *r)
 {
 	const char *rv_s = req_query(r, "resourceVersion"), *to = req_query(r, "timeoutSeconds");
 	const char *initial = req_query(r, "sendInitialEvents");
 	struct watch_stream *w;
 	int64_t from, rv;
-	char *prefix;
+	char *prefix, *key;
 
 	if (authz_request(r, NULL) < 0 || check_list_watch_options(r, true) < 0 ||
 	    rv_parse(r, rv_s, &rv) < 0)
@@ -268,6 +280,7 @@ void watch_serve(struct req *r)
 	req_stream_start(r, "application/json");
 
 	prefix = prefix_key(r->res, r->ns);
+	key = watched_key(r, &w->sel);
 	w->starting = true;
 	if (initial && !strcmp(initial, "false")) {
 		/* No initial events asked for: from now on. */
@@ -275,8 +288,20 @@ void watch_serve(struct req *r)
 	} else if (rv == 0 || (initial && !strcmp(initial, "true"))) {
 		/* The synthetic ADDED events kubectl's get -w expects first: the
 		 * committed state, then what commits after it. */
-		json_t **objs;
-		size_t n = cache_list_committed(r->s->cache, prefix, NULL, 0, &objs, NULL);
+		json_t **objs, *one;
+		size_t n;
+
+		if (key) {
+			/* One object's watcher (a kubelet's Node, its CSR). */
+			one = cache_get_committed(r->s->cache, key);
+			n = one ? 1 : 0;
+			objs = malloc(sizeof(*objs));
+			if (!objs)
+				abort();
+			objs[0] = one;
+		} else {
+			n = cache_list_committed(r->s->cache, prefix, NULL, 0, &objs, NULL);
+		}
 		for (size_t i = 0; i < n; i++) {
 			struct cache_event ev = {.type = CACHE_ADDED, .obj = objs[i]};
 			if (!selectors_match(&w->sel, objs[i]))
@@ -302,10 +327,12 @@ void watch_serve(struct req *r)
 	{
 		const char *node =
 		    w->sel.fields ? field_selector_exact(w->sel.fields, "spec.nodeName") : NULL;
-		w->cw = node ? cache_watch_node(r->s->cache, prefix, from, node, on_event, w)
-		             : cache_watch(r->s->cache, prefix, from, on_event, w);
+		w->cw = key    ? cache_watch_key(r->s->cache, prefix, from, key, on_event, w)
+		        : node ? cache_watch_node(r->s->cache, prefix, from, node, on_event, w)
+		               : cache_watch(r->s->cache, prefix, from, on_event, w);
 	}
 	free(prefix);
+	free(key);
 	w->starting = false;
 	w->replayed = unsent(w);
 	if (!w->cw) {

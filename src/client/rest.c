@@ -77,7 +77,9 @@ struct held {
 
 struct rest_client {
 	struct loop *loop;
-	SSL_CTX *tls;
+	SSL_CTX *tls;    /* the process's for this CA (tls_client_ctx_shared) */
+	X509 *cert;      /* the client certificate each connection presents */
+	EVP_PKEY *key;
 	char *host, *token, *user_agent, *ca_pem;
 	int port, max_conns, timeout_s;
 	bool h1_only;   /* DISABLE_HTTP2, or the server chose HTTP/1.1 */
@@ -211,6 +213,9 @@ static SSL *client_ssl(struct rest_client *c)
 
 	if (!ssl)
 		abort();
+	/* Parsed and checked against each other when they were set. */
+	if (c->cert && tls_use_client_cert(ssl, c->cert, c->key) < 0)
+		LOG_ERROR("\"Client certificate not presented\" err=\"%s\"", err_msg());
 	/* The server's certificate is judged at the process clock's time. */
 	X509_VERIFY_PARAM_set_time(SSL_get0_param(ssl), (time_t)clock_now_sec());
 	/* Check the server's name or address, as Go's client does. */
@@ -960,6 +965,8 @@ static void fall_back_to_h1(struct conn *k)
 	}
 }
 
+static void h2_queue(struct rest_client *c, struct rest_call *call);
+
 static void h2_conn_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *k = arg;
@@ -984,8 +991,17 @@ static void h2_conn_event(struct bufferevent *bev, short what, void *arg)
 	}
 	k->h2 = h2_new(c->loop, bev, &o);
 	k->calls = oldest_first(k->calls);
-	for (struct rest_call *call = k->calls; call; call = call->next)
-		h2_submit(k, call);
+	for (struct rest_call *call = k->calls, *next; call; call = next) {
+		next = call->next;
+		if (h2_can_open(k->h2)) {
+			h2_submit(k, call);
+		} else {
+			/* Beyond the session's streams: another connection, as
+			 * Go's transport dials when one cannot take a request. */
+			call_unlink(call);
+			h2_queue(c, call);
+		}
+	}
 }
 
 static struct conn *h2_conn_new(struct rest_client *c)
@@ -1009,11 +1025,29 @@ static struct conn *h2_conn_new(struct rest_client *c)
 	return k;
 }
 
+/* Calls waiting for a connection being made: no more than its session
+ * will take before the server's SETTINGS say otherwise (nghttp2 and Go's
+ * transport both assume 100 until then). */
+#define H2_STREAMS_BEFORE_SETTINGS 100
+
+static bool h2_conn_has_room(const struct conn *k)
+{
+	size_t n = 0;
+
+	if (!k->h2mode || k->dead)
+		return false;
+	if (k->h2)
+		return h2_can_open(k->h2);
+	for (const struct rest_call *call = k->calls; call; call = call->next)
+		n++;
+	return n < H2_STREAMS_BEFORE_SETTINGS;
+}
+
 /* A session with room for another stream, or one being made. */
 static struct conn *h2_conn_pick(struct rest_client *c)
 {
 	for (struct conn *k = c->conns; k; k = k->next)
-		if (k->h2mode && !k->dead && (!k->h2 || h2_can_open(k->h2)))
+		if (h2_conn_has_room(k))
 			return k;
 	return h2_conn_new(c);
 }
@@ -1114,8 +1148,10 @@ struct rest_client *rest_client_new(struct loop *loop, const struct rest_config 
 	c->token = cfg->token ? strdup(cfg->token) : NULL;
 	c->ca_pem = cfg->ca_pem ? strdup(cfg->ca_pem) : NULL;
 	if (parse_server(c, cfg->server ? cfg->server : "") < 0 ||
-	    !(c->tls = tls_client_ctx(cfg->ca_pem, cfg->cert_pem, cfg->key_pem))) {
-		if (!c->tls && c->host)
+	    !(c->tls = tls_client_ctx_shared(cfg->ca_pem)) ||
+	    (cfg->cert_pem && cfg->key_pem &&
+	     tls_client_cert_parse(cfg->cert_pem, cfg->key_pem, &c->cert, &c->key) < 0)) {
+		if (c->host)
 			err_set(ERR_INVALID, "bad TLS material for %s", cfg->server);
 		rest_client_free(c);
 		return NULL;
@@ -1194,13 +1230,17 @@ bool rest_unreachable(const struct rest_client *c)
 
 int rest_set_client_cert(struct rest_client *c, const char *cert_pem, const char *key_pem)
 {
-	SSL_CTX *tls = tls_client_ctx(c->ca_pem, cert_pem, key_pem);
-	if (!tls)
-		return err_set(ERR_INVALID, "bad client certificate or key");
-	/* Open connections hold a reference to the old context and keep
+	X509 *cert = NULL;
+	EVP_PKEY *key = NULL;
+
+	if (cert_pem && key_pem && tls_client_cert_parse(cert_pem, key_pem, &cert, &key) < 0)
+		return ERR_INVALID;
+	/* Open connections hold references to the old pair and keep
 	 * presenting what they were opened with. */
-	SSL_CTX_free(c->tls);
-	c->tls = tls;
+	X509_free(c->cert);
+	EVP_PKEY_free(c->key);
+	c->cert = cert;
+	c->key = key;
 	return 0;
 }
 
@@ -1223,6 +1263,8 @@ void rest_client_free(struct rest_client *c)
 		held_free(h);
 	}
 	SSL_CTX_free(c->tls);
+	X509_free(c->cert);
+	EVP_PKEY_free(c->key);
 	free(c->host);
 	free(c->token);
 	free(c->user_agent);

@@ -187,6 +187,66 @@ const char *tls_verify_failure(const SSL *ssl)
 	return verify_idx >= 0 ? SSL_get_ex_data(ssl, verify_idx) : NULL;
 }
 
+/* ---- one client context per trusted CA, for the whole process ----------------- */
+
+/* Making a context and parsing its CA bundle cost OpenSSL 3 about 1 ms, the
+ * most of a hollow kubelet's start; a thousand kubelets trust one CA. The
+ * contexts live until the process ends (a handful: one per CA text). */
+struct shared_ctx {
+	char *ca_pem;
+	SSL_CTX *ctx;
+	struct shared_ctx *next;
+};
+
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shared_ctx *shared_ctxs;
+
+SSL_CTX *tls_client_ctx_shared(const char *ca_pem)
+{
+	const char *key = ca_pem ? ca_pem : "";
+	struct shared_ctx *e;
+	SSL_CTX *ctx = NULL;
+
+	pthread_mutex_lock(&shared_lock);
+	for (e = shared_ctxs; e && strcmp(e->ca_pem, key); e = e->next)
+		;
+	if (!e && (ctx = tls_client_ctx(ca_pem, NULL, NULL))) {
+		if (!(e = calloc(1, sizeof(*e))) || !(e->ca_pem = strdup(key)))
+			abort();
+		e->ctx = ctx;
+		e->next = shared_ctxs;
+		shared_ctxs = e;
+	}
+	if (e) {
+		ctx = e->ctx;
+		SSL_CTX_up_ref(ctx);
+	}
+	pthread_mutex_unlock(&shared_lock);
+	return ctx;
+}
+
+int tls_client_cert_parse(const char *cert_pem, const char *key_pem, X509 **cert, EVP_PKEY **key)
+{
+	*cert = pki_cert_parse(cert_pem, strlen(cert_pem));
+	*key = *cert ? pki_key_parse(key_pem, strlen(key_pem)) : NULL;
+	if (*key && X509_check_private_key(*cert, *key) == 1)
+		return 0;
+	ERR_clear_error();
+	X509_free(*cert);
+	EVP_PKEY_free(*key);
+	*cert = NULL;
+	*key = NULL;
+	return err_set(ERR_INVALID, "bad client certificate or key");
+}
+
+int tls_use_client_cert(SSL *ssl, X509 *cert, EVP_PKEY *key)
+{
+	if (SSL_use_certificate(ssl, cert) == 1 && SSL_use_PrivateKey(ssl, key) == 1)
+		return 0;
+	ERR_clear_error();
+	return err_set(ERR_INVALID, "client certificate not usable");
+}
+
 SSL_CTX *tls_client_ctx(const char *ca_pem, const char *cert_pem, const char *key_pem)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());

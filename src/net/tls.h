@@ -32,6 +32,18 @@ void tls_server_offer_h2(SSL_CTX *ctx);
 bool tls_alpn_h2(const SSL *ssl);
 /* For clients: trust ca_pem (PEM text); optional client cert+key PEM. */
 SSL_CTX *tls_client_ctx(const char *ca_pem, const char *cert_pem, const char *key_pem);
+/*
+ * The process's client context trusting ca_pem (NULL: no verification
+ * roots), made on first use and shared by every caller with the same text:
+ * a new reference (SSL_CTX_free), NULL on bad PEM. A client certificate
+ * goes on each SSL (tls_use_client_cert), not on the shared context.
+ */
+SSL_CTX *tls_client_ctx_shared(const char *ca_pem);
+/* A client certificate and its key, parsed once and checked to match:
+ * 0 with new references in *cert and *key, or ERR_INVALID. */
+int tls_client_cert_parse(const char *cert_pem, const char *key_pem, X509 **cert, EVP_PKEY **key);
+/* Present cert/key on this connection (references taken): 0 or ERR_INVALID. */
+int tls_use_client_cert(SSL *ssl, X509 *cert, EVP_PKEY *key);
 /* After a client handshake failed verifying the server: Go's x509 text
  * ("x509: certificate has expired or is not yet valid: current time ... is
  * after ..."), kept on the SSL; NULL when verification did not fail. */

@@ -26,7 +26,8 @@ struct cache_watch {
 	int64_t from_rev;
 	cache_watch_fn fn;
 	void *arg;
-	char *node;         /* index value, or NULL */
+	char *index;        /* its value in an index (a node, a key), or NULL */
+	struct hmap *map;   /* that index: by_node, by_key; NULL: unindexed */
 	struct wlist *list; /* the list it is on */
 	bool dead;          /* unwatched during a dispatch; freed after it */
 	struct cache_watch *prev, *next;
@@ -92,7 +93,9 @@ struct cache {
 	struct cache_event *ring;
 	size_t window, head, len;
 	struct wlist unindexed;
-	struct hmap by_node; /* spec.nodeName → struct wlist* */
+	struct hmap by_node; /* spec.nodeName → struct wlist* (none empty) */
+	struct hmap by_key;  /* one object's key → struct wlist* (none empty) */
+	bool freeing;        /* cache_free: lists are freed after their watchers */
 	int dispatching;     /* watchers may unwatch from inside their callback */
 	size_t inflight;     /* writes handed to the store, not yet durable */
 	struct cache_watch **doomed;
@@ -184,6 +187,21 @@ struct blob *cache_json(struct cache *c, const char *key, const json_t *obj)
 	return b;
 }
 
+/* cache_free: every watcher of an index, then its lists. */
+static void unwatch_index(struct hmap *m)
+{
+	const char *k;
+	void *v;
+
+	for (size_t i = 0; hmap_next(m, &i, &k, &v);) {
+		struct wlist *l = v;
+		while (l->head)
+			cache_unwatch(l->head);
+		free(l);
+	}
+	hmap_free(m);
+}
+
 void cache_free(struct cache *c)
 {
 	const char *k;
@@ -214,15 +232,11 @@ void cache_free(struct cache *c)
 	for (size_t i = 0; i < c->len; i++)
 		event_clear(&c->ring[(c->head + i) % c->window]);
 	free(c->ring);
+	c->freeing = true;
 	while (c->unindexed.head)
 		cache_unwatch(c->unindexed.head);
-	for (size_t i = 0; hmap_next(&c->by_node, &i, &k, &v);) {
-		struct wlist *l = v;
-		while (l->head)
-			cache_unwatch(l->head);
-		free(l);
-	}
-	hmap_free(&c->by_node);
+	unwatch_index(&c->by_node);
+	unwatch_index(&c->by_key);
 	free(c->doomed);
 	free(c);
 }
@@ -507,8 +521,13 @@ static void unlink_free(struct cache_watch *w)
 		w->list->head = w->next;
 	if (w->next)
 		w->next->prev = w->prev;
+	/* An index keeps no empty lists: a key is watched once per CSR. */
+	if (w->map && !w->list->head && !w->c->freeing) {
+		hmap_del(w->map, w->index);
+		free(w->list);
+	}
 	free(w->prefix);
-	free(w->node);
+	free(w->index);
 	free(w);
 }
 
@@ -531,6 +550,7 @@ static void dispatch(struct cache *c, const struct cache_event *ev)
 
 	c->dispatching++;
 	dispatch_list(&c->unindexed, ev);
+	dispatch_list(hmap_get(&c->by_key, ev->key), ev);
 	/* A pod moving between nodes is news for both. */
 	if (now)
 		dispatch_list(hmap_get(&c->by_node, now), ev);
@@ -1007,7 +1027,8 @@ int cache_delete(struct cache *c, const char *key, cache_done_fn done, void *arg
 }
 
 static struct cache_watch *watch_new(struct cache *c, const char *prefix, int64_t from_rev,
-                                     const char *node, cache_watch_fn fn, void *arg)
+                                     struct hmap *map, const char *index, cache_watch_fn fn,
+                                     void *arg)
 {
 	struct cache_watch *w;
 	struct wlist *l = &c->unindexed;
@@ -1018,7 +1039,7 @@ static struct cache_watch *watch_new(struct cache *c, const char *prefix, int64_
 		return NULL;
 	}
 	w = calloc(1, sizeof(*w));
-	if (!w || !(w->prefix = strdup(prefix)) || (node && !(w->node = strdup(node))))
+	if (!w || !(w->prefix = strdup(prefix)) || (map && !(w->index = strdup(index))))
 		abort();
 	w->c = c;
 	w->prefix_len = strlen(prefix);
@@ -1029,14 +1050,15 @@ static struct cache_watch *watch_new(struct cache *c, const char *prefix, int64_
 	 * since nothing commits while we run on the loop. */
 	for (size_t i = 0; i < c->len; i++) {
 		const struct cache_event *ev = &c->ring[(c->head + i) % c->window];
-		if (watcher_wants(w, ev))
+		if (watcher_wants(w, ev) && (map != &c->by_key || !strcmp(ev->key, index)))
 			fn(arg, ev);
 	}
-	if (node && !(l = hmap_get(&c->by_node, node))) {
+	if (map && !(l = hmap_get(map, index))) {
 		if (!(l = calloc(1, sizeof(*l))))
 			abort();
-		hmap_put(&c->by_node, node, l);
+		hmap_put(map, index, l);
 	}
+	w->map = map;
 	w->list = l;
 	w->next = l->head;
 	if (l->head)
@@ -1048,13 +1070,19 @@ static struct cache_watch *watch_new(struct cache *c, const char *prefix, int64_
 struct cache_watch *cache_watch(struct cache *c, const char *prefix, int64_t from_rev,
                                 cache_watch_fn fn, void *arg)
 {
-	return watch_new(c, prefix, from_rev, NULL, fn, arg);
+	return watch_new(c, prefix, from_rev, NULL, NULL, fn, arg);
 }
 
 struct cache_watch *cache_watch_node(struct cache *c, const char *prefix, int64_t from_rev,
                                      const char *node, cache_watch_fn fn, void *arg)
 {
-	return watch_new(c, prefix, from_rev, node, fn, arg);
+	return watch_new(c, prefix, from_rev, &c->by_node, node, fn, arg);
+}
+
+struct cache_watch *cache_watch_key(struct cache *c, const char *prefix, int64_t from_rev,
+                                    const char *key, cache_watch_fn fn, void *arg)
+{
+	return watch_new(c, prefix, from_rev, &c->by_key, key, fn, arg);
 }
 
 void cache_unwatch(struct cache_watch *w)

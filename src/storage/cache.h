@@ -157,6 +157,13 @@ struct cache_watch *cache_watch(struct cache *c, const char *prefix, int64_t fro
  */
 struct cache_watch *cache_watch_node(struct cache *c, const char *prefix, int64_t from_rev,
 				     const char *node, cache_watch_fn fn, void *arg);
+/*
+ * The same, for a watcher of one object, key (a fieldSelector
+ * metadata.name=...: a kubelet's Node, its CSR): indexed by key, so the
+ * other objects' events cost it nothing.
+ */
+struct cache_watch *cache_watch_key(struct cache *c, const char *prefix, int64_t from_rev,
+				    const char *key, cache_watch_fn fn, void *arg);
 void cache_unwatch(struct cache_watch *w);
 
 #endif

@@ -212,6 +212,39 @@ static void test_node_index(void **state)
 	cache_free(c);
 }
 
+/* One object's watchers (a kubelet's CSR, its Node) are indexed by key:
+ * another object's events never reach them, their own always do, and the
+ * last one to go takes its list with it (ASan sees any left behind). */
+static void test_key_index(void **state)
+{
+	struct cache *c = cache_new(NULL, 64);
+	struct seen a = {0}, a2 = {0}, b = {0};
+	struct cache_watch *wb;
+
+	cache_load(c);
+	a.self = cache_watch_key(c, "/registry/pods/", 0, "/registry/pods/default/a", record, &a);
+	a2.unwatch_on_first = true;
+	a2.self = cache_watch_key(c, "/registry/pods/", 0, "/registry/pods/default/a", record, &a2);
+	wb = cache_watch_key(c, "/registry/pods/", 0, "/registry/pods/default/b", record, &b);
+	cache_create(c, "/registry/pods/default/a", pod("a", NULL), NULL, NULL);
+	cache_create(c, "/registry/pods/default/ab", pod("ab", NULL), NULL, NULL);
+	cache_update(c, "/registry/pods/default/a", pod("a", "n1"), NULL, NULL);
+	cache_delete(c, "/registry/pods/default/a", NULL, NULL);
+	assert_int_equal(a.n, 3);
+	assert_memory_equal(a.types, "AMD", 3);
+	assert_int_equal(a2.n, 1); /* unwatched from its own callback */
+	assert_int_equal(b.n, 0);
+	cache_unwatch(a.self);
+	/* A new watcher of the same key from revision 0 replays its events. */
+	a.self = cache_watch_key(c, "/registry/pods/", 0, "/registry/pods/default/a", record, &a);
+	assert_int_equal(a.n, 6);
+	cache_unwatch(a.self);
+	cache_create(c, "/registry/pods/default/b", pod("b", NULL), NULL, NULL);
+	assert_int_equal(b.n, 1);
+	(void)wb; /* left for cache_free */
+	cache_free(c);
+}
+
 static void test_unwatch_inside_callback(void **state)
 {
 	struct cache *c = cache_new(NULL, 8);
@@ -503,6 +536,7 @@ int main(void)
 		cmocka_unit_test(test_json_made_once),
 		cmocka_unit_test(test_watch_window_and_gone),
 		cmocka_unit_test(test_node_index),
+		cmocka_unit_test(test_key_index),
 		cmocka_unit_test(test_unwatch_inside_callback),
 		cmocka_unit_test(test_sqlite_durable_and_reloaded),
 		cmocka_unit_test(test_committed_view_hides_writes_in_flight),

@@ -11,6 +11,7 @@
 
 #include "client/informer.h"
 #include "client/rest.h"
+#include "net/tls.h"
 #include "pki/cluster.h"
 #include "pki/kubeconfig.h"
 #include "pki/pki.h"
@@ -237,6 +238,49 @@ static void test_one_connection(void **state)
 	assert_int_equal(connections_to(port), 1);
 	for (int i = 0; i < 3; i++)
 		rest_watch_stop(m.wa[i]);
+}
+
+/* More requests at once than a connection's 100 streams, asked before
+ * any connection exists: they wait for the first only up to its limit and
+ * the rest go out on a second, as Go's transport dials another; none fail. */
+static void test_more_than_a_connections_streams(void **state)
+{
+	struct world *w = *state;
+	int port = atoi(strrchr(w->env.server, ':') + 1);
+	struct rest_client *c = rest_client_from_kubeconfig(w->env.loop, &w->env.admin_kc, NULL);
+	enum { N = 150 };
+	struct result *r = calloc(N, sizeof(*r));
+
+	assert_non_null(c);
+	for (int i = 0; i < N; i++)
+		rest_do(c, "GET", "/api/v1/namespaces/default", NULL, on_result, &r[i]);
+	for (int i = 0; i < N; i++) {
+		spin_until(w, &r[i].done);
+		assert_int_equal(r[i].status, 200);
+		json_decref(r[i].body);
+	}
+	assert_int_equal(connections_to(port), 2);
+	rest_client_free(c);
+	free(r);
+}
+
+/* Clients that trust the same CA share one TLS context (a thousand
+ * kubelets, one parse of ca.crt); each still presents its own
+ * certificate (the admin's works, checked by every test here). */
+static void test_shared_tls_context(void **state)
+{
+	struct world *w = *state;
+	SSL_CTX *a = tls_client_ctx_shared(w->env.admin_kc.ca_data);
+	SSL_CTX *b = tls_client_ctx_shared(w->env.admin_kc.ca_data);
+	SSL_CTX *none = tls_client_ctx_shared(NULL);
+
+	assert_non_null(a);
+	assert_ptr_equal(a, b);
+	assert_ptr_not_equal(a, none);
+	assert_null(tls_client_ctx_shared("-----BEGIN CERTIFICATE-----\nnot base64\n"));
+	SSL_CTX_free(a);
+	SSL_CTX_free(b);
+	SSL_CTX_free(none);
 }
 
 /* DISABLE_HTTP2, client-go's switch: HTTP/1.1, a connection per watch and
@@ -534,6 +578,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_one_connection, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_more_than_a_connections_streams, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_shared_tls_context, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_http1, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_watch_from_on_end, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_free_client_from_callback, setup, teardown),

@@ -85,6 +85,8 @@ struct cache {
 	void (*progress)(void *arg);
 	void *progress_arg;
 	struct hmap objs;    /* key → json_t* (latest state, the writers' view) */
+	struct hmap dirs;    /* a key's directory ("/registry/pods/default/") → struct hmap*
+	                        of its keys: a list reads one kind, not every object */
 	struct hmap shadows; /* key → struct shadow*, while writes are in flight */
 	struct hmap wires;   /* key → struct wire*: the committed object's JSON */
 	int64_t rev;         /* last revision handed out */
@@ -101,6 +103,106 @@ struct cache {
 	struct cache_watch **doomed;
 	size_t ndoomed, capdoomed;
 };
+
+/* ---- objs and its directory index ---------------------------------------------- */
+
+/* The directory of key: up to and including its last '/'. */
+static size_t dir_len(const char *key)
+{
+	const char *slash = strrchr(key, '/');
+	return slash ? (size_t)(slash - key) + 1 : 0;
+}
+
+static void dir_add(struct cache *c, const char *key)
+{
+	char dir[512];
+	size_t n = dir_len(key);
+	struct hmap *set;
+
+	snprintf(dir, sizeof(dir), "%.*s", (int)n, key);
+	if (!(set = hmap_get(&c->dirs, dir))) {
+		if (!(set = calloc(1, sizeof(*set))))
+			abort();
+		hmap_put(&c->dirs, dir, set);
+	}
+	hmap_put(set, key, (void *)1);
+}
+
+static void dir_del(struct cache *c, const char *key)
+{
+	char dir[512];
+	size_t n = dir_len(key);
+	struct hmap *set;
+
+	snprintf(dir, sizeof(dir), "%.*s", (int)n, key);
+	if (!(set = hmap_get(&c->dirs, dir)))
+		return;
+	hmap_del(set, key);
+	if (hmap_len(set) == 0) {
+		hmap_del(&c->dirs, dir);
+		hmap_free(set);
+		free(set);
+	}
+}
+
+static void dirs_clear(struct cache *c)
+{
+	const char *k;
+	void *v;
+
+	for (size_t i = 0; hmap_next(&c->dirs, &i, &k, &v);) {
+		hmap_free(v);
+		free(v);
+	}
+	hmap_free(&c->dirs);
+	memset(&c->dirs, 0, sizeof(c->dirs));
+}
+
+/* After objs was loaded whole. */
+static void dirs_build(struct cache *c)
+{
+	const char *k;
+	void *v;
+
+	dirs_clear(c);
+	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);)
+		dir_add(c, k);
+}
+
+/* Every change to which keys exist goes through these two. */
+static json_t *objs_put(struct cache *c, const char *key, json_t *obj)
+{
+	json_t *prev = hmap_put(&c->objs, key, obj);
+	if (!prev)
+		dir_add(c, key);
+	return prev;
+}
+
+static json_t *objs_del(struct cache *c, const char *key)
+{
+	json_t *prev = hmap_del(&c->objs, key);
+	if (prev)
+		dir_del(c, key);
+	return prev;
+}
+
+/* Calls fn for each key in objs that may lie under prefix: those of every
+ * directory under it, or of the one directory it lies in. */
+static void objs_under(const struct cache *c, const char *prefix,
+                       void (*fn)(const struct cache *c, const char *key, void *arg), void *arg)
+{
+	size_t plen = strlen(prefix);
+	const char *d, *k;
+	void *set, *one;
+
+	for (size_t i = 0; hmap_next(&c->dirs, &i, &d, &set);) {
+		size_t dlen = strlen(d);
+		if (strncmp(d, prefix, dlen < plen ? dlen : plen))
+			continue;
+		for (size_t j = 0; hmap_next(set, &j, &k, &one);)
+			fn(c, k, arg);
+	}
+}
 
 struct cache *cache_new(struct store *store, size_t window)
 {
@@ -223,6 +325,7 @@ void cache_free(struct cache *c)
 	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);)
 		json_decref(v);
 	hmap_free(&c->objs);
+	dirs_clear(c);
 	for (size_t i = 0; hmap_next(&c->shadows, &i, &k, &v);) {
 		json_decref(((struct shadow *)v)->committed);
 		free(v);
@@ -277,6 +380,7 @@ int cache_load(struct cache *c)
 	int64_t rev = 0;
 	int r = c->store ? store_load(c->store, load_one, &l, &rev) : 0;
 	if (r == 0) {
+		dirs_build(c);
 		c->rev = c->committed = rev;
 		c->gone_rev = rev;
 		if (c->remote)
@@ -395,32 +499,41 @@ static void view_free(struct view *v)
 	free(v->vals);
 }
 
+static void add_latest(const struct cache *c, const char *key, void *v)
+{
+	view_add(v, key, hmap_get(&c->objs, key));
+}
+
 size_t cache_list(const struct cache *c, const char *prefix, const char *after, size_t limit,
                   json_t ***out, bool *more)
 {
 	struct view v = {0};
-	const char *k;
-	void *o;
 	size_t n;
 
-	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &o);)
-		view_add(&v, k, o);
+	objs_under(c, prefix, add_latest, &v);
 	n = view_take(&v, prefix, after, false, limit, out, more);
 	view_free(&v);
 	return n;
 }
 
-/* The committed state: the latest, with in-flight keys as they were. */
-static void committed_view(const struct cache *c, struct view *v)
+static void add_committed(const struct cache *c, const char *key, void *v)
 {
+	if (!hmap_get(&c->shadows, key))
+		add_latest(c, key, v);
+}
+
+/* The committed state under prefix (and maybe a little beyond it: the
+ * caller's view_take filters): the latest, with in-flight keys as they were. */
+static void committed_view(const struct cache *c, const char *prefix, struct view *v)
+{
+	size_t plen = strlen(prefix);
 	const char *k;
 	void *o;
 
-	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &o);)
-		if (!hmap_get(&c->shadows, k))
-			view_add(v, k, o);
+	objs_under(c, prefix, add_committed, v);
 	for (size_t i = 0; hmap_next(&c->shadows, &i, &k, &o);)
-		view_add(v, k, ((struct shadow *)o)->committed);
+		if (!strncmp(k, prefix, plen))
+			view_add(v, k, ((struct shadow *)o)->committed);
 }
 
 size_t cache_list_committed(const struct cache *c, const char *prefix, const char *after,
@@ -429,7 +542,7 @@ size_t cache_list_committed(const struct cache *c, const char *prefix, const cha
 	struct view v = {0};
 	size_t n;
 
-	committed_view(c, &v);
+	committed_view(c, prefix, &v);
 	n = view_take(&v, prefix, after, false, limit, out, more);
 	view_free(&v);
 	return n;
@@ -449,7 +562,7 @@ int cache_list_at(const struct cache *c, int64_t rev, const char *prefix, const 
 		return err_set(ERR_TIMEOUT, "Too large resource version: %" PRId64
 		                            ", current: %" PRId64,
 		               rev, c->committed);
-	committed_view(c, &v);
+	committed_view(c, prefix, &v);
 	if (rev == c->committed) {
 		/* The usual read: nothing to undo, no index to build. */
 		*n = view_take(&v, prefix, start, inclusive, limit, out, more);
@@ -478,14 +591,23 @@ int cache_list_at(const struct cache *c, int64_t rev, const char *prefix, const 
 	return 0;
 }
 
+struct counting {
+	const char *prefix;
+	size_t plen, n;
+};
+
+static void count_one(const struct cache *c, const char *key, void *arg)
+{
+	struct counting *t = arg;
+	t->n += strncmp(key, t->prefix, t->plen) == 0;
+}
+
 size_t cache_count(const struct cache *c, const char *prefix)
 {
-	size_t plen = strlen(prefix), n = 0;
-	const char *k;
-	void *v;
-	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);)
-		n += strncmp(k, prefix, plen) == 0;
-	return n;
+	struct counting t = {.prefix = prefix, .plen = strlen(prefix)};
+
+	objs_under(c, prefix, count_one, &t);
+	return t.n;
 }
 
 static void ring_push(struct cache *c, const struct cache_event *ev)
@@ -608,9 +730,9 @@ static void shadow_settle(struct cache *c, const char *key, bool durable, json_t
 		/* No later write builds on the failed one: the key is what the
 		 * disk has. (A later one carries it to disk as its own.) */
 		if (sh->committed)
-			json_decref(hmap_put(&c->objs, key, json_incref(sh->committed)));
+			json_decref(objs_put(c, key, json_incref(sh->committed)));
 		else
-			json_decref(hmap_del(&c->objs, key));
+			json_decref(objs_del(c, key));
 	}
 	if (--sh->pending == 0) {
 		json_decref(sh->committed);
@@ -826,10 +948,10 @@ static void remote_event(void *arg, const struct store_event *sev)
 				  sev->key, sev->rev, err_msg());
 		} else {
 			set_rv(ev.obj, sev->rev);
-			ev.prev = hmap_put(&c->objs, sev->key, json_incref(ev.obj));
+			ev.prev = objs_put(c, sev->key, json_incref(ev.obj));
 			ev.type = ev.prev ? CACHE_MODIFIED : CACHE_ADDED;
 		}
-	} else if (sev->key && (ev.prev = hmap_del(&c->objs, sev->key))) {
+	} else if (sev->key && (ev.prev = objs_del(c, sev->key))) {
 		ev.type = CACHE_DELETED;
 		ev.obj = json_deep_copy(ev.prev);
 		set_rv(ev.obj, sev->rev);
@@ -908,6 +1030,7 @@ static void remote_reset(void *arg)
 		json_decref(v);
 	hmap_free(&c->objs);
 	c->objs = fresh;
+	dirs_build(c);
 	wires_clear(c);
 	for (size_t i = 0; i < c->len; i++)
 		event_clear(&c->ring[(c->head + i) % c->window]);
@@ -965,11 +1088,11 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
 	p->ev.prev = prev; /* the map's reference moves to the event */
 	if (type == CACHE_DELETED) {
 		p->ev.obj = json_deep_copy(prev);
-		hmap_del(&c->objs, key);
+		objs_del(c, key);
 		set_rv(p->ev.obj, rev);
 	} else {
 		p->ev.obj = obj;
-		hmap_put(&c->objs, key, json_incref(obj));
+		objs_put(c, key, json_incref(obj));
 		/* Serialised once: for the store, then every reader and watcher. */
 		p->ev.json = blob_new(value, strlen(value));
 	}

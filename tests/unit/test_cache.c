@@ -245,6 +245,47 @@ static void test_key_index(void **state)
 	cache_free(c);
 }
 
+/* A list reads only the directories under its prefix: kinds and
+ * namespaces stay apart, a prefix sharing letters with another kind's
+ * does not reach it, deleted keys leave, and a revision's list still sees
+ * a key deleted since. */
+static void test_lists_by_directory(void **state)
+{
+	struct cache *c = cache_new(NULL, 64);
+	json_t **objs;
+	size_t n;
+
+	cache_load(c);
+	cache_create(c, "/registry/pods/default/a", pod("a", NULL), NULL, NULL);
+	cache_create(c, "/registry/pods/kube-system/b", pod("b", NULL), NULL, NULL);
+	cache_create(c, "/registry/podsecrets/default/x", pod("x", NULL), NULL, NULL);
+	cache_create(c, "/registry/nodes/n1", pod("n1", NULL), NULL, NULL);
+	assert_int_equal(cache_count(c, "/registry/pods/"), 2);
+	assert_int_equal(cache_count(c, "/registry/pods/default/"), 1);
+	assert_int_equal(cache_count(c, "/registry/pods"), 3); /* a bare prefix, as asked */
+	assert_int_equal(cache_count(c, "/registry/"), 4);
+	n = cache_list(c, "/registry/pods/", NULL, 0, &objs, NULL);
+	assert_int_equal(n, 2);
+	assert_string_equal(jx_str(objs[0], "metadata.name"), "a");
+	assert_string_equal(jx_str(objs[1], "metadata.name"), "b");
+	free(objs);
+	cache_delete(c, "/registry/pods/kube-system/b", NULL, NULL);
+	cache_delete(c, "/registry/nodes/n1", NULL, NULL);
+	assert_int_equal(cache_count(c, "/registry/pods/"), 1);
+	assert_int_equal(cache_count(c, "/registry/nodes/"), 0);
+	n = cache_list_committed(c, "/registry/pods/", NULL, 0, &objs, NULL);
+	assert_int_equal(n, 1);
+	free(objs);
+	/* At revision 4 (before the deletes) b and n1 were there. */
+	assert_int_equal(cache_list_at(c, 4, "/registry/pods/", NULL, false, 0, &objs, NULL, &n), 0);
+	assert_int_equal(n, 2);
+	free(objs);
+	assert_int_equal(cache_list_at(c, 4, "/registry/nodes/", NULL, false, 0, &objs, NULL, &n), 0);
+	assert_int_equal(n, 1);
+	free(objs);
+	cache_free(c);
+}
+
 static void test_unwatch_inside_callback(void **state)
 {
 	struct cache *c = cache_new(NULL, 8);
@@ -537,6 +578,7 @@ int main(void)
 		cmocka_unit_test(test_watch_window_and_gone),
 		cmocka_unit_test(test_node_index),
 		cmocka_unit_test(test_key_index),
+		cmocka_unit_test(test_lists_by_directory),
 		cmocka_unit_test(test_unwatch_inside_callback),
 		cmocka_unit_test(test_sqlite_durable_and_reloaded),
 		cmocka_unit_test(test_committed_view_hides_writes_in_flight),

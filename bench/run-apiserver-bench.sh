@@ -6,10 +6,13 @@
 #   QUICK=1 bench/run-apiserver-bench.sh    # smaller and shorter, about 1 minute
 #
 # Knobs (environment): BUILD (build dir, default /tmp/build-apiserver-bench),
-# DURATION (s per measurement, 10), LEASE_CLIENTS ("16 64 256"), WATCHERS
-# ("1000 10000"), RATE (pod creates/s in watch, 200), NODES (5000), PODS (50000),
-# RUNS (LIST repetitions, 5), QUIET_WAIT (s to wait for an idle machine, 120),
-# KEEP=1 keeps the work directory.
+# DURATION (s per measurement, 10), LEASE_CLIENTS ("16 64 256"; 1024 works: the
+# descriptor limit is raised to the hard limit, which must exceed clients + 100),
+# WATCHERS ("1000 10000"), RATE (pod creates/s in watch, 200), NODES (5000),
+# PODS (50000), RUNS (LIST repetitions, 5), QUIET_WAIT (s to wait for an idle
+# machine, 120), KEEP=1 keeps the work directory, SKIP_BUILD=1 runs what $BUILD
+# already holds (bench/run-all.sh builds once for every script). QUICK=1 changes
+# the defaults only: a knob set in the environment still wins.
 #
 # Needs: the build deps and nginx: `scripts/deps.sh bench` installs them.
 # for the GET comparison — skipped with a note when nginx is missing.
@@ -19,6 +22,10 @@ set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-/tmp/build-apiserver-bench}
+if [ "${QUICK:-0}" = 1 ]; then
+	DURATION=${DURATION:-3} LEASE_CLIENTS=${LEASE_CLIENTS:-64} WATCHERS=${WATCHERS:-1000}
+	NODES=${NODES:-1000} PODS=${PODS:-5000} RUNS=${RUNS:-3}
+fi
 DURATION=${DURATION:-10}
 LEASE_CLIENTS=${LEASE_CLIENTS:-16 64 256}
 WATCHERS=${WATCHERS:-1000 10000}
@@ -26,9 +33,6 @@ RATE=${RATE:-200}
 NODES=${NODES:-5000}
 PODS=${PODS:-50000}
 RUNS=${RUNS:-5}
-if [ "${QUICK:-0}" = 1 ]; then
-	DURATION=3 LEASE_CLIENTS=64 WATCHERS=1000 NODES=1000 PODS=5000 RUNS=3
-fi
 
 WORK=$(mktemp -d /tmp/cube-apiserver-bench.XXXXXX)
 LOG=$WORK/bench.log
@@ -46,14 +50,28 @@ trap cleanup EXIT INT TERM
 
 say() { echo "$@" | tee -a "$LOG"; }
 
-echo "building in $BUILD ..."
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target cube apiserver_bench >/dev/null
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+	echo "building in $BUILD ..."
+	cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build "$BUILD" -j "$(nproc)" --target cube apiserver_bench >/dev/null
+fi
 CUBE=$BUILD/cube
 BENCH=$BUILD/bench/apiserver_bench
+for b in "$CUBE" "$BENCH"; do
+	[ -x "$b" ] || { echo "no $b (SKIP_BUILD=1 needs a build in $BUILD)" >&2; exit 1; }
+done
 
-# Each watch holds a connection (and a descriptor) on both sides.
+# Each watch and each lease client holds a connection (and a descriptor) on both
+# sides: the server and the client inherit this limit.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+need=0
+for c in $LEASE_CLIENTS; do [ "$c" -gt "$need" ] && need=$c; done
+for w in $WATCHERS; do [ "$w" -gt "$need" ] && need=$w; done
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((need + 100)) ]; then
+	echo "# descriptor limit $(ulimit -n) (hard $(ulimit -Hn)) is below $need connections + 100:" \
+		"raise the hard limit (ulimit -Hn) or lower LEASE_CLIENTS/WATCHERS" >&2
+	exit 1
+fi
 
 # start_server NAME [apiserver flags...]: a fresh cluster dir $WORK/NAME.
 start_server() {
@@ -156,7 +174,7 @@ EOF
 }
 
 say "# apiserver benchmarks, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(uname -r)"
-say "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+say "# load average before: $(cut -d' ' -f1-3 /proc/loadavg); ulimit -n $(ulimit -n)"
 
 start_server main
 for c in $LEASE_CLIENTS; do
@@ -193,3 +211,6 @@ stop_server
 echo
 echo "== summary (full log: $BUILD/apiserver-bench.log) =="
 grep -E '^(RESULT|# server)' "$LOG" | sed 's/^RESULT /  /'
+printf 'reproduce: '
+[ "${QUICK:-0}" = 1 ] && printf 'QUICK=1 '
+echo "BUILD=$BUILD DURATION=$DURATION LEASE_CLIENTS=\"$LEASE_CLIENTS\" WATCHERS=\"$WATCHERS\" RATE=$RATE NODES=$NODES PODS=$PODS RUNS=$RUNS bench/run-apiserver-bench.sh"

@@ -23,7 +23,9 @@
 # connections per member, 64), WATCHERS (100), RATE (pod creates/s through A, 100),
 # WATCH_DURATION (s, 10), QUIET_WAIT (s to wait for an idle machine before each
 # measurement, 60; QUICK: 10), KEEP=1 keeps the work directory, SKIP_BUILD=1 runs
-# what $BUILD already holds (the tree may be mid-edit).
+# what $BUILD already holds (the tree may be mid-edit). QUICK=1 changes the
+# defaults only: a knob set in the environment still wins (bench/run-all.sh
+# passes CLIENTS="64 256 1024").
 #
 # Needs: the build deps, curl, ss (iproute2), base64 and etcd (Debian's etcd-server 3.4).
 # etcd keeps its default durability: it fsyncs its WAL before it answers a write.
@@ -35,15 +37,16 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib.sh"
 BUILD=${BUILD:-/tmp/build-etcd-bench}
 ETCD=${ETCD:-etcd}
+if [ "${QUICK:-0}" = 1 ]; then
+	DURATION=${DURATION:-3} CLIENTS=${CLIENTS:-64} WATCH_DURATION=${WATCH_DURATION:-5}
+	QUIET_WAIT=${QUIET_WAIT:-10}
+fi
 DURATION=${DURATION:-10}
 CLIENTS=${CLIENTS:-64 256}
 POOL=${POOL:-64}
 WATCHERS=${WATCHERS:-100}
 RATE=${RATE:-100}
 WATCH_DURATION=${WATCH_DURATION:-10}
-if [ "${QUICK:-0}" = 1 ]; then
-	DURATION=3 CLIENTS=64 WATCH_DURATION=5 QUIET_WAIT=${QUIET_WAIT:-10}
-fi
 QUIET_WAIT=${QUIET_WAIT:-60}
 
 WORK=$(mktemp -d /tmp/cube-etcd-bench.XXXXXX)
@@ -74,6 +77,7 @@ PUT=$BUILD/bench/etcd_put_bench
 for b in "$CUBE" "$BENCH" "$PUT"; do
 	[ -x "$b" ] || { echo "no $b (SKIP_BUILD=1 needs a build in $BUILD)" >&2; exit 1; }
 done
+# One connection per client, on the client's side and etcd's (or cube's).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # ---- the machine -----------------------------------------------------------------

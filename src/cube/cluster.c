@@ -1,4 +1,5 @@
 #include "cube/cluster.h"
+#include "cube/control.h"
 
 #include "apiserver/apiserver.h"
 #include "controllers/controllers.h"
@@ -12,13 +13,36 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/loop.h"
+#include "base/strv.h"
+#include "base/timeutil.h"
 
+#include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* systemd's RestartSec=10 for a kubelet process that died. */
+#define SHARD_RESTART_NS (10 * NS_PER_SEC)
+/* How long a kubelet process may take to answer on its socket at start,
+ * and to exit after SIGTERM. */
+#define SHARD_START_S 120
+#define SHARD_STOP_MS 10000
+/* The next kubelet process starts once the last one's nodes all have a
+ * client certificate, checked this often, or after SHARD_BOOTSTRAP_NS
+ * whatever they have (no approver: they would wait for ever). */
+#define SHARD_GATE_NS (500 * NS_PER_MS)
+#define SHARD_BOOTSTRAP_NS (120 * NS_PER_SEC)
 
 /* One component on its own thread and loop. */
 struct component {
@@ -37,12 +61,31 @@ struct component {
 	struct log_scope log; /* <dir>/logs/<name>.log: this thread's lines */
 };
 
+/* One `cube kubelet --hollow-nodes` child: nodes first .. first+n-1. */
+struct shard {
+	struct cluster *cl;
+	int index, first, n;
+	char *sock, *log;      /* DIR/kubelets-<i>.sock, DIR/logs/kubelets-<i>.log */
+	bool started;          /* its turn came (shards_next) */
+	pid_t pid;             /* 0: not running */
+	struct timer *restart; /* on opts.loop, after it died */
+	int certified;         /* its first nodes seen with a client certificate */
+};
+
 struct cluster {
 	struct cluster_opts o;
 	char server[64];
 	struct component api, cm, sched, kubelets;
 	int port;
 	char *controllers; /* the controller manager's --controllers now (NULL: "*") */
+	/* kubelet processes (opts.kubelet_processes > 0) instead of kubelets */
+	struct shard *shards;
+	int nshards, started;
+	struct timer *next;    /* shards_next */
+	int64_t next_deadline; /* mono: start the next whatever the last one's nodes have */
+	struct event *sigchld;
+	char self[PATH_MAX]; /* this binary, for them */
+	bool stopping;       /* no more restarts */
 };
 
 static char *path_in(struct cluster *cl, const char *rel);
@@ -336,6 +379,354 @@ static void repoint_all(struct cluster *cl)
 	free(nodes);
 }
 
+/* ---- kubelet processes ("shards") ------------------------------------------------- */
+
+static void push_path(struct cluster *cl, struct strv *a, const char *flag, const char *rel)
+{
+	char *p = path_in(cl, rel);
+	strv_pushf(a, "%s=%s", flag, p);
+	free(p);
+}
+
+static void push_duration(struct strv *a, const char *flag, int64_t ns)
+{
+	char d[DURATION_BUF];
+	strv_pushf(a, "%s=%s", flag, duration_format(ns, d));
+}
+
+/* kubelets_start's settings as `cube kubelet` flags. */
+static void shard_argv(struct cluster *cl, const struct shard *sh, struct strv *a)
+{
+	const struct cluster_opts *o = &cl->o;
+
+	strv_push(a, cl->self);
+	/* cube --clock-offset lives in this process's clock: the same there. */
+	if (clock_offset())
+		push_duration(a, "--clock-offset", clock_offset());
+	strv_push(a, "kubelet");
+	strv_pushf(a, "--hollow-nodes=%d", sh->n);
+	strv_pushf(a, "--hollow-first-index=%d", sh->first);
+	strv_pushf(a, "--hollow-name-prefix=%s", o->node_prefix);
+	push_path(cl, a, "--root-dir", "nodes");
+	push_path(cl, a, "--bootstrap-kubeconfig", "bootstrap-kubelet.conf");
+	push_path(cl, a, "--client-ca-file", "pki/ca.crt");
+	strv_push(a, "--rotate-certificates");
+	strv_push(a, "--address=127.0.0.1");
+	strv_push(a, "--port=-1");
+	strv_pushf(a, "--control-socket=%s", sh->sock);
+	if (o->server_tls_bootstrap)
+		strv_push(a, "--rotate-server-certificates");
+	if (o->self_heal)
+		strv_push(a, "--self-heal");
+	if (o->certificate_condition)
+		strv_push(a, "--certificate-condition");
+	if (o->status_update_ns > 0)
+		push_duration(a, "--node-status-update-frequency", o->status_update_ns);
+	if (o->lease_duration_s > 0)
+		strv_pushf(a, "--node-lease-duration-seconds=%lld", (long long)o->lease_duration_s);
+	if (o->pod_start_delay_ns > 0)
+		push_duration(a, "--pod-start-delay", o->pod_start_delay_ns);
+	if (o->exit_after_ns > 0)
+		push_duration(a, "--exit-after", o->exit_after_ns);
+	if (log_verbosity > 0)
+		strv_pushf(a, "--v=%d", log_verbosity);
+}
+
+/* Between fork and exec only async-signal-safe calls: the other threads'
+ * locks may be held forever in this copy. */
+static _Noreturn void shard_exec(char **argv, int log, pid_t parent)
+{
+	static const char msg[] = "cube up: exec of the kubelet process failed\n";
+
+	dup2(log, 1);
+	dup2(log, 2);
+	/* The terminal's Ctrl-C is the supervisor's to pass on. */
+	setpgid(0, 0);
+	/* A supervisor killed outright takes its kubelets with it. The signal
+	 * comes when the forking thread ends, so every fork is the main
+	 * thread's (cluster_start, the loop's restarts); a supervisor that
+	 * died before this line would never send it: then go now. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(1);
+	/* The API server's thousands of sockets are not the child's to hold
+	 * (they would count against its own limit). */
+	close_range(3, ~0U, 0);
+	execv(argv[0], argv);
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+static int shard_spawn(struct shard *sh)
+{
+	struct strv a = STRV_INIT;
+	int fd = open(sh->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	pid_t parent = getpid(), pid;
+
+	if (fd < 0)
+		return err_set(ERR_IO, "%s: %s", sh->log, strerror(errno));
+	shard_argv(sh->cl, sh, &a);
+	pid = fork();
+	if (pid == 0)
+		shard_exec(a.v, fd, parent);
+	close(fd);
+	strv_free(&a);
+	if (pid < 0)
+		return err_set(ERR_IO, "fork: %s", strerror(errno));
+	sh->pid = pid;
+	LOG_INFO("\"Started kubelet process\" process=\"kubelets-%d\" pid=%d nodes=\"%s%d..%s%d\"",
+		 sh->index, (int)pid, sh->cl->o.node_prefix, sh->first, sh->cl->o.node_prefix,
+		 sh->first + sh->n - 1);
+	return 0;
+}
+
+/* Go's exec.ExitError words: "exit status 1", "signal: killed". */
+static const char *exit_text(int status, char *buf, size_t n)
+{
+	if (WIFEXITED(status)) {
+		snprintf(buf, n, "exit status %d", WEXITSTATUS(status));
+		return buf;
+	}
+	snprintf(buf, n, "signal: %s", strsignal(WTERMSIG(status)));
+	buf[8] = (char)tolower((unsigned char)buf[8]);
+	return buf;
+}
+
+static void shard_restart(void *arg)
+{
+	struct shard *sh = arg;
+
+	if (shard_spawn(sh) < 0) {
+		LOG_ERROR("\"Failed to start kubelet process; retrying\" process=\"kubelets-%d\" "
+			  "err=\"%s\" in=\"10s\"", sh->index, err_msg());
+		timer_after(sh->restart, SHARD_RESTART_NS);
+	}
+}
+
+/* Reap whichever kubelet processes ended; restart them unless stopping. */
+static void on_sigchld(evutil_socket_t sig, short what, void *arg)
+{
+	struct cluster *cl = arg;
+	char how[64];
+	int status;
+
+	(void)sig, (void)what;
+	for (int i = 0; i < cl->nshards; i++) {
+		struct shard *sh = &cl->shards[i];
+		if (!sh->pid || waitpid(sh->pid, &status, WNOHANG) != sh->pid)
+			continue;
+		if (!cl->stopping) {
+			LOG_ERROR("\"Kubelet process exited; restarting it\" "
+				  "process=\"kubelets-%d\" pid=%d status=\"%s\" log=\"%s\" "
+				  "in=\"10s\"", sh->index, (int)sh->pid,
+				  exit_text(status, how, sizeof(how)), sh->log);
+			timer_after(sh->restart, SHARD_RESTART_NS);
+		}
+		sh->pid = 0;
+	}
+}
+
+static void sleep_ms(int ms)
+{
+	nanosleep(&(struct timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L}, NULL);
+}
+
+/* Until a kubelet process answers on its socket (its pool started): 0,
+ * or an error saying it exited or never answered. */
+static int shard_wait(struct shard *sh)
+{
+	json_t *ping = json_pack("[s]", "ping"), *r;
+	int64_t deadline = clock_mono() + SHARD_START_S * NS_PER_SEC;
+	int rc = 0, status;
+	char how[64];
+
+	while (!(r = control_call(sh->sock, ping, 1)) || json_object_get(r, "error")) {
+		json_decref(r);
+		r = NULL;
+		if (waitpid(sh->pid, &status, WNOHANG) == sh->pid) {
+			sh->pid = 0;
+			rc = err_set(ERR_UNAVAILABLE, "kubelet process %d (%s) failed: %s",
+				     sh->index, sh->log, exit_text(status, how, sizeof(how)));
+			break;
+		}
+		if (clock_mono() > deadline) {
+			rc = err_set(ERR_TIMEOUT, "kubelet process %d did not answer on %s "
+				     "within %ds (%s)", sh->index, sh->sock, SHARD_START_S,
+				     sh->log);
+			break;
+		}
+		sleep_ms(50);
+	}
+	json_decref(r);
+	json_decref(ping);
+	return rc;
+}
+
+/* Have all of sh's nodes a client certificate (the kubelet's
+ * <cert-dir>/kubelet-client-current.pem)? Then their bootstrap is over. */
+static bool shard_certified(struct shard *sh)
+{
+	while (sh->certified < sh->n) {
+		char rel[320], *p;
+		int have;
+		snprintf(rel, sizeof(rel), "nodes/%s%d/pki/kubelet-client-current.pem",
+			 sh->cl->o.node_prefix, sh->first + sh->certified);
+		p = path_in(sh->cl, rel);
+		have = file_exists(p) == 1;
+		free(p);
+		if (!have)
+			return false;
+		sh->certified++;
+	}
+	return true;
+}
+
+/*
+ * The kubelet processes start one after another, each once the one before
+ * has its nodes' certificates: a node holds two connections while it
+ * bootstraps (the token's and its own) and one after, and the API server
+ * here holds the other ends, so one bootstrap storm at a time is what its
+ * descriptors are budgeted for (cluster_shards_fds) — and a storm of
+ * 2,500 nodes is served faster than one of 10,000. A resumed cluster's
+ * nodes have theirs: then all start at once.
+ */
+static void shards_next(void *arg)
+{
+	struct cluster *cl = arg;
+	struct shard *last = &cl->shards[cl->started - 1], *sh;
+	bool done = shard_certified(last);
+
+	if (!done && clock_mono() < cl->next_deadline) {
+		timer_after(cl->next, SHARD_GATE_NS);
+		return;
+	}
+	if (!done)
+		LOG_WARN("\"Kubelet process's nodes are still without certificates; starting the "
+			 "next\" process=\"kubelets-%d\" certified=%d nodes=%d", last->index,
+			 last->certified, last->n);
+	sh = &cl->shards[cl->started++];
+	sh->started = true;
+	if (shard_spawn(sh) < 0) {
+		LOG_ERROR("\"Failed to start kubelet process; retrying\" process=\"kubelets-%d\" "
+			  "err=\"%s\" in=\"10s\"", sh->index, err_msg());
+		timer_after(sh->restart, SHARD_RESTART_NS);
+	}
+	cl->next_deadline = clock_mono() + SHARD_BOOTSTRAP_NS;
+	if (cl->started < cl->nshards)
+		timer_after(cl->next, 0);
+}
+
+static int shards_start(struct cluster *cl)
+{
+	const struct cluster_opts *o = &cl->o;
+	int per = o->nodes / o->kubelet_processes, extra = o->nodes % o->kubelet_processes;
+	char *logs = path_in(cl, "logs");
+	ssize_t len = readlink("/proc/self/exe", cl->self, sizeof(cl->self) - 1);
+	int rc = file_mkdirs(logs, 0700), first = 0;
+
+	free(logs);
+	CUBE_ASSERT(o->loop && o->kubelet_processes <= o->nodes);
+	if (len <= 0)
+		return err_set(ERR_IO, "/proc/self/exe: %s", strerror(errno));
+	cl->self[len] = '\0';
+	if (rc < 0)
+		return rc;
+	cl->nshards = o->kubelet_processes;
+	if (!(cl->shards = calloc((size_t)cl->nshards, sizeof(*cl->shards))))
+		abort();
+	/* Before the first fork: a child that dies at once is reaped too. */
+	cl->sigchld = evsignal_new(loop_base(o->loop), SIGCHLD, on_sigchld, cl);
+	evsignal_add(cl->sigchld, NULL);
+	for (int i = 0; i < cl->nshards; i++) {
+		struct shard *sh = &cl->shards[i];
+		char rel[64];
+		*sh = (struct shard){.cl = cl, .index = i, .first = first,
+				     .n = per + (i < extra ? 1 : 0)};
+		first += sh->n;
+		snprintf(rel, sizeof(rel), "kubelets-%d.sock", i);
+		sh->sock = path_in(cl, rel);
+		snprintf(rel, sizeof(rel), "logs/kubelets-%d.log", i);
+		sh->log = path_in(cl, rel);
+		sh->restart = loop_timer(o->loop, shard_restart, sh);
+	}
+	cl->next = loop_timer(o->loop, shards_next, cl);
+	/* The first waited for: what it refuses (its limit, a flag) fails
+	 * cube up at once; the rest follow on the loop. */
+	cl->shards[0].started = true;
+	if (rc == 0 && (rc = shard_spawn(&cl->shards[0])) == 0 &&
+	    (rc = shard_wait(&cl->shards[0])) == 0) {
+		cl->started = 1;
+		cl->next_deadline = clock_mono() + SHARD_BOOTSTRAP_NS;
+		if (cl->nshards > 1)
+			timer_after(cl->next, 0);
+	}
+	return rc;
+}
+
+static void shards_stop(struct cluster *cl)
+{
+	int left = 0;
+
+	cl->stopping = true;
+	timer_free(cl->next);
+	cl->next = NULL;
+	for (int i = 0; i < cl->nshards; i++) {
+		timer_free(cl->shards[i].restart);
+		cl->shards[i].restart = NULL;
+		if (cl->shards[i].pid && kill(cl->shards[i].pid, SIGTERM) == 0)
+			left++;
+	}
+	/* Together: each frees its pool at the same time as the others. */
+	for (int t = 0; left > 0 && t < SHARD_STOP_MS; t += 20) {
+		sleep_ms(20);
+		for (int i = 0; i < cl->nshards; i++) {
+			pid_t pid = cl->shards[i].pid, r = pid ? waitpid(pid, NULL, WNOHANG) : 0;
+			if (pid && (r == pid || (r < 0 && errno == ECHILD))) {
+				cl->shards[i].pid = 0;
+				left--;
+			}
+		}
+	}
+	for (int i = 0; i < cl->nshards; i++) {
+		struct shard *sh = &cl->shards[i];
+		if (sh->pid) {
+			LOG_ERROR("\"Kubelet process did not exit; killing it\" "
+				  "process=\"kubelets-%d\" pid=%d after=\"%ds\"", i, (int)sh->pid,
+				  SHARD_STOP_MS / 1000);
+			kill(sh->pid, SIGKILL);
+			waitpid(sh->pid, NULL, 0);
+		}
+		free(sh->sock);
+		free(sh->log);
+	}
+	if (cl->sigchld)
+		event_free(cl->sigchld);
+	free(cl->shards);
+	cl->shards = NULL;
+	cl->nshards = 0;
+}
+
+/* The kubelet process that runs node (<prefix><index> in its range). */
+static struct shard *shard_of(struct cluster *cl, const char *node)
+{
+	size_t plen = strlen(cl->o.node_prefix);
+	char *end, canon[32];
+	long i;
+
+	if (strncmp(node, cl->o.node_prefix, plen) || !isdigit((unsigned char)node[plen]))
+		return NULL;
+	i = strtol(node + plen, &end, 10);
+	/* "node-07" is no node's name. */
+	snprintf(canon, sizeof(canon), "%ld", i);
+	if (*end || strcmp(canon, node + plen))
+		return NULL;
+	for (int s = 0; s < cl->nshards; s++)
+		if (i >= cl->shards[s].first && i < cl->shards[s].first + cl->shards[s].n)
+			return &cl->shards[s];
+	return NULL;
+}
+
 static void say(void *arg, const char *line)
 {
 	LOG_V(1, "%s", line);
@@ -387,7 +778,9 @@ struct cluster *cluster_start(const struct cluster_opts *o)
 	repoint_all(cl);
 	if (component_run(&cl->cm, cl) < 0 || component_run(&cl->sched, cl) < 0)
 		goto fail;
-	if (o->nodes > 0 && component_run(&cl->kubelets, cl) < 0)
+	if (o->nodes > 0 && o->kubelet_processes > 0 && shards_start(cl) < 0)
+		goto fail;
+	if (o->nodes > 0 && o->kubelet_processes == 0 && component_run(&cl->kubelets, cl) < 0)
 		goto fail;
 	return cl;
 fail:
@@ -395,10 +788,50 @@ fail:
 	return NULL;
 }
 
+int cluster_kubelet_processes(int nodes, int asked, long room)
+{
+	long per = room / cluster_fds_per_process_node(), n;
+
+	if (asked >= 1)
+		return asked < nodes ? asked : nodes;
+	/* What runs (or is refused) in one process today still does. */
+	if (nodes <= CLUSTER_INPROCESS_NODES || nodes * cluster_fds_per_node() <= room)
+		return 0;
+	n = (nodes + CLUSTER_NODES_PER_PROCESS - 1) / CLUSTER_NODES_PER_PROCESS;
+	/* A limit too low for processes that large: as many as fit it (the
+	 * check before the start says when none can). */
+	if (per > 0 && nodes > n * per)
+		n = (nodes + per - 1) / per;
+	return (int)(n < nodes ? n : nodes);
+}
+
 long cluster_fds_per_node(void)
 {
 	/* kubelets_start: every node serves (port -1); the API server is here. */
 	return kubelet_pool_fds_per_node(true, true);
+}
+
+long cluster_shards_fds(int nodes, int processes)
+{
+	/* The server's ends of the kubelets' connections: KUBELET_HOLLOW_CONNS
+	 * while a node bootstraps, one after; shards_next lets the nodes of
+	 * two processes at most bootstrap at once (one starting, the last one's
+	 * second connections closing). */
+	long boot = kubelet_pool_fds_per_node(false, false) - 1;
+	int storms = processes < 2 ? processes : 2;
+
+	return nodes + (long)storms * cluster_process_nodes(nodes, processes) * boot;
+}
+
+long cluster_fds_per_process_node(void)
+{
+	/* shard_argv: --port=-1, the API server in the supervisor. */
+	return kubelet_pool_fds_per_node(true, false);
+}
+
+int cluster_process_nodes(int nodes, int processes)
+{
+	return processes > 0 ? (nodes + processes - 1) / processes : nodes;
 }
 
 int cluster_port(const struct cluster *c)
@@ -410,6 +843,7 @@ void cluster_stop(struct cluster *c)
 {
 	if (!c)
 		return;
+	shards_stop(c);
 	component_halt(&c->kubelets);
 	component_halt(&c->sched);
 	component_halt(&c->cm);
@@ -490,44 +924,71 @@ static const char *word(const json_t *words, size_t i)
 	return json_string_value(json_array_get(words, i));
 }
 
-/* On the kubelets' thread: ["kubelet", op, NODE], ["partition"|"heal", NODE],
- * ["clock-skew", NODE, NS], ["nodes"]. */
+/* On the kubelets' thread: kubelet_pool_command's words. */
 static json_t *kubelet_command(struct component *c, const json_t *words)
 {
-	static const struct {
-		const char *verb, *op;
-		enum kubelet_pool_op code;
-	} ops[] = {
-	    {"kubelet", "stop", KUBELET_POOL_STOP},
-	    {"kubelet", "start", KUBELET_POOL_START},
-	    {"kubelet", "restart", KUBELET_POOL_RESTART},
-	    {"partition", NULL, KUBELET_POOL_PARTITION},
-	    {"heal", NULL, KUBELET_POOL_HEAL},
-	    {"clock-skew", NULL, KUBELET_POOL_CLOCK_SKEW},
-	};
-	const char *verb = word(words, 0);
-	size_t at = !strcmp(verb, "kubelet") ? 2 : 1;
-	const char *node = word(words, at), *arg = word(words, at + 1);
+	return kubelet_pool_command(c->state, words);
+}
 
-	if (!strcmp(verb, "nodes"))
-		return json_pack("{s:o}", "nodes", kubelet_pool_status(c->state));
-	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-		int64_t n = 0;
-		if (strcmp(ops[i].verb, verb) || (ops[i].op && strcmp(ops[i].op, word(words, 1) ?: "")))
-			continue;
-		if (!node)
-			return fail("%s: which node?", verb);
-		if (ops[i].code == KUBELET_POOL_CLOCK_SKEW) {
-			char *end;
-			n = arg ? strtoll(arg, &end, 10) : 0;
-			if (!arg || !*arg || *end)
-				return fail("clock-skew: the skew in ns, not \"%s\"", arg ?: "");
-		}
-		if (kubelet_pool_control(c->state, node, ops[i].code, n) < 0)
-			return fail("%s", err_msg());
-		return json_pack("{s:b}", "ok", true);
+/* A shard that is down: its nodes as kubelet_pool_status says of stopped ones. */
+static void shard_down_nodes(const struct shard *sh, json_t *out)
+{
+	char now[TIME_BUF], name[256];
+
+	time_format_rfc3339_micro(clock_now(), now);
+	for (int i = 0; i < sh->n; i++) {
+		snprintf(name, sizeof(name), "%s%d", sh->cl->o.node_prefix, sh->first + i);
+		json_array_append_new(out, json_pack("{s:s, s:b, s:b, s:i, s:s}", "name", name,
+						     "active", false, "partitioned", false,
+						     "clockSkewSeconds", 0, "time", now));
 	}
-	return fail("kubelet: stop, start or restart, not \"%s\"", word(words, 1) ?: "");
+}
+
+/* ["nodes"] of every kubelet process, in node order. */
+static json_t *shard_nodes(struct cluster *cl)
+{
+	json_t *words = json_pack("[s]", "nodes"), *out = json_array();
+
+	for (int i = 0; i < cl->nshards; i++) {
+		struct shard *sh = &cl->shards[i];
+		json_t *r = sh->pid ? control_call(sh->sock, words, 10) : NULL;
+		json_t *nodes = json_object_get(r, "nodes");
+
+		if (json_is_array(nodes))
+			json_array_extend(out, nodes);
+		else if (!sh->pid)
+			shard_down_nodes(sh, out);
+		else
+			/* Left out rather than reported stopped: they may well run. */
+			LOG_WARN("\"Kubelet process did not list its nodes\" "
+				 "process=\"kubelets-%d\" err=\"%s\"", i,
+				 r ? json_string_value(json_object_get(r, "error")) : err_msg());
+		json_decref(r);
+	}
+	json_decref(words);
+	return out;
+}
+
+/* A kubelet word to the process that runs its node. */
+static json_t *shard_command(struct cluster *cl, const json_t *words)
+{
+	const char *node = kubelet_pool_command_node(words);
+	/* Words naming no node: any pool answers what is wrong with them. */
+	struct shard *sh = node ? shard_of(cl, node) : &cl->shards[0];
+	json_t *r;
+
+	if (!sh)
+		return fail("no kubelet for node \"%s\" here", node);
+	if (!sh->started)
+		return fail("the kubelet process of node \"%s\" (kubelets-%d) has not started "
+			    "yet: it starts once kubelets-%d's nodes have their certificates",
+			    node ?: "", sh->index, sh->index - 1);
+	if (!sh->pid)
+		return fail("the kubelet process of node \"%s\" (kubelets-%d) is down; it restarts "
+			    "within 10s", node ?: "", sh->index);
+	if (!(r = control_call(sh->sock, words, 30)))
+		return fail("kubelets-%d: %s", sh->index, err_msg());
+	return r;
 }
 
 static json_t *status(struct cluster *cl)
@@ -540,6 +1001,8 @@ static json_t *status(struct cluster *cl)
 		json_object_set(r, "nodes", json_object_get(nodes, "nodes"));
 		json_decref(nodes);
 		json_decref(words);
+	} else if (cl->nshards) {
+		json_object_set_new(r, "nodes", shard_nodes(cl));
 	}
 	return r;
 }
@@ -577,6 +1040,8 @@ json_t *cluster_control(struct cluster *cl, const json_t *words)
 							 : json_pack("{s:b}", "ok", true);
 	if (!strcmp(verb, "kubelet") || !strcmp(verb, "partition") || !strcmp(verb, "heal") ||
 	    !strcmp(verb, "clock-skew")) {
+		if (cl->nshards)
+			return shard_command(cl, words);
 		if (!cl->kubelets.th)
 			return fail("this cluster runs no kubelets");
 		return run_on_thread(&cl->kubelets, kubelet_command, words);

@@ -4,7 +4,21 @@
  * each on its own loop (DESIGN.md §3): what `cube server` and `cube up` are
  * made of. Components still talk only through the API server.
  *
- * Main thread only (the components' own threads are internal).
+ * Many kubelets outgrow one process: its open-files limit holds about five
+ * descriptors a node (both ends of every connection, and each node's HTTPS
+ * listener), and one loop uses one core. With kubelet_processes > 0 the
+ * hollow kubelets run instead in that many child processes ("kubelet
+ * shards"), `cube kubelet --hollow-nodes M --hollow-first-index K
+ * --control-socket DIR/kubelets-<i>.sock`, each with its own descriptor
+ * budget, logging to DIR/logs/kubelets-<i>.log; this process keeps the API
+ * server's ends. They start one after another, each when the one before
+ * has its nodes' certificates, so that one bootstrap storm at a time holds
+ * the API server's descriptors. A child that dies is logged and started
+ * again 10 s later (systemd's Restart=always, RestartSec=10); each dies with
+ * this process (PR_SET_PDEATHSIG) should it be killed.
+ *
+ * Main thread only (the components' own threads are internal); the kubelet
+ * processes are reaped and restarted on the caller's loop (opts.loop).
  */
 #ifndef CUBE_CLUSTER_H
 #define CUBE_CLUSTER_H
@@ -13,6 +27,8 @@
 #include <stdint.h>
 
 #include <jansson.h>
+
+struct loop;
 
 struct cluster_opts {
 	const char *dir;          /* cluster dir: PKI, kubeconfigs, data/, nodes/ */
@@ -33,6 +49,12 @@ struct cluster_opts {
 	bool certificate_condition; /* kubelets' ClientCertificateExpiring condition */
 	bool server_tls_bootstrap;
 	int64_t status_update_ns, lease_duration_s, pod_start_delay_ns, exit_after_ns;
+	/* 0: the kubelets on a thread of this process; N: in N child processes
+	 * (cluster_kubelet_processes decides), nodes split evenly in contiguous
+	 * ranges. They need loop: the caller's, which must outlive the cluster
+	 * and run while it does. */
+	int kubelet_processes;
+	struct loop *loop;
 };
 
 struct cluster;
@@ -41,11 +63,34 @@ struct cluster;
  * manager and the kubelets. NULL with err_msg() on failure. */
 struct cluster *cluster_start(const struct cluster_opts *o);
 int cluster_port(const struct cluster *c);
-/* The descriptors each node costs this process: its kubelet's connections
- * and the in-process API server's ends of them, and the kubelet's HTTPS
- * listener (kubelet.h). */
+/*
+ * How many kubelet processes `cube up --nodes nodes --kubelet-processes
+ * asked` runs, room being the descriptors a process may spend on nodes (its
+ * limit less what the rest needs): asked when >= 1 (at most one per node);
+ * automatically none — a thread of this process, as always — when room
+ * holds the nodes here or they are CLUSTER_INPROCESS_NODES at most, else
+ * one per CLUSTER_NODES_PER_PROCESS, or more when each process's room
+ * needs it.
+ */
+#define CLUSTER_INPROCESS_NODES 2000
+#define CLUSTER_NODES_PER_PROCESS 2500
+int cluster_kubelet_processes(int nodes, int asked, long room);
+/* The descriptors each node costs this process with the kubelets here: its
+ * kubelet's connections and the in-process API server's ends of them, and
+ * the kubelet's HTTPS listener (kubelet.h). */
 long cluster_fds_per_node(void);
-/* Stop everything (kubelets first), join the threads, free. */
+/* What nodes in kubelet processes cost this process: the API server's ends
+ * of their connections, two while a node bootstraps and one after, the
+ * processes bootstrapping one after another. */
+long cluster_shards_fds(int nodes, int processes);
+/* What each node costs a kubelet process: its connections and listener
+ * (the API server is elsewhere), as `cube kubelet` checks it. */
+long cluster_fds_per_process_node(void);
+/* The most nodes one of `processes` kubelet processes runs. */
+int cluster_process_nodes(int nodes, int processes);
+/* Stop everything (kubelets first: SIGTERM to the kubelet processes, SIGKILL
+ * to any still there after 10 s), join the threads, free. Before the loop
+ * of opts.loop is freed. */
 void cluster_stop(struct cluster *c);
 
 /*
@@ -54,8 +99,9 @@ void cluster_stop(struct cluster *c);
  * clockSkewSeconds, time}]}); "kubelet stop|start|restart NODE"; "partition NODE";
  * "heal NODE"; "clock-skew NODE NS"; "controller-manager restart
  * [CONTROLLERS]"; "scheduler restart". A new reference; {"error": ...} on
- * failure. Main thread; kubelet commands run on the kubelets' thread while
- * the caller waits.
+ * failure. Main thread; kubelet commands run on the kubelets' thread, or go
+ * to the kubelet process that runs NODE ("status": to each, their nodes
+ * merged in order), while the caller waits.
  */
 json_t *cluster_control(struct cluster *c, const json_t *words);
 

@@ -1,9 +1,12 @@
 /*
  * cube kubelet — the node agent as its own process, with upstream's flag
- * names, or many hollow kubelets in one process (--hollow-nodes).
+ * names, or many hollow kubelets in one process (--hollow-nodes): alone, or
+ * as one of `cube up`'s kubelet processes (--hollow-first-index, and
+ * --control-socket for the supervisor's cube fault words).
  * Flags win over the --config file, as upstream's do.
  */
 #include "cube/cli.h"
+#include "cube/control.h"
 
 #include "kubelet/kubelet.h"
 
@@ -51,7 +54,11 @@ static const char usage[] =
 	"      --client-ca-file F              the HTTPS server asks a client certificate this CA\n"
 	"                                      signed for all but /healthz (401 otherwise);\n"
 	"                                      without it, it serves anyone\n"
-	"      --port N                        the HTTPS server's port (default 10250; 0 = none)\n"
+	"      --port N                        the HTTPS server's port (default 10250; 0 = none;\n"
+	"                                      -1 = any free port, as `port: -1` in --config)\n"
+	"      --node-status-update-frequency DUR  how often the node's status is computed and,\n"
+	"                                      unless nodeStatusReportFrequency says otherwise,\n"
+	"                                      posted (default 10s)\n"
 	"      --max-pods N                    capacity in pods (default 110)\n"
 	"  -v, --v N                           log verbosity\n"
 	"\n"
@@ -71,13 +78,25 @@ static const char usage[] =
 	"                                      a container's command runs as far as the\n"
 	"                                      simulation understands it (sleep D, exit N,\n"
 	"                                      sh -c scripts; docs/workloads.md)\n"
+	"      --node-lease-duration-seconds N  the node Lease's duration, renewed every quarter\n"
+	"                                      of it (nodeLeaseDurationSeconds, default 40;\n"
+	"                                      upstream has no flag for it)\n"
 	"      --hollow-nodes N                run N kubelets in this process, named\n"
-	"                                      <prefix>0 .. <prefix>N-1, each under\n"
+	"                                      <prefix>K .. <prefix>K+N-1, each under\n"
 	"                                      <root-dir>/<name>/ with its own credentials; they\n"
-	"                                      serve HTTPS only when --port is given (port+i);\n"
-	"                                      refused at once when the open-files limit cannot\n"
-	"                                      hold them\n"
-	"      --hollow-name-prefix P          (default node-)\n";
+	"                                      serve HTTPS only when --port is given (port+i,\n"
+	"                                      i counted from 0 in this process; --port=-1: each\n"
+	"                                      on a free port of its own); refused at once when\n"
+	"                                      the open-files limit cannot hold them\n"
+	"      --hollow-name-prefix P          (default node-)\n"
+	"      --hollow-first-index K          the first node's number (default 0): cube up's\n"
+	"                                      kubelet processes each run one range of nodes\n"
+	"      --control-socket PATH           with --hollow-nodes: answer cube fault's words\n"
+	"                                      for these nodes on a Unix socket (control.h's\n"
+	"                                      protocol: kubelet stop|start|restart NODE,\n"
+	"                                      partition NODE, heal NODE, clock-skew NODE NS,\n"
+	"                                      nodes), as cube up's kubelet processes do for\n"
+	"                                      their supervisor\n";
 
 static struct loop *main_loop;
 
@@ -144,14 +163,19 @@ static const struct option opts[] = {
 	{"pod-start-delay", required_argument, NULL, 'd'},
 	{"hollow-nodes", required_argument, NULL, 'N'},
 	{"hollow-name-prefix", required_argument, NULL, 'P'},
+	{"hollow-first-index", required_argument, NULL, 0x302},
+	{"control-socket", required_argument, NULL, 0x303},
+	{"node-status-update-frequency", required_argument, NULL, 0x304},
+	{"node-lease-duration-seconds", required_argument, NULL, 0x305},
 	{"v", required_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
 
 struct run_opts {
-	int hollow;
+	int hollow, first;
 	const char *prefix;
+	const char *control; /* --control-socket, NULL: none */
 	bool port_set;
 };
 
@@ -159,6 +183,19 @@ static int duration_flag(const char *flag, const char *s, int64_t *out)
 {
 	if (duration_parse(s, out) < 0 || *out < 0)
 		return cli_usage_error("kubelet", "invalid %s \"%s\"", flag, s);
+	return 0;
+}
+
+/* An integer flag in [min, max]. */
+static int int_flag(const char *flag, const char *s, long min, long max, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (!*s || *end || v < min || v > max)
+		return cli_usage_error("kubelet", "invalid argument \"%s\" for \"%s\" flag", s,
+				       flag);
+	*out = (int)v;
 	return 0;
 }
 
@@ -188,14 +225,25 @@ static int apply_flag(struct kubelet_config *c, struct run_opts *ro, int opt, ch
 	case 'i': kubelet_config_set(&c->node_ip, optarg); break;
 	case 'a': kubelet_config_set(&c->address, optarg); break;
 	case 'p':
-		c->port = atoi(optarg);
 		ro->port_set = true;
-		break;
+		return int_flag("--port", optarg, -1, 65535, &c->port);
 	case 'm': c->max_pods = atoi(optarg); break;
 	case 'x': return duration_flag("--exit-after", optarg, &c->exit_after_ns);
 	case 'd': return duration_flag("--pod-start-delay", optarg, &c->pod_start_delay_ns);
 	case 'N': ro->hollow = atoi(optarg); break;
 	case 'P': ro->prefix = optarg; break;
+	case 0x302: return int_flag("--hollow-first-index", optarg, 0, 1 << 30, &ro->first);
+	case 0x303: ro->control = optarg; break;
+	case 0x304:
+		c->update_frequency_set = true;
+		if (duration_parse(optarg, &c->node_status_update_frequency_ns) < 0 ||
+		    c->node_status_update_frequency_ns <= 0)
+			return cli_usage_error("kubelet", "invalid --node-status-update-frequency "
+					       "\"%s\"", optarg);
+		break;
+	case 0x305:
+		return int_flag("--node-lease-duration-seconds", optarg, 1, 1 << 30,
+				&c->node_lease_duration_s);
 	case 'v': log_set_verbosity(atoi(optarg)); break;
 	default: return cli_bad_flag("kubelet", argv);
 	}
@@ -256,19 +304,35 @@ static int run_one(const struct kubelet_config *c)
 	return rc;
 }
 
+/* --control-socket: the pool's words (kubelet.h), and "ping" for
+ * control_listen's probe and the supervisor's wait for this process. */
+static json_t *pool_control(void *arg, const json_t *words)
+{
+	const char *verb = json_string_value(json_array_get(words, 0));
+
+	if (verb && !strcmp(verb, "ping"))
+		return json_pack("{s:b}", "ok", true);
+	return kubelet_pool_command(arg, words);
+}
+
 static int run_hollow(struct kubelet_config *c, const struct run_opts *ro)
 {
 	struct kubelet_pool *p;
+	struct control *ctl = NULL;
 	int rc = 0;
 
 	if (!ro->port_set)
 		c->port = 0;
-	if (!(p = kubelet_pool_new(main_loop, c, ro->hollow, ro->prefix)))
+	if (!(p = kubelet_pool_new_at(main_loop, c, ro->hollow, ro->prefix, ro->first)))
 		return cli_fail("%s", err_msg());
 	if (kubelet_pool_start(p) < 0)
 		rc = cli_fail("failed to run hollow kubelets: %s", err_msg());
+	/* Last: a supervisor waiting for the socket finds the pool started. */
+	else if (ro->control && !(ctl = control_listen(main_loop, ro->control, pool_control, p)))
+		rc = cli_fail("--control-socket: %s", err_msg());
 	else
 		run_loop();
+	control_free(ctl);
 	kubelet_pool_free(p);
 	return rc;
 }
@@ -287,6 +351,11 @@ int cmd_kubelet(int argc, char **argv)
 	if (ro.hollow < 0) {
 		kubelet_config_free(&c);
 		return cli_usage_error("kubelet", "--hollow-nodes must be 0 or more");
+	}
+	if (ro.hollow == 0 && (ro.control || ro.first)) {
+		kubelet_config_free(&c);
+		return cli_usage_error("kubelet", "--%s is for --hollow-nodes",
+				       ro.control ? "control-socket" : "hollow-first-index");
 	}
 	/* Refuse now what the descriptor limit cannot hold (run_hollow
 	 * serves only with --port). */

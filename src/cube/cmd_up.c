@@ -15,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/fdlimit.h"
 #include "base/file.h"
 #include "base/jx.h"
 #include "base/log.h"
@@ -54,9 +55,20 @@ static const char up_usage[] =
 	"prints the KUBECONFIG line, and runs until Ctrl-C. Run it again on the same\n"
 	"--data-dir to resume the same cluster.\n"
 	"\n"
+	"Above 2,000 nodes, when this process's open-files limit cannot hold them all,\n"
+	"the kubelets run in child processes instead, `cube kubelet --hollow-nodes` each\n"
+	"with a range of nodes (DIR/logs/kubelets-I.log), each started once the one before\n"
+	"has its nodes' certificates; a child that dies is restarted 10 s later, and all\n"
+	"stop with cube up.\n"
+	"\n"
 	"Flags:\n"
 	"      --nodes N                       hollow kubelets (default 3); refused at once when\n"
 	"                                      the open-files limit cannot hold them\n"
+	"      --kubelet-processes N           run the kubelets in N child processes, nodes\n"
+	"                                      split evenly in ranges (cube's own; default 0 =\n"
+	"                                      automatic: in this process when its open-files\n"
+	"                                      limit holds them or up to 2,000 nodes, else one\n"
+	"                                      process per 2,500, or more if the limit asks)\n"
 	"      --data-dir DIR                  the cluster's home: PKI, kubeconfigs, state.db,\n"
 	"                                      nodes/ (default ./cube-data)\n"
 	"      --port N                        API server port on 127.0.0.1 (default 6443;\n"
@@ -374,8 +386,9 @@ static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control
 	rest_client_free(p.client);
 	control_free(ctl);
 	if (cl) {
-		loop_free(loop);
+		/* The kubelet processes' timers and SIGCHLD are on loop. */
 		cluster_stop(cl);
+		loop_free(loop);
 	} else {
 		ha_stop(ha_now);
 		ha_now = NULL;
@@ -383,6 +396,69 @@ static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control
 	}
 	LOG_INFO("\"Shutdown complete\"");
 	return 0;
+}
+
+/* What `cube up --nodes nodes --kubelet-processes asked` needs of this
+ * process's limit and of each kubelet process's (0: none), as it would
+ * run under limit. */
+static void up_needs(int nodes, int asked, long limit, long *self, long *child)
+{
+	int procs = cluster_kubelet_processes(nodes, asked, limit - CLI_FD_RESERVE);
+
+	*self = CLI_FD_RESERVE + (procs ? cluster_shards_fds(nodes, procs)
+					: nodes * cluster_fds_per_node());
+	*child = procs ? CLI_FD_RESERVE + cluster_process_nodes(nodes, procs) *
+					      cluster_fds_per_process_node()
+		       : 0;
+}
+
+/* The most nodes that would fit limit, run as cube up would run them. */
+static int nodes_that_fit(int nodes, int asked, long limit)
+{
+	long self, child;
+
+	for (; nodes > 0; nodes--) {
+		up_needs(nodes, asked, limit, &self, &child);
+		if (self <= limit && child <= limit)
+			break;
+	}
+	return nodes;
+}
+
+/*
+ * The descriptors `cube up --nodes N` needs, refused now rather than
+ * kubelets failing one by one with EMFILE and restarting: this process's
+ * (the API server's ends of every connection, and with the kubelets here
+ * theirs too), then each kubelet process's, which inherits this limit and
+ * checks it again itself. 0, or 1 after saying what to do.
+ */
+static int need_fds(const struct cluster_opts *o, bool ha, int asked)
+{
+	int per = cluster_process_nodes(o->nodes, o->kubelet_processes), fit;
+	long self, child, each;
+	char what[160];
+
+	if (ha || o->kubelet_processes == 0)
+		return cli_need_fds("up", "--nodes", o->nodes,
+				    ha ? ha_fds_per_node() : cluster_fds_per_node());
+	up_needs(o->nodes, asked, fdlimit_current(), &self, &child);
+	snprintf(what, sizeof(what), "cube up --nodes %d (its kubelets in %d processes)", o->nodes,
+		 o->kubelet_processes);
+	if (fdlimit_ensure(self, what) < 0) {
+		if ((fit = nodes_that_fit(o->nodes, asked, fdlimit_current())) < 1)
+			return cli_fail("%s", err_msg());
+		return cli_fail("%s; or run fewer nodes: --nodes %d fits the limit now", err_msg(),
+				fit);
+	}
+	snprintf(what, sizeof(what), "cube up --nodes %d --kubelet-processes %d: each kubelet "
+		 "process (cube kubelet --hollow-nodes %d)", o->nodes, o->kubelet_processes, per);
+	if (fdlimit_ensure(child, what) == 0)
+		return 0;
+	each = (fdlimit_current() - CLI_FD_RESERVE) / cluster_fds_per_process_node();
+	if (each < 1)
+		return cli_fail("%s", err_msg());
+	return cli_fail("%s; or more kubelet processes: --kubelet-processes %ld fits the limit now",
+			err_msg(), (o->nodes + each - 1) / each);
 }
 
 /* cube up --ha: the processes of ha.h, supervised from this one. */
@@ -511,6 +587,7 @@ int cmd_up(int argc, char **argv)
 		{"pod-max-backoff", required_argument, NULL, 4},
 		{"controllers", required_argument, NULL, 5},
 		{"ha", no_argument, NULL, 0x303},
+		{"kubelet-processes", required_argument, NULL, 0x306},
 		{"etcd-members", required_argument, NULL, 0x304},
 		{"apiservers", required_argument, NULL, 0x305},
 		{"v", required_argument, NULL, 'v'},
@@ -520,7 +597,7 @@ int cmd_up(int argc, char **argv)
 	struct cluster_opts o = {.dir = "cube-data", .bind_address = "127.0.0.1", .port = 6443,
 				 .nodes = 3, .node_prefix = "node-"};
 	bool ha = false;
-	int etcd_members = 3, apiservers = 2;
+	int etcd_members = 3, apiservers = 2, processes = 0;
 	struct cluster *cl = NULL;
 	struct control *ctl;
 	struct loop *loop;
@@ -559,6 +636,15 @@ int cmd_up(int argc, char **argv)
 			if ((apiservers = atoi(optarg)) < 1 || apiservers > 9)
 				r = cli_usage_error("up", "--apiservers: 1 to 9");
 			break;
+		case 0x306: {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (!*optarg || *end || v < 0 || v > 1024)
+				r = cli_usage_error("up", "--kubelet-processes: 0 (automatic) to "
+						    "1024, not \"%s\"", optarg);
+			processes = (int)v;
+			break;
+		}
 		case 'v':
 			log_set_verbosity(atoi(optarg));
 			console_klog = true;
@@ -571,10 +657,14 @@ int cmd_up(int argc, char **argv)
 	}
 	if (r)
 		return r;
-	/* Refuse now what the descriptor limit cannot hold, rather than
-	 * kubelets failing one by one with EMFILE and restarting. */
-	if (o.nodes > 0 &&
-	    cli_need_fds("up", "--nodes", o.nodes, ha ? ha_fds_per_node() : cluster_fds_per_node()))
+	/* --ha's kubelets are one process of their own already. */
+	if (ha && processes)
+		return cli_usage_error("up", "--kubelet-processes is not for --ha (its kubelets "
+				       "run in one process of their own)");
+	o.kubelet_processes = ha ? 0
+				 : cluster_kubelet_processes(o.nodes, processes,
+							     fdlimit_current() - CLI_FD_RESERVE);
+	if (o.nodes > 0 && need_fds(&o, ha, processes))
 		return 1;
 	printf("Starting a cluster with %d node%s in %s ...\n", o.nodes, o.nodes == 1 ? "" : "s",
 	       o.dir);
@@ -586,11 +676,18 @@ int cmd_up(int argc, char **argv)
 	fflush(stdout);
 	if (ha)
 		return up_ha(loop, &o, etcd_members, apiservers, events);
+	o.loop = loop;
 	if (!start(loop, &o, &cl, &ctl)) {
 		loop_free(loop);
 		return cli_fail("%s", err_msg());
 	}
 	printf("  API server on https://127.0.0.1:%d\n", cluster_port(cl));
+	if (o.kubelet_processes > 0)
+		printf("  kubelets in %d process%s of up to %d nodes, each started once the one "
+		       "before has its nodes' certificates (cube kubelet --hollow-nodes; logs in "
+		       "%s/logs/kubelets-*.log)\n",
+		       o.kubelet_processes, o.kubelet_processes == 1 ? "" : "es",
+		       cluster_process_nodes(o.nodes, o.kubelet_processes), o.dir);
 	fflush(stdout);
 	return wait_for_signal(loop, cl, ctl, o.dir, o.nodes, events);
 }
@@ -637,6 +734,7 @@ int cmd_server(int argc, char **argv)
 	if (r)
 		return r;
 	loop = loop_new();
+	o.loop = loop;
 	if (!start(loop, &o, &cl, &ctl)) {
 		loop_free(loop);
 		return cli_fail("%s", err_msg());

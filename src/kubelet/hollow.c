@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,9 +139,16 @@ static void restart(void *arg)
 struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_config *tmpl, int n,
 				      const char *prefix)
 {
+	return kubelet_pool_new_at(loop, tmpl, n, prefix, 0);
+}
+
+struct kubelet_pool *kubelet_pool_new_at(struct loop *loop, const struct kubelet_config *tmpl,
+					 int n, const char *prefix, int first)
+{
 	struct kubelet_pool *p = calloc(1, sizeof(*p));
 
-	if (!p || n < 0 || !(p->slots = calloc((size_t)(n ? n : 1), sizeof(*p->slots))))
+	if (!p || n < 0 || first < 0 ||
+	    !(p->slots = calloc((size_t)(n ? n : 1), sizeof(*p->slots))))
 		abort();
 	p->loop = loop;
 	p->n = n;
@@ -150,7 +158,7 @@ struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_co
 		struct slot *s = &p->slots[i];
 		char name[256], *dir, *sub;
 
-		snprintf(name, sizeof(name), "%s%d", prefix, i);
+		snprintf(name, sizeof(name), "%s%d", prefix, first + i);
 		kubelet_config_copy(&s->cfg, tmpl);
 		kubelet_config_set(&s->cfg.node_name, name);
 		dir = file_join(tmpl->root_dir, name);
@@ -162,7 +170,8 @@ struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_co
 		kubelet_config_set(&s->cfg.kubeconfig, sub);
 		free(sub);
 		free(dir);
-		/* One port each when asked for ports at all. */
+		/* One port each when asked for ports at all, counted within the
+		 * pool: a pool is one machine's port range. */
 		if (tmpl->port > 0)
 			s->cfg.port = tmpl->port + i;
 		s->want_port = s->cfg.port;
@@ -279,6 +288,75 @@ json_t *kubelet_pool_status(const struct kubelet_pool *p)
 						     "time", now));
 	}
 	return out;
+}
+
+/* ---- the operator's words (control.h requests) ------------------------------------ */
+
+static json_t *fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *fail(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:s}", "error", msg);
+}
+
+static const char *word(const json_t *words, size_t i)
+{
+	return json_string_value(json_array_get(words, i));
+}
+
+static const struct {
+	const char *verb, *op; /* op: the second word, NULL when the node is */
+	enum kubelet_pool_op code;
+} pool_ops[] = {
+	{"kubelet", "stop", KUBELET_POOL_STOP},
+	{"kubelet", "start", KUBELET_POOL_START},
+	{"kubelet", "restart", KUBELET_POOL_RESTART},
+	{"partition", NULL, KUBELET_POOL_PARTITION},
+	{"heal", NULL, KUBELET_POOL_HEAL},
+	{"clock-skew", NULL, KUBELET_POOL_CLOCK_SKEW},
+};
+
+const char *kubelet_pool_command_node(const json_t *words)
+{
+	const char *verb = word(words, 0);
+
+	if (!verb || !strcmp(verb, "nodes"))
+		return NULL;
+	return word(words, !strcmp(verb, "kubelet") ? 2 : 1);
+}
+
+json_t *kubelet_pool_command(struct kubelet_pool *p, const json_t *words)
+{
+	const char *verb = word(words, 0) ?: "", *node = kubelet_pool_command_node(words);
+	const char *arg = word(words, 2);
+
+	if (!strcmp(verb, "nodes"))
+		return json_pack("{s:o}", "nodes", kubelet_pool_status(p));
+	for (size_t i = 0; i < sizeof(pool_ops) / sizeof(pool_ops[0]); i++) {
+		int64_t n = 0;
+		if (strcmp(pool_ops[i].verb, verb) ||
+		    (pool_ops[i].op && strcmp(pool_ops[i].op, word(words, 1) ?: "")))
+			continue;
+		if (!node)
+			return fail("%s: which node?", verb);
+		if (pool_ops[i].code == KUBELET_POOL_CLOCK_SKEW) {
+			char *end;
+			n = arg ? strtoll(arg, &end, 10) : 0;
+			if (!arg || !*arg || *end)
+				return fail("clock-skew: the skew in ns, not \"%s\"", arg ?: "");
+		}
+		if (kubelet_pool_control(p, node, pool_ops[i].code, n) < 0)
+			return fail("%s", err_msg());
+		return json_pack("{s:b}", "ok", true);
+	}
+	if (!strcmp(verb, "kubelet"))
+		return fail("kubelet: stop, start or restart, not \"%s\"", word(words, 1) ?: "");
+	return fail("unknown command \"%s\"", verb);
 }
 
 void kubelet_pool_free(struct kubelet_pool *p)

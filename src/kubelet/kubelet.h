@@ -151,12 +151,18 @@ char *kubelet_csr_name(EVP_PKEY *key, const char *cn, const char *const *orgs,
  * <prefix>0 .. <prefix>(n-1), each under <root-dir>/<name>/ with its own
  * key, certificates (pki/), kubeconfig, rest client and connections, Lease,
  * status and pods. tmpl gives everything else; a kubelet that would exit is
- * restarted in place after 10 s, as systemd's Restart=always would.
+ * restarted in place after 10 s, as systemd's Restart=always would. With
+ * tmpl->port P > 0 the i-th serves on P+i; with -1 each on a free port.
  */
 struct kubelet_pool;
 
 struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_config *tmpl, int n,
 				      const char *prefix);
+/* The same, named <prefix>first .. <prefix>(first+n-1): one of several pools
+ * (processes) of one cluster, each with its own range. Ports stay P+i, i
+ * counted within this pool. */
+struct kubelet_pool *kubelet_pool_new_at(struct loop *loop, const struct kubelet_config *tmpl,
+					 int n, const char *prefix, int first);
 int kubelet_pool_start(struct kubelet_pool *p);
 void kubelet_pool_free(struct kubelet_pool *p);
 int kubelet_pool_size(const struct kubelet_pool *p);
@@ -204,5 +210,20 @@ int kubelet_pool_control(struct kubelet_pool *p, const char *name, enum kubelet_
 /* [{name, active, partitioned, clockSkewSeconds, time}] per node, time being
  * the node's own clock now (RFC 3339, µs); a new reference. */
 json_t *kubelet_pool_status(const struct kubelet_pool *p);
+
+/*
+ * The operator's words for a pool, as a control.h request carries them
+ * (cube fault, cube restart), and the one place they map to the calls
+ * above — for the pool on cube up's thread and for each `cube kubelet
+ * --control-socket` process alike: ["kubelet", "stop"|"start"|"restart",
+ * NODE], ["partition", NODE], ["heal", NODE], ["clock-skew", NODE, NS],
+ * ["nodes"] ({"nodes": kubelet_pool_status}). {"ok": true}, or {"error":
+ * ...} ("no kubelet for node \"NAME\" here" for a name not in the pool); a
+ * new reference. The pool's loop thread.
+ */
+json_t *kubelet_pool_command(struct kubelet_pool *p, const json_t *words);
+/* The NODE those words name (borrowed from words), NULL when they name none
+ * (["nodes"], a word missing): what a supervisor of several pools routes by. */
+const char *kubelet_pool_command_node(const json_t *words);
 
 #endif

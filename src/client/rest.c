@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 struct rest_call;
 
@@ -78,10 +79,12 @@ struct held {
 struct rest_client {
 	struct loop *loop;
 	SSL_CTX *tls;    /* the process's for this CA (tls_client_ctx_shared) */
+	char *source;    /* the local address connections start from, or NULL */
 	X509 *cert;      /* the client certificate each connection presents */
 	EVP_PKEY *key;
 	char *host, *token, *user_agent, *ca_pem;
 	int port, max_conns, timeout_s;
+	int source_family; /* source's, or AF_UNSPEC */
 	bool h1_only;   /* DISABLE_HTTP2, or the server chose HTTP/1.1 */
 	int read_idle_s, ping_timeout_s; /* HTTP/2 health check */
 	struct conn *conns;
@@ -255,6 +258,8 @@ static struct conn *conn_new(struct rest_client *c, bool watch)
 	k->evcon = evhttp_connection_base_bufferevent_new(loop_base(c->loop), NULL, k->bev,
 							  c->host, (ev_uint16_t)c->port);
 	evhttp_connection_set_retries(k->evcon, 0);
+	if (c->source)
+		evhttp_connection_set_local_address(k->evcon, c->source);
 	/* -1 would mean libevent's 50 s default, which cuts quiet watches. */
 	evhttp_connection_set_timeout(k->evcon, watch ? HTTPD_STREAM_TIMEOUT_S : c->timeout_s);
 	evhttp_connection_set_closecb(k->evcon, on_conn_close, k);
@@ -1004,6 +1009,40 @@ static void h2_conn_event(struct bufferevent *bev, short what, void *arg)
 	}
 }
 
+/* A socket bound to the client's source address for k to connect from
+ * (bufferevent_socket_connect uses the one it is given). 0, or -1 with
+ * errno set. */
+static int bind_source(struct rest_client *c, struct conn *k)
+{
+	struct sockaddr_storage a = {0};
+	socklen_t len;
+	int fd;
+
+	if (!c->source)
+		return 0;
+	if (c->source_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)&a;
+		in->sin_family = AF_INET;
+		inet_pton(AF_INET, c->source, &in->sin_addr);
+		len = sizeof(*in);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&a;
+		in6->sin6_family = AF_INET6;
+		inet_pton(AF_INET6, c->source, &in6->sin6_addr);
+		len = sizeof(*in6);
+	}
+	fd = socket(c->source_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&a, len) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return bufferevent_setfd(k->bev, fd);
+}
+
 static struct conn *h2_conn_new(struct rest_client *c)
 {
 	SSL *ssl = client_ssl(c);
@@ -1020,7 +1059,9 @@ static struct conn *h2_conn_new(struct rest_client *c)
 	bufferevent_enable(k->bev, EV_READ | EV_WRITE);
 	if (c->unreachable)
 		conn_retire(k, c->unreachable_why);
-	else if (bufferevent_socket_connect_hostname(k->bev, NULL, AF_UNSPEC, c->host, c->port) < 0)
+	else if (bind_source(c, k) < 0 ||
+		 bufferevent_socket_connect_hostname(k->bev, NULL, c->source_family, c->host,
+						     c->port) < 0)
 		conn_retire(k, transport_error(k, k->why_buf, sizeof(k->why_buf)));
 	return k;
 }
@@ -1211,6 +1252,31 @@ void rest_close_all(struct rest_client *c)
 		conn_retire(k, "connection closed to start using new credentials");
 }
 
+static bool ipv4_loopback(const char *ip)
+{
+	struct in_addr a;
+	return inet_pton(AF_INET, ip, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+int rest_set_source_address(struct rest_client *c, const char *addr)
+{
+	unsigned char buf[16];
+	int family = !addr                                ? AF_UNSPEC
+		     : inet_pton(AF_INET, addr, buf) == 1  ? AF_INET
+		     : inet_pton(AF_INET6, addr, buf) == 1 ? AF_INET6
+							   : -1;
+
+	if (family < 0)
+		return err_set(ERR_INVALID, "source address \"%s\" is not an IP address", addr);
+	/* A loopback source reaches only a server on loopback. */
+	if (family == AF_INET && !(ipv4_loopback(addr) && ipv4_loopback(c->host)))
+		addr = NULL, family = AF_UNSPEC;
+	free(c->source);
+	c->source = addr ? str_dup(addr) : NULL;
+	c->source_family = family;
+	return 0;
+}
+
 void rest_set_unreachable(struct rest_client *c, bool on)
 {
 	c->unreachable = on;
@@ -1263,6 +1329,7 @@ void rest_client_free(struct rest_client *c)
 		held_free(h);
 	}
 	SSL_CTX_free(c->tls);
+	free(c->source);
 	X509_free(c->cert);
 	EVP_PKEY_free(c->key);
 	free(c->host);

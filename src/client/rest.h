@@ -74,6 +74,15 @@ void rest_close_all(struct rest_client *c);
  * transport error.
  */
 void rest_set_unreachable(struct rest_client *c, bool on);
+/*
+ * Connections made from now on start from this local address (a hollow
+ * node's own on loopback, so that the API server sees each node as its own
+ * peer, as it sees real nodes); NULL: the system's choice. An IPv4
+ * loopback source is used only when the server is on IPv4 loopback too
+ * (elsewhere it could not be reached from it). 0, or ERR_INVALID when addr
+ * is not an IP address.
+ */
+int rest_set_source_address(struct rest_client *c, const char *addr);
 bool rest_unreachable(const struct rest_client *c);
 
 /*

@@ -50,6 +50,7 @@ static const size_t string_fields[] = {
 	offsetof(struct kubelet_config, kubeconfig),
 	offsetof(struct kubelet_config, bootstrap_kubeconfig),
 	offsetof(struct kubelet_config, node_ip),
+	offsetof(struct kubelet_config, source_address),
 	offsetof(struct kubelet_config, address),
 	offsetof(struct kubelet_config, tls_cert_file),
 	offsetof(struct kubelet_config, tls_private_key_file),

@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,6 +137,23 @@ static void restart(void *arg)
 	}
 }
 
+/*
+ * Node n's own loopback address, 127.1.0.2 onwards (250 a /24, never .0,
+ * .1 or the top ones): its connections to an API server on loopback start
+ * there, so the server sees each node as its own peer, as it sees real
+ * machines — in its logs, and for its per-peer limit on connections
+ * without credentials, which ten thousand kubelets bootstrapping from
+ * 127.0.0.1 would share.
+ */
+static void node_source_address(struct kubelet_config *c, int n)
+{
+	char ip[INET_ADDRSTRLEN];
+
+	snprintf(ip, sizeof(ip), "127.%d.%d.%d", 1 + n / (250 * 256), (n / 250) % 256,
+		 2 + n % 250);
+	kubelet_config_set(&c->source_address, ip);
+}
+
 struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_config *tmpl, int n,
 				      const char *prefix)
 {
@@ -175,6 +193,8 @@ struct kubelet_pool *kubelet_pool_new_at(struct loop *loop, const struct kubelet
 		if (tmpl->port > 0)
 			s->cfg.port = tmpl->port + i;
 		s->want_port = s->cfg.port;
+		if (!tmpl->source_address)
+			node_source_address(&s->cfg, first + i);
 		s->cfg.name_in_logs = true;
 		s->cfg.random_phase = true;
 		s->cfg.on_exit = pool_on_exit;

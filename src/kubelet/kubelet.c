@@ -148,6 +148,15 @@ static void on_client_cert(void *arg, X509 *cert, EVP_PKEY *key)
 	free(cert_pem);
 }
 
+/* What every client of this kubelet's starts with: the partition it is
+ * under, and the node's own source address. */
+static void client_setup(struct kubelet *k, struct rest_client *c)
+{
+	rest_set_unreachable(c, k->unreachable);
+	if (k->cfg.source_address && rest_set_source_address(c, k->cfg.source_address) < 0)
+		LOG_ERROR("\"Ignoring the source address\" err=\"%s\"", err_msg());
+}
+
 /* A client from the kubeconfig's own files, made anew for each request as
  * upstream's createClientFunc(certConfig): it presents whatever the files
  * hold now — after expiry, the expired certificate. */
@@ -162,7 +171,7 @@ static struct rest_client *kubeconfig_client(struct kubelet *k)
 	k->kc_client = rest_client_from_kubeconfig(k->loop, &kc, USER_AGENT);
 	kubeconfig_free(&kc);
 	if (k->kc_client)
-		rest_set_unreachable(k->kc_client, k->unreachable);
+		client_setup(k, k->kc_client);
 	return k->kc_client;
 }
 
@@ -457,7 +466,7 @@ static struct rest_client *node_client(struct kubelet *k)
 	rc.key_pem = key_pem;
 	c = rest_client_new(k->loop, &rc);
 	if (c)
-		rest_set_unreachable(c, k->unreachable);
+		client_setup(k, c);
 	if (key_pem)
 		OPENSSL_cleanse(key_pem, strlen(key_pem));
 	free(key_pem);
@@ -662,7 +671,7 @@ int kubelet_start(struct kubelet *k)
 		k->boot_client = rest_client_from_kubeconfig(k->loop, &k->boot, USER_AGENT);
 		if (!k->boot_client)
 			return err_wrap(ERR_INVALID, "unable to load bootstrap kubeconfig");
-		rest_set_unreachable(k->boot_client, k->unreachable);
+		client_setup(k, k->boot_client);
 	}
 	k->running = true;
 	return k->cfg.rotate_certificates ? start_background(k) : start_foreground(k);

@@ -49,6 +49,8 @@ struct kubelet_config {
 	char *kubeconfig;           /* --kubeconfig; default <root-dir>/kubelet.conf (cube) */
 	char *bootstrap_kubeconfig; /* --bootstrap-kubeconfig */
 	char *node_ip;              /* --node-ip; default 127.0.0.1 */
+	char *source_address;       /* cube's: the local address its API connections
+	                               start from (a hollow node's own on loopback) */
 	struct strv node_labels;    /* --node-labels, "key=value" each */
 	json_t *register_with_taints; /* registerWithTaints: [{key, value, effect}] */
 

@@ -332,9 +332,11 @@ static long h2_admit(void *arg, struct h2_stream *s)
 		return -1;
 	if (!c->counted)
 		return 0;
-	/* Without credentials, one request at a time, as over HTTP/1.1: the
-	 * pre-auth bounds are per connection, not per stream. */
-	if (h2_open_streams(h2_session(s)) > 1)
+	/* Without credentials, a few requests at a time: what a client's
+	 * first moment asks at once (a kubelet's registration, its Lease and
+	 * its pods, before its certificate exists) goes through, and the
+	 * connection's pre-auth bodies stay bounded. The rest are refused. */
+	if (h2_open_streams(h2_session(s)) > HTTPD_PREAUTH_MAX_STREAMS)
 		return H2_REFUSE_STREAM;
 	return (long)HTTPD_PREAUTH_MAX_BODY;
 }

@@ -14,7 +14,8 @@
  * runs through a filter that holds its first request until the headers are
  * complete and asks credentials_ok (a verified client certificate, a valid
  * bearer token); without them the connection's bodies are limited to
- * HTTPD_PREAUTH_MAX_BODY, it counts against its peer's
+ * HTTPD_PREAUTH_MAX_BODY (over HTTP/2, HTTPD_PREAUTH_MAX_STREAMS of them
+ * at a time), it counts against its peer's
  * max_unauthenticated_per_peer, and the headers (TLS handshake included)
  * must be complete within header_timeout_s and the request within
  * request_timeout_s — absolute deadlines that a trickle of bytes
@@ -66,6 +67,10 @@ struct httpd_opts {
 #define HTTPD_HEADER_TIMEOUT_S 32
 #define HTTPD_REQUEST_TIMEOUT_S 60
 #define HTTPD_PREAUTH_MAX_BODY ((size_t)64 << 10)
+/* HTTP/2 streams open at once on a connection without credentials (the
+ * rest are refused, REFUSED_STREAM, which clients retry): at most this
+ * many pre-auth bodies per connection. HTTP/1.1 has one at a time. */
+#define HTTPD_PREAUTH_MAX_STREAMS 4
 #define HTTPD_MAX_UNAUTH_PER_PEER 128
 
 typedef void (*httpd_handler)(struct evhttp_request *req, void *arg);

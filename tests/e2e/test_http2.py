@@ -71,18 +71,17 @@ def test_clients_negotiate_h2_and_http11(apiserver, run):
 
 
 def established_from(port):
-    """Local ports of this machine's sockets connected to 127.0.0.1:port."""
+    """Local "ip:port" of this machine's sockets connected to 127.0.0.1:port."""
     out = subprocess.run(["ss", "-Htn", "state", "established", f"( dport = :{port} )"],
                          capture_output=True, text=True).stdout
-    return {int(line.split()[-2].rsplit(":", 1)[1]) for line in out.splitlines()
-            if line.strip()}
+    return {line.split()[-2] for line in out.splitlines() if line.strip()}
 
 
-def user_agents_by_port(log):
-    """srcIP port -> userAgent, from the API server's request lines (-v 3)."""
+def user_agents_by_peer(log):
+    """srcIP "ip:port" -> userAgent, from the API server's request lines (-v 3)."""
     found = {}
-    for m in re.finditer(r'userAgent="([^"]*)".*?srcIP="127\.0\.0\.1:(\d+)"', log):
-        found[int(m.group(2))] = m.group(1)
+    for m in re.finditer(r'userAgent="([^"]*)".*?srcIP="([0-9.]+:\d+)"', log):
+        found[m.group(2)] = m.group(1)
     return found
 
 
@@ -96,7 +95,7 @@ def test_one_connection_per_hollow_kubelet(cube, tmp, run):
         port = int(re.search(r"127\.0\.0\.1:(\d+)", up.output()).group(1))
 
         def kubelet_connections():
-            agents = user_agents_by_port(up.logs("apiserver"))
+            agents = user_agents_by_peer(up.logs("apiserver"))
             return [p for p in established_from(port)
                     if agents.get(p, "").startswith("kubelet/")]
         # The connections a kubelet opened before its certificate existed
@@ -107,6 +106,11 @@ def test_one_connection_per_hollow_kubelet(cube, tmp, run):
         # ...and stay one while they heartbeat, watch and sync status.
         time.sleep(3)
         assert len(kubelet_connections()) == nodes
+        # Each node connects from its own loopback address (127.1.0.2
+        # onwards), as real nodes from their own machines: the API server's
+        # per-peer limits see twenty peers, not one.
+        sources = sorted(p.rsplit(":", 1)[0] for p in kubelet_connections())
+        assert sources == sorted(f"127.1.0.{2 + i}" for i in range(nodes)), sources
         assert len(ready_nodes(up)) == nodes
         # Started together, the pool's kubelets still renew their Leases
         # at spread-out moments of the 10 s period (random first phase):

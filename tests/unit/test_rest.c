@@ -11,6 +11,7 @@
 
 #include "client/informer.h"
 #include "client/rest.h"
+#include "net/httpd.h"
 #include "net/tls.h"
 #include "pki/cluster.h"
 #include "pki/kubeconfig.h"
@@ -262,6 +263,33 @@ static void test_more_than_a_connections_streams(void **state)
 	assert_int_equal(connections_to(port), 2);
 	rest_client_free(c);
 	free(r);
+}
+
+/* Before credentials, a connection may have HTTPD_PREAUTH_MAX_STREAMS
+ * requests at a time (a kubelet's first moment: its registration, Lease
+ * and pods), each answered 401; beyond them streams are refused. */
+static void test_streams_without_credentials(void **state)
+{
+	struct world *w = *state;
+	struct rest_config cfg = {.server = w->env.server, .ca_pem = w->env.admin_kc.ca_data};
+	struct rest_client *c = rest_client_new(w->env.loop, &cfg);
+	enum { N = HTTPD_PREAUTH_MAX_STREAMS + 2 };
+	struct result r[N];
+	int unauthorized = 0, refused = 0;
+
+	assert_non_null(c);
+	memset(r, 0, sizeof(r));
+	for (int i = 0; i < N; i++)
+		rest_do(c, "GET", "/api/v1/namespaces/default", NULL, on_result, &r[i]);
+	for (int i = 0; i < N; i++) {
+		spin_until(w, &r[i].done);
+		unauthorized += r[i].status == 401;
+		refused += r[i].status == 0 && strstr(r[i].err, "REFUSED_STREAM") != NULL;
+		json_decref(r[i].body);
+	}
+	assert_true(unauthorized >= HTTPD_PREAUTH_MAX_STREAMS);
+	assert_int_equal(unauthorized + refused, N);
+	rest_client_free(c);
 }
 
 /* Clients that trust the same CA share one TLS context (a thousand
@@ -581,6 +609,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_more_than_a_connections_streams, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shared_tls_context, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_streams_without_credentials, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_http1, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_watch_from_on_end, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_free_client_from_callback, setup, teardown),

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #define CONTROL_MAX_REQUEST (64 * 1024)
+/* A reply: "status" of ten thousand nodes is about 1.2 MB. */
+#define CONTROL_MAX_REPLY (64u << 20)
 
 struct control {
 	struct evconnlistener *listener;
@@ -185,8 +187,8 @@ json_t *control_call(const char *path, const json_t *words, int timeout_s)
 {
 	struct sockaddr_un sa;
 	struct timeval tv = {.tv_sec = timeout_s};
-	char *text, buf[65536];
-	size_t got = 0;
+	char *text, *buf = NULL, *eol = NULL;
+	size_t got = 0, cap = 0;
 	int fd;
 	json_t *r = NULL;
 
@@ -209,23 +211,26 @@ json_t *control_call(const char *path, const json_t *words, int timeout_s)
 		err_set(ERR_IO, "%s: %s", path, strerror(errno));
 		goto out;
 	}
-	while (got < sizeof(buf) - 1) {
-		ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+	while (!eol && got < CONTROL_MAX_REPLY) {
+		ssize_t n;
+		if (got == cap && !(buf = realloc(buf, cap = cap ? 2 * cap : 65536)))
+			abort();
+		n = recv(fd, buf + got, cap - got, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break;
+		eol = memchr(buf + got, '\n', (size_t)n);
 		got += (size_t)n;
-		if (memchr(buf, '\n', got))
-			break;
 	}
-	if (!memchr(buf, '\n', got)) {
+	if (!eol) {
 		err_set(ERR_UNAVAILABLE, "%s did not answer%s", path,
-		        got == sizeof(buf) - 1 ? " in one line" : "");
+		        got >= CONTROL_MAX_REPLY ? " in one line" : "");
 		goto out;
 	}
-	r = jx_parse(buf, (size_t)((char *)memchr(buf, '\n', got) - buf));
+	r = jx_parse(buf, (size_t)(eol - buf));
 out:
+	free(buf);
 	free(text);
 	close(fd);
 	return r;

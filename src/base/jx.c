@@ -4,6 +4,7 @@
 #include "base/sbuf.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -56,6 +57,22 @@ json_t *jx_get(const json_t *root, const char *path)
 const char *jx_str(const json_t *root, const char *path)
 {
 	return json_string_value(jx_get(root, path));
+}
+
+const char *jx_array_str(const json_t *a, size_t i)
+{
+	return json_string_value(json_array_get(a, i));
+}
+
+json_t *jx_error(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:s}", "error", msg);
 }
 
 int64_t jx_int(const json_t *root, const char *path, int64_t dflt)

@@ -35,6 +35,12 @@ bool jx_bool(const json_t *root, const char *path, bool dflt);
 int jx_set(json_t *root, const char *path, json_t *value);
 int jx_set_str(json_t *root, const char *path, const char *s);
 
+/* The i-th element of an array when it is a string, else NULL. Borrowed. */
+const char *jx_array_str(const json_t *a, size_t i);
+/* {"error": <formatted message>}, a new reference: a failed request's reply
+ * (the supervisor's control words). */
+json_t *jx_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Remove the member at path (absent: nothing to do). */
 void jx_del(json_t *root, const char *path);
 

@@ -1059,10 +1059,15 @@ static struct conn *h2_conn_new(struct rest_client *c)
 	bufferevent_enable(k->bev, EV_READ | EV_WRITE);
 	if (c->unreachable)
 		conn_retire(k, c->unreachable_why);
-	else if (bind_source(c, k) < 0 ||
-		 bufferevent_socket_connect_hostname(k->bev, NULL, c->source_family, c->host,
-						     c->port) < 0)
+	else if (bind_source(c, k) < 0) {
+		/* Go's dialer's words for a local address it cannot use. */
+		snprintf(k->why_buf, sizeof(k->why_buf), "dial tcp %s:0->%s:%d: bind: %s", c->source,
+			 c->host, c->port, strerror(errno));
+		conn_retire(k, k->why_buf);
+	} else if (bufferevent_socket_connect_hostname(k->bev, NULL, c->source_family, c->host,
+						       c->port) < 0) {
 		conn_retire(k, transport_error(k, k->why_buf, sizeof(k->why_buf)));
+	}
 	return k;
 }
 
@@ -1268,9 +1273,12 @@ int rest_set_source_address(struct rest_client *c, const char *addr)
 
 	if (family < 0)
 		return err_set(ERR_INVALID, "source address \"%s\" is not an IP address", addr);
-	/* A loopback source reaches only a server on loopback. */
-	if (family == AF_INET && !(ipv4_loopback(addr) && ipv4_loopback(c->host)))
+	/* A loopback source reaches only a server on loopback; a source of
+	 * the other family than a literal server address reaches nothing. */
+	if (family == AF_INET && ipv4_loopback(addr) && !ipv4_loopback(c->host))
 		addr = NULL, family = AF_UNSPEC;
+	if (addr && inet_pton(family == AF_INET ? AF_INET6 : AF_INET, c->host, buf) == 1)
+		return err_set(ERR_INVALID, "source address %s cannot reach %s", addr, c->host);
 	free(c->source);
 	c->source = addr ? str_dup(addr) : NULL;
 	c->source_family = family;

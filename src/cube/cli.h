@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+struct event;
 struct loop;
 
 #define EXIT_USAGE 2
@@ -50,6 +51,13 @@ int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_need_fds(const char *cmd, const char *flag, int nodes, long per_node);
 /* Run loop until SIGTERM or SIGINT (logged as upstream components do). */
 void cli_run_until_signal(struct loop *loop);
+/*
+ * Every 30 s (real time), hand glibc's whole free heap pages back
+ * (malloc_trim): for processes whose bursts leave garbage behind (hollow
+ * kubelets after their bootstrap), not for an API server's loop, which
+ * it would stall. event_free the result.
+ */
+struct event *cli_heap_trimmer(struct loop *loop);
 /* A flag's boolean: "true"/"1" (or no value), "false"/"0"; -1 otherwise. */
 int cli_parse_bool(const char *s, bool *out);
 /* ---- the serving flags of the controller manager and the scheduler ---- */

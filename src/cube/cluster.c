@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/file.h"
+#include "base/jx.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/strv.h"
@@ -23,11 +24,11 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -434,7 +435,7 @@ static void shard_argv(struct cluster *cl, const struct shard *sh, struct strv *
 
 /* Between fork and exec only async-signal-safe calls: the other threads'
  * locks may be held forever in this copy. */
-static _Noreturn void shard_exec(char **argv, int log, pid_t parent)
+static _Noreturn void shard_exec(char **argv, int log, pid_t parent, int maxfd)
 {
 	static const char msg[] = "cube up: exec of the kubelet process failed\n";
 
@@ -451,7 +452,9 @@ static _Noreturn void shard_exec(char **argv, int log, pid_t parent)
 		_exit(1);
 	/* The API server's thousands of sockets are not the child's to hold
 	 * (they would count against its own limit). */
-	close_range(3, ~0U, 0);
+	if (close_range(3, ~0U, 0) < 0) /* before Linux 5.9: one by one */
+		for (int fd = 3; fd < maxfd; fd++)
+			close(fd);
 	execv(argv[0], argv);
 	if (write(2, msg, sizeof(msg) - 1) < 0)
 		_exit(127);
@@ -463,13 +466,17 @@ static int shard_spawn(struct shard *sh)
 	struct strv a = STRV_INIT;
 	int fd = open(sh->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
 	pid_t parent = getpid(), pid;
+	struct rlimit lim;
+	int maxfd = getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < (1u << 20)
+			    ? (int)lim.rlim_cur
+			    : 1 << 20;
 
 	if (fd < 0)
 		return err_set(ERR_IO, "%s: %s", sh->log, strerror(errno));
 	shard_argv(sh->cl, sh, &a);
 	pid = fork();
 	if (pid == 0)
-		shard_exec(a.v, fd, parent);
+		shard_exec(a.v, fd, parent, maxfd);
 	close(fd);
 	strv_free(&a);
 	if (pid < 0)
@@ -907,22 +914,6 @@ static json_t *run_on_thread(struct component *c,
 	return t.reply;
 }
 
-static json_t *fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static json_t *fail(const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return json_pack("{s:s}", "error", msg);
-}
-
-static const char *word(const json_t *words, size_t i)
-{
-	return json_string_value(json_array_get(words, i));
-}
 
 /* On the kubelets' thread: kubelet_pool_command's words. */
 static json_t *kubelet_command(struct component *c, const json_t *words)
@@ -962,7 +953,8 @@ static json_t *shard_nodes(struct cluster *cl)
 			/* Left out rather than reported stopped: they may well run. */
 			LOG_WARN("\"Kubelet process did not list its nodes\" "
 				 "process=\"kubelets-%d\" err=\"%s\"", i,
-				 r ? json_string_value(json_object_get(r, "error")) : err_msg());
+				 r ? json_string_value(json_object_get(r, "error")) ?: "unexpected reply"
+				   : err_msg());
 		json_decref(r);
 	}
 	json_decref(words);
@@ -978,16 +970,16 @@ static json_t *shard_command(struct cluster *cl, const json_t *words)
 	json_t *r;
 
 	if (!sh)
-		return fail("no kubelet for node \"%s\" here", node);
+		return jx_error("no kubelet for node \"%s\" here", node);
 	if (!sh->started)
-		return fail("the kubelet process of node \"%s\" (kubelets-%d) has not started "
+		return jx_error("the kubelet process of node \"%s\" (kubelets-%d) has not started "
 			    "yet: it starts once kubelets-%d's nodes have their certificates",
 			    node ?: "", sh->index, sh->index - 1);
 	if (!sh->pid)
-		return fail("the kubelet process of node \"%s\" (kubelets-%d) is down; it restarts "
+		return jx_error("the kubelet process of node \"%s\" (kubelets-%d) is down; it restarts "
 			    "within 10s", node ?: "", sh->index);
 	if (!(r = control_call(sh->sock, words, 30)))
-		return fail("kubelets-%d: %s", sh->index, err_msg());
+		return jx_error("kubelets-%d: %s", sh->index, err_msg());
 	return r;
 }
 
@@ -1013,38 +1005,38 @@ static json_t *restart_cm(struct cluster *cl, const char *controllers)
 {
 	if (controllers) {
 		if (*controllers && controller_manager_check_controllers(controllers) < 0)
-			return fail("%s", err_msg());
+			return jx_error("%s", err_msg());
 		free(cl->controllers);
 		cl->controllers = *controllers ? strdup(controllers) : NULL;
 	}
 	LOG_INFO("\"Restarting the controller manager\" controllers=\"%s\"",
 		 cl->controllers ? cl->controllers : "*");
 	if (component_restart(&cl->cm) < 0)
-		return fail("%s", err_msg());
+		return jx_error("%s", err_msg());
 	return json_pack("{s:b, s:s}", "ok", true, "controllers",
 			 cl->controllers ? cl->controllers : "*");
 }
 
 json_t *cluster_control(struct cluster *cl, const json_t *words)
 {
-	const char *verb = word(words, 0);
+	const char *verb = jx_array_str(words, 0);
 
 	if (!strcmp(verb, "ping"))
 		return json_pack("{s:b}", "ok", true);
 	if (!strcmp(verb, "status"))
 		return status(cl);
-	if (!strcmp(verb, "controller-manager") && !strcmp(word(words, 1) ?: "", "restart"))
-		return restart_cm(cl, word(words, 2));
-	if (!strcmp(verb, "scheduler") && !strcmp(word(words, 1) ?: "", "restart"))
-		return component_restart(&cl->sched) < 0 ? fail("%s", err_msg())
+	if (!strcmp(verb, "controller-manager") && !strcmp(jx_array_str(words, 1) ?: "", "restart"))
+		return restart_cm(cl, jx_array_str(words, 2));
+	if (!strcmp(verb, "scheduler") && !strcmp(jx_array_str(words, 1) ?: "", "restart"))
+		return component_restart(&cl->sched) < 0 ? jx_error("%s", err_msg())
 							 : json_pack("{s:b}", "ok", true);
 	if (!strcmp(verb, "kubelet") || !strcmp(verb, "partition") || !strcmp(verb, "heal") ||
 	    !strcmp(verb, "clock-skew")) {
 		if (cl->nshards)
 			return shard_command(cl, words);
 		if (!cl->kubelets.th)
-			return fail("this cluster runs no kubelets");
+			return jx_error("this cluster runs no kubelets");
 		return run_on_thread(&cl->kubelets, kubelet_command, words);
 	}
-	return fail("unknown command \"%s\"", verb);
+	return jx_error("unknown command \"%s\"", verb);
 }

@@ -16,6 +16,7 @@
 #include "base/loop.h"
 #include "base/timeutil.h"
 
+#include <event2/event.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,7 +286,6 @@ static int parse(int argc, char **argv, struct kubelet_config *c, struct run_opt
 
 static void run_loop(void)
 {
-
 	cli_run_until_signal(main_loop);
 }
 
@@ -330,8 +330,11 @@ static int run_hollow(struct kubelet_config *c, const struct run_opts *ro)
 	/* Last: a supervisor waiting for the socket finds the pool started. */
 	else if (ro->control && !(ctl = control_listen(main_loop, ro->control, pool_control, p)))
 		rc = cli_fail("--control-socket: %s", err_msg());
-	else
+	else {
+		struct event *trim = cli_heap_trimmer(main_loop);
 		run_loop();
+		event_free(trim);
+	}
 	control_free(ctl);
 	kubelet_pool_free(p);
 	return rc;

@@ -22,6 +22,7 @@
 #include "base/loop.h"
 #include "base/timeutil.h"
 
+#include <event2/event.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
@@ -372,6 +373,7 @@ static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control
 			     .dir = dir, .events = events};
 	struct kubeconfig kc;
 	char *admin = file_join(dir, "admin.conf");
+	struct event *trim;
 
 	if (want > 0 && kubeconfig_load(admin, &kc) == 0) {
 		p.client = rest_client_from_kubeconfig(loop, &kc, "cube-up");
@@ -380,7 +382,10 @@ static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control
 		timer_after(p.tick, 0);
 	}
 	free(admin);
+	/* Its kubelets' bootstrap garbage (in process), or the supervisor's. */
+	trim = cli_heap_trimmer(loop);
 	cli_run_until_signal(loop);
+	event_free(trim);
 	feeds_stop();
 	timer_free(p.tick);
 	rest_client_free(p.client);

@@ -580,13 +580,6 @@ static json_t *status(struct ha *h)
 	return json_pack("{s:o,s:i}", "components", list, "port", h->o.port);
 }
 
-static json_t *fail(const char *fmt, const char *arg)
-{
-	char msg[256];
-	snprintf(msg, sizeof(msg), fmt, arg);
-	return json_pack("{s:s}", "error", msg);
-}
-
 json_t *ha_control(struct ha *h, const json_t *words)
 {
 	const char *verb = json_string_value(json_array_get(words, 0));
@@ -604,18 +597,18 @@ json_t *ha_control(struct ha *h, const json_t *words)
 		const char *how = name;
 		struct child *kl = find(h, "kubelets");
 		if (!kl)
-			return fail("this cluster runs no kubelets%s", "");
+			return jx_error("this cluster runs no kubelets");
 		if (!strcmp(how, "restart") || !strcmp(how, "stop"))
 			stop_child(kl, SIGTERM, 10000);
 		if ((!strcmp(how, "restart") || !strcmp(how, "start")) && !kl->pid &&
 		    spawn(h, kl) < 0)
-			return fail("%s", err_msg());
+			return jx_error("%s", err_msg());
 		return status(h);
 	}
 	if (!verb || !name)
-		return fail("want: status | kill NAME | start NAME | restart NAME%s", "");
+		return jx_error("want: status | kill NAME | start NAME | restart NAME");
 	if (!(k = find(h, name)))
-		return fail("no component %s in this cluster (cube fault list shows them)", name);
+		return jx_error("no component %s in this cluster (cube fault list shows them)", name);
 	if (!strcmp(verb, "kill")) {
 		LOG_INFO("\"Killing\" component=\"%s\" pid=%d", k->name, (int)k->pid);
 		stop_child(k, SIGKILL, 0);
@@ -623,9 +616,9 @@ json_t *ha_control(struct ha *h, const json_t *words)
 		if (!strcmp(verb, "restart"))
 			stop_child(k, SIGTERM, 10000);
 		if (!k->pid && spawn(h, k) < 0)
-			return fail("%s", err_msg());
+			return jx_error("%s", err_msg());
 	} else {
-		return fail("unknown word %s", verb);
+		return jx_error("unknown word %s", verb);
 	}
 	return status(h);
 }

@@ -23,11 +23,11 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/file.h"
+#include "base/jx.h"
 #include "base/log.h"
 #include "base/timeutil.h"
 
 #include <arpa/inet.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,22 +312,6 @@ json_t *kubelet_pool_status(const struct kubelet_pool *p)
 
 /* ---- the operator's words (control.h requests) ------------------------------------ */
 
-static json_t *fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static json_t *fail(const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return json_pack("{s:s}", "error", msg);
-}
-
-static const char *word(const json_t *words, size_t i)
-{
-	return json_string_value(json_array_get(words, i));
-}
 
 static const struct {
 	const char *verb, *op; /* op: the second word, NULL when the node is */
@@ -343,40 +327,40 @@ static const struct {
 
 const char *kubelet_pool_command_node(const json_t *words)
 {
-	const char *verb = word(words, 0);
+	const char *verb = jx_array_str(words, 0);
 
 	if (!verb || !strcmp(verb, "nodes"))
 		return NULL;
-	return word(words, !strcmp(verb, "kubelet") ? 2 : 1);
+	return jx_array_str(words, !strcmp(verb, "kubelet") ? 2 : 1);
 }
 
 json_t *kubelet_pool_command(struct kubelet_pool *p, const json_t *words)
 {
-	const char *verb = word(words, 0) ?: "", *node = kubelet_pool_command_node(words);
-	const char *arg = word(words, 2);
+	const char *verb = jx_array_str(words, 0) ?: "", *node = kubelet_pool_command_node(words);
+	const char *arg = jx_array_str(words, 2);
 
 	if (!strcmp(verb, "nodes"))
 		return json_pack("{s:o}", "nodes", kubelet_pool_status(p));
 	for (size_t i = 0; i < sizeof(pool_ops) / sizeof(pool_ops[0]); i++) {
 		int64_t n = 0;
 		if (strcmp(pool_ops[i].verb, verb) ||
-		    (pool_ops[i].op && strcmp(pool_ops[i].op, word(words, 1) ?: "")))
+		    (pool_ops[i].op && strcmp(pool_ops[i].op, jx_array_str(words, 1) ?: "")))
 			continue;
 		if (!node)
-			return fail("%s: which node?", verb);
+			return jx_error("%s: which node?", verb);
 		if (pool_ops[i].code == KUBELET_POOL_CLOCK_SKEW) {
 			char *end;
 			n = arg ? strtoll(arg, &end, 10) : 0;
 			if (!arg || !*arg || *end)
-				return fail("clock-skew: the skew in ns, not \"%s\"", arg ?: "");
+				return jx_error("clock-skew: the skew in ns, not \"%s\"", arg ?: "");
 		}
 		if (kubelet_pool_control(p, node, pool_ops[i].code, n) < 0)
-			return fail("%s", err_msg());
+			return jx_error("%s", err_msg());
 		return json_pack("{s:b}", "ok", true);
 	}
 	if (!strcmp(verb, "kubelet"))
-		return fail("kubelet: stop, start or restart, not \"%s\"", word(words, 1) ?: "");
-	return fail("unknown command \"%s\"", verb);
+		return jx_error("kubelet: stop, start or restart, not \"%s\"", jx_array_str(words, 1) ?: "");
+	return jx_error("unknown command \"%s\"", verb);
 }
 
 void kubelet_pool_free(struct kubelet_pool *p)

@@ -68,8 +68,9 @@ struct httpd_opts {
 #define HTTPD_REQUEST_TIMEOUT_S 60
 #define HTTPD_PREAUTH_MAX_BODY ((size_t)64 << 10)
 /* HTTP/2 streams open at once on a connection without credentials (the
- * rest are refused, REFUSED_STREAM, which clients retry): at most this
- * many pre-auth bodies per connection. HTTP/1.1 has one at a time. */
+ * rest are refused, REFUSED_STREAM: Go's client retries them, cube's
+ * reports the error to its caller, whose own retry follows): at most
+ * this many pre-auth bodies per connection. HTTP/1.1 has one at a time. */
 #define HTTPD_PREAUTH_MAX_STREAMS 4
 #define HTTPD_MAX_UNAUTH_PER_PEER 128
 

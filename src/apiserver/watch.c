@@ -288,20 +288,12 @@ void watch_serve(struct req *r)
 	} else if (rv == 0 || (initial && !strcmp(initial, "true"))) {
 		/* The synthetic ADDED events kubectl's get -w expects first: the
 		 * committed state, then what commits after it. */
-		json_t **objs, *one;
-		size_t n;
+		/* One object's watcher (a kubelet's Node, its CSR) looks it up. */
+		json_t *one = key ? cache_get_committed(r->s->cache, key) : NULL, **listed = NULL;
+		size_t n = key ? one != NULL
+		               : cache_list_committed(r->s->cache, prefix, NULL, 0, &listed, NULL);
+		json_t **objs = key ? &one : listed;
 
-		if (key) {
-			/* One object's watcher (a kubelet's Node, its CSR). */
-			one = cache_get_committed(r->s->cache, key);
-			n = one ? 1 : 0;
-			objs = malloc(sizeof(*objs));
-			if (!objs)
-				abort();
-			objs[0] = one;
-		} else {
-			n = cache_list_committed(r->s->cache, prefix, NULL, 0, &objs, NULL);
-		}
 		for (size_t i = 0; i < n; i++) {
 			struct cache_event ev = {.type = CACHE_ADDED, .obj = objs[i]};
 			if (!selectors_match(&w->sel, objs[i]))
@@ -315,7 +307,7 @@ void watch_serve(struct req *r)
 			send_cached(w, "ADDED", &ev);
 			free((char *)ev.key);
 		}
-		free(objs);
+		free(listed);
 		from = cache_committed_rev(r->s->cache);
 		/* A watch-list (1.32 makes every watch from "" or "0" one) marks
 		 * the end of its initial events for clients that take bookmarks. */

@@ -67,7 +67,6 @@ struct shard {
 	struct cluster *cl;
 	int index, first, n;
 	char *sock, *log;      /* DIR/kubelets-<i>.sock, DIR/logs/kubelets-<i>.log */
-	bool started;          /* its turn came (shards_next) */
 	pid_t pid;             /* 0: not running */
 	struct timer *restart; /* on opts.loop, after it died */
 	int certified;         /* its first nodes seen with a client certificate */
@@ -81,7 +80,7 @@ struct cluster {
 	char *controllers; /* the controller manager's --controllers now (NULL: "*") */
 	/* kubelet processes (opts.kubelet_processes > 0) instead of kubelets */
 	struct shard *shards;
-	int nshards, started;
+	int nshards, started;  /* shards[0 .. started-1] have had their turn */
 	struct timer *next;    /* shards_next */
 	int64_t next_deadline; /* mono: start the next whatever the last one's nodes have */
 	struct event *sigchld;
@@ -309,7 +308,7 @@ static int kubelets_start(struct component *c)
 		t.pod_start_delay_ns = cl->o.pod_start_delay_ns;
 	if (cl->o.exit_after_ns > 0)
 		t.exit_after_ns = cl->o.exit_after_ns;
-	c->state = kubelet_pool_new(c->loop, &t, cl->o.nodes, cl->o.node_prefix);
+	c->state = kubelet_pool_new(c->loop, &t, cl->o.nodes, cl->o.node_prefix, 0);
 	rc = c->state ? kubelet_pool_start(c->state) : ERR_INVALID;
 	kubelet_config_free(&t);
 	free(root);
@@ -500,7 +499,9 @@ static const char *exit_text(int status, char *buf, size_t n)
 	return buf;
 }
 
-static void shard_restart(void *arg)
+/* Start sh's process; when that fails, again in 10 s (also the restart
+ * timer's work after it died). */
+static void shard_launch(void *arg)
 {
 	struct shard *sh = arg;
 
@@ -601,7 +602,7 @@ static bool shard_certified(struct shard *sh)
 static void shards_next(void *arg)
 {
 	struct cluster *cl = arg;
-	struct shard *last = &cl->shards[cl->started - 1], *sh;
+	struct shard *last = &cl->shards[cl->started - 1];
 	bool done = shard_certified(last);
 
 	if (!done && clock_mono() < cl->next_deadline) {
@@ -612,13 +613,7 @@ static void shards_next(void *arg)
 		LOG_WARN("\"Kubelet process's nodes are still without certificates; starting the "
 			 "next\" process=\"kubelets-%d\" certified=%d nodes=%d", last->index,
 			 last->certified, last->n);
-	sh = &cl->shards[cl->started++];
-	sh->started = true;
-	if (shard_spawn(sh) < 0) {
-		LOG_ERROR("\"Failed to start kubelet process; retrying\" process=\"kubelets-%d\" "
-			  "err=\"%s\" in=\"10s\"", sh->index, err_msg());
-		timer_after(sh->restart, SHARD_RESTART_NS);
-	}
+	shard_launch(&cl->shards[cl->started++]);
 	cl->next_deadline = clock_mono() + SHARD_BOOTSTRAP_NS;
 	if (cl->started < cl->nshards)
 		timer_after(cl->next, 0);
@@ -655,15 +650,13 @@ static int shards_start(struct cluster *cl)
 		sh->sock = path_in(cl, rel);
 		snprintf(rel, sizeof(rel), "logs/kubelets-%d.log", i);
 		sh->log = path_in(cl, rel);
-		sh->restart = loop_timer(o->loop, shard_restart, sh);
+		sh->restart = loop_timer(o->loop, shard_launch, sh);
 	}
 	cl->next = loop_timer(o->loop, shards_next, cl);
 	/* The first waited for: what it refuses (its limit, a flag) fails
 	 * cube up at once; the rest follow on the loop. */
-	cl->shards[0].started = true;
-	if (rc == 0 && (rc = shard_spawn(&cl->shards[0])) == 0 &&
-	    (rc = shard_wait(&cl->shards[0])) == 0) {
-		cl->started = 1;
+	cl->started = 1;
+	if ((rc = shard_spawn(&cl->shards[0])) == 0 && (rc = shard_wait(&cl->shards[0])) == 0) {
 		cl->next_deadline = clock_mono() + SHARD_BOOTSTRAP_NS;
 		if (cl->nshards > 1)
 			timer_after(cl->next, 0);
@@ -971,7 +964,7 @@ static json_t *shard_command(struct cluster *cl, const json_t *words)
 
 	if (!sh)
 		return jx_error("no kubelet for node \"%s\" here", node);
-	if (!sh->started)
+	if (sh->index >= cl->started)
 		return jx_error("the kubelet process of node \"%s\" (kubelets-%d) has not started "
 			    "yet: it starts once kubelets-%d's nodes have their certificates",
 			    node ?: "", sh->index, sh->index - 1);

@@ -308,7 +308,7 @@ static int run_one(const struct kubelet_config *c)
  * control_listen's probe and the supervisor's wait for this process. */
 static json_t *pool_control(void *arg, const json_t *words)
 {
-	const char *verb = json_string_value(json_array_get(words, 0));
+	const char *verb = jx_array_str(words, 0);
 
 	if (verb && !strcmp(verb, "ping"))
 		return json_pack("{s:b}", "ok", true);
@@ -323,7 +323,7 @@ static int run_hollow(struct kubelet_config *c, const struct run_opts *ro)
 
 	if (!ro->port_set)
 		c->port = 0;
-	if (!(p = kubelet_pool_new_at(main_loop, c, ro->hollow, ro->prefix, ro->first)))
+	if (!(p = kubelet_pool_new(main_loop, c, ro->hollow, ro->prefix, ro->first)))
 		return cli_fail("%s", err_msg());
 	if (kubelet_pool_start(p) < 0)
 		rc = cli_fail("failed to run hollow kubelets: %s", err_msg());

@@ -155,13 +155,7 @@ static void node_source_address(struct kubelet_config *c, int n)
 }
 
 struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_config *tmpl, int n,
-				      const char *prefix)
-{
-	return kubelet_pool_new_at(loop, tmpl, n, prefix, 0);
-}
-
-struct kubelet_pool *kubelet_pool_new_at(struct loop *loop, const struct kubelet_config *tmpl,
-					 int n, const char *prefix, int first)
+				      const char *prefix, int first)
 {
 	struct kubelet_pool *p = calloc(1, sizeof(*p));
 

@@ -158,13 +158,11 @@ char *kubelet_csr_name(EVP_PKEY *key, const char *cn, const char *const *orgs,
  */
 struct kubelet_pool;
 
+/* Named <prefix>first .. <prefix>(first+n-1): a cluster's kubelets may
+ * be several pools (processes), each with its own range. Ports stay P+i,
+ * i counted within this pool. */
 struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_config *tmpl, int n,
-				      const char *prefix);
-/* The same, named <prefix>first .. <prefix>(first+n-1): one of several pools
- * (processes) of one cluster, each with its own range. Ports stay P+i, i
- * counted within this pool. */
-struct kubelet_pool *kubelet_pool_new_at(struct loop *loop, const struct kubelet_config *tmpl,
-					 int n, const char *prefix, int first);
+				      const char *prefix, int first);
 int kubelet_pool_start(struct kubelet_pool *p);
 void kubelet_pool_free(struct kubelet_pool *p);
 int kubelet_pool_size(const struct kubelet_pool *p);

@@ -60,6 +60,15 @@ def shards(pid):
             for p, a in kubelet_children(pid).items()}
 
 
+def klog_time(log, pattern):
+    """The time (epoch s) of the first klog line matching pattern."""
+    m = re.search(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d\.\d+) .*" + pattern, log, re.M)
+    assert m, pattern
+    mon, day, hh, mm, ss = m.groups()
+    t = time.localtime()
+    return time.mktime((t.tm_year, int(mon), int(day), int(hh), int(mm), 0, 0, 0, -1)) + float(ss)
+
+
 def supervisor(u, *words):
     """One request on cube up's control socket (control.h)."""
     with socket.socket(socket.AF_UNIX) as s:
@@ -129,6 +138,12 @@ def test_kubelets_in_two_processes(up):
         argv = kubelet_children(u.proc.pid)[pid]
         assert flag(argv, "control-socket") == str(u.data / f"kubelets-{first // 3}.sock")
         assert flag(argv, "node-lease-duration-seconds") == "4", argv
+    # The second process started only once the first one's nodes had their
+    # client certificates (one bootstrap storm at a time: the fd budget).
+    started = klog_time(u.logs("cube"), r'"Started kubelet process" process="kubelets-1"')
+    for i in range(3):
+        pem = u.data / "nodes" / f"node-{i}" / "pki" / "kubelet-client-current.pem"
+        assert os.lstat(pem).st_mtime <= started, (i, os.lstat(pem).st_mtime, started)
     # Each process logs to its own file; each node still to its kubelet.log.
     log1 = (u.data / "logs" / "kubelets-1.log").read_text(errors="replace")
     assert 'node="node-4"' in log1 and 'node="node-1"' not in log1

@@ -1125,7 +1125,7 @@ static void test_hollow(void **state)
 	config(w, &c, "ignored");
 	c.rotate_certificates = true;
 	strv_push(&c.node_labels, "team=red");
-	p = kubelet_pool_new(w->env.loop, &c, 3, "hollow-");
+	p = kubelet_pool_new(w->env.loop, &c, 3, "hollow-", 0);
 	kubelet_config_free(&c);
 	assert_non_null(p);
 	assert_int_equal(kubelet_pool_start(p), 0);
@@ -1204,7 +1204,7 @@ static void test_hollow_control(void **state)
 	w->client_ttl_ns = 3600 * NS_PER_SEC;
 	config(w, &c, "ignored");
 	c.rotate_certificates = true;
-	p = kubelet_pool_new(w->env.loop, &c, 2, "ctl-");
+	p = kubelet_pool_new(w->env.loop, &c, 2, "ctl-", 0);
 	kubelet_config_free(&c);
 	assert_int_equal(kubelet_pool_start(p), 0);
 	assert_true(wait_for(w, node_ready, "ctl-0", 100 * NS_PER_MS, 10 * NS_PER_SEC));

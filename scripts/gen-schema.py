@@ -24,6 +24,8 @@ set, the protobuf and JSON forms of one object) into DIR, for
 tests/unit/test_schema.c.
 """
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -93,7 +95,7 @@ KINDS = [
 SPECIAL = {
     "meta.v1.Time": "ST_TIME",
     "meta.v1.MicroTime": "ST_MTIME",
-    "meta.v1.FieldsV1": "ST_RAW",
+    "meta.v1.FieldsV1": "ST_FIELDS",
     "runtime.RawExtension": "ST_RAW",
     "resource.Quantity": "ST_QTY",
     "intstr.IntOrString": "ST_IOS",
@@ -191,19 +193,52 @@ def go_elem(t, named):
     return m.group(1) if m else None
 
 
+def comment_tags(lines):
+    """The +key=value markers of a block of comment lines: {key: [values]}."""
+    tags = {}
+    for c in lines:
+        m = re.match(r"\s*//\s*\+([\w.:-]+)(?:=(.*))?$", c)
+        if m:
+            tags.setdefault(m.group(1), []).append((m.group(2) or "").strip())
+    return tags
+
+
+def comments_before(text, pos):
+    """The contiguous // lines right above the line starting at pos."""
+    lines = text[:pos].split("\n")[:-1]
+    out = []
+    while lines and lines[-1].strip().startswith("//"):
+        out.insert(0, lines.pop())
+    return out
+
+
 def parse_go(text, gopkg):
-    """{short struct name: {proto number: (pointer, omitempty, inline, json name)}},
-    and the named slices. The JSON name is the Go json tag's, which the proto
-    name need not be (BoundObjectReference's uid is "uID" in the proto)."""
-    structs, slices, named = {}, set(), {}
+    """{short struct name: {proto number: Field}}, the named slices, the
+    atomic structs, the enum types and the string constants. The JSON name
+    is the Go json tag's, which the proto name need not be
+    (BoundObjectReference's uid is "uID" in the proto)."""
+    structs, slices, named, atomic = {}, set(), {}, set()
     pkgname = gopkg.rsplit(".", 1)[-1]
+    enums, consts = set(), {}
+    for m in re.finditer(r"^type\s+(\w+)\s+string\s*$", text, flags=re.M):
+        if "enum" in comment_tags(comments_before(text, m.start())):
+            enums.add(m.group(1))
+    for m in re.finditer(r"^\s*(\w+)\s+(\w+)\s*=\s*\"([^\"]*)\"", text, flags=re.M):
+        consts[m.group(1)] = (m.group(2), m.group(3))
     for m in re.finditer(r"^type\s+(\w+)\s+\[\]\S+\s*$", text, flags=re.M):
         slices.add(gopkg + "." + m.group(1))
     for m in re.finditer(r"^type\s+(\w+)\s+((?:\[\]|map\[)\S+)\s*$", text, flags=re.M):
         named[m.group(1)] = m.group(2)
     for m in re.finditer(r"^type\s+(\w+)\s+struct\s*\{[ \t]*\n(.*?)^\}", text, flags=re.M | re.S):
         fields = {}
+        if comment_tags(comments_before(text, m.start())).get("structType") == ["atomic"]:
+            atomic.add(gopkg + "." + m.group(1))
+        comments = []
         for line in m.group(2).splitlines():
+            if line.strip().startswith("//"):
+                comments.append(line)
+                continue
+            above, comments = comments, []
             t = TAG.search(line)
             if not t:
                 continue
@@ -224,14 +259,30 @@ def parse_go(text, gopkg):
             elem = go_elem(gotype, named)
             ps = re.search(r'patchStrategy:"([^"]*)"', t.group(1))
             pk = re.search(r'patchMergeKey:"([^"]*)"', t.group(1))
-            fields[number] = (gotype.startswith("*"), "omitempty" in jopts[1:],
-                              jopts[0] == "" and "inline" in jopts[1:], jopts[0],
-                              go_qualify(gotype, pkgname),
-                              go_qualify(elem, pkgname) if elem else None,
-                              ps.group(1).split(",") if ps else [],
-                              pk.group(1) if pk else None)
+            tags = comment_tags(above)
+            omit = "omitempty" in jopts[1:]
+            # kube-openapi's rule: +optional, else +required, else omitempty.
+            optional = "optional" in tags or ("required" not in tags and omit)
+            base = re.sub(r"^[*\[\]]+", "", gotype)
+            fields[number] = Field(
+                pointer=gotype.startswith("*"), omit=omit,
+                inline=jopts[0] == "" and "inline" in jopts[1:], json=jopts[0],
+                gotype=go_qualify(gotype, pkgname),
+                elem=go_qualify(elem, pkgname) if elem else None,
+                strategy=ps.group(1).split(",") if ps else [],
+                merge_key=pk.group(1) if pk else None,
+                required=not optional, list_type=(tags.get("listType") or [None])[0],
+                list_keys=tags.get("listMapKey") or [],
+                map_type=(tags.get("mapType") or [None])[0],
+                default=(tags.get("default") or [None])[0],
+                enum_type=base if "." not in base else None, pkg=gopkg)
         structs[gopkg + "." + m.group(1)] = fields
-    return structs, slices
+    return structs, slices, atomic, enums, consts
+
+
+class Field:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
 
 
 def copy_vectors(repo, tag, outdir):
@@ -253,13 +304,76 @@ def copy_vectors(repo, tag, outdir):
                 f.write(data)
 
 
+def openapi_name(short_name):
+    """core.v1.Pod -> io.k8s.api.core.v1.Pod, meta.v1.Time ->
+    io.k8s.apimachinery.pkg.apis.meta.v1.Time: the definitions' names."""
+    for prefix, full in (("meta.", "io.k8s.apimachinery.pkg.apis.meta."),
+                         ("resource.", "io.k8s.apimachinery.pkg.api.resource."),
+                         ("intstr.", "io.k8s.apimachinery.pkg.util.intstr."),
+                         ("runtime.", "io.k8s.apimachinery.pkg.runtime.")):
+        if short_name.startswith(prefix):
+            return full + short_name[len(prefix):]
+    return "io.k8s.api." + short_name
+
+
+def read_docs(path):
+    """schema-docs.txt: {message: (description, {json field: description})}.
+    Section "*" holds the fields every kind shares (TypeMeta's apiVersion
+    and kind, a kind's metadata), used where its own section has no line."""
+    docs, cur = {}, None
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line.strip() or line.startswith("#"):
+                continue
+            m = re.match(r"\[([\w.*]+)\]$", line)
+            if m:
+                cur = docs.setdefault(m.group(1), ["", {}])
+                continue
+            if cur is None:
+                sys.exit(f"gen-schema: {path}:{n}: text before the first [section]")
+            m = re.match(r"(\w+): (.+)$", line)
+            if m:
+                cur[1][m.group(1)] = m.group(2).strip()
+            elif not cur[0]:
+                cur[0] = line.strip()
+            else:
+                sys.exit(f"gen-schema: {path}:{n}: a second description line")
+    return docs
+
+
+def c_str(text):
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def c_list(values):
+    if not values:
+        return "NULL"
+    return "(const char *const[]){" + ", ".join(c_str(v) for v in values) + ", NULL}"
+
+
+# Messages served beside the kinds: the list envelope, errors, watch events
+# and the PATCH body's name, as every OpenAPI document refers to them.
+EXTRA_ROOTS = ["meta.v1.ListMeta", "meta.v1.Status", "meta.v1.WatchEvent", "meta.v1.Patch"]
+
+SPECIAL_NAMES = [("ST_TIME", "meta.v1.Time"), ("ST_MTIME", "meta.v1.MicroTime"),
+                 ("ST_RAW", "runtime.RawExtension"), ("ST_QTY", "resource.Quantity"),
+                 ("ST_IOS", "intstr.IntOrString"), ("ST_FIELDS", "meta.v1.FieldsV1")]
+
+
 def main():
     args = sys.argv[1:]
+    docs_path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                             "..", "src", "api", "schema-docs.txt")
+    if args[:1] == ["--docs"]:
+        docs_path, args = args[1], args[2:]
     if args[:1] == ["--vectors"]:
         outdir, args = args[1], args[2:]
         copy_vectors(args[0], args[2], outdir)
     repos, tag = args[0:2], args[2]
-    protos, gostructs, goslices = {}, {}, set()
+    docs = read_docs(docs_path)
+    protos, gostructs, goslices, atomic = {}, {}, set(), set()
+    enums, consts = {}, {}
     for ri, path, package in PACKAGES:
         repo = repos[ri]
         protos_pkg = parse_proto(git_show(repo, tag, path + "/generated.proto"), package)
@@ -269,9 +383,25 @@ def main():
             if (not f.endswith(".go") or f.endswith("_test.go") or f.startswith("zz_")
                     or f.startswith("generated")):
                 continue
-            s, sl = parse_go(git_show(repo, tag, path + "/" + f), gopkg)
+            s, sl, at, en, co = parse_go(git_show(repo, tag, path + "/" + f), gopkg)
             gostructs.update(s)
             goslices |= sl
+            atomic |= at
+            enums.setdefault(gopkg, set()).update(en)
+            consts.setdefault(gopkg, {}).update(co)
+
+    def enum_values(f):
+        if not f.enum_type or f.enum_type not in enums.get(f.pkg, ()):
+            return []
+        return sorted({v for t, v in consts[f.pkg].values() if t == f.enum_type})
+
+    def default_json(f):
+        if f.default is None:
+            return None
+        m = re.match(r"ref\((\w+)\)$", f.default)
+        if m:
+            return json.dumps(consts[f.pkg][m.group(1)][1])
+        return json.dumps(json.loads(f.default))
 
     # Reachable messages, in a stable order.
     order, seen = [], set()
@@ -294,6 +424,8 @@ def main():
 
     for _, _, msg in KINDS:
         visit(msg)
+    for msg in EXTRA_ROOTS:
+        visit(msg)
     order.sort()
     index = {name: i for i, name in enumerate(order)}
 
@@ -306,70 +438,113 @@ def main():
             return "ST_LIST", str(index[t])
         return "ST_MSG", str(index[t])
 
+    missing = []
+
+    def doc_of(msg, field, shared):
+        d = docs.get(msg, ["", {}])[1].get(field)
+        if not d and shared:
+            d = docs.get("*", ["", {}])[1].get(field)
+        if not d:
+            missing.append(f"{msg}.{field}")
+        return d or ""
+
+    def msg_doc(msg):
+        d = docs.get(msg, [""])[0]
+        if not d:
+            missing.append(msg)
+        return d
+
     out = []
     out.append("/* Generated by scripts/gen-schema.py from kubernetes/api and "
-               f"kubernetes/apimachinery {tag}: do not edit. */")
+               f"kubernetes/apimachinery {tag}")
+    out.append(" * (names, numbers, types, markers) and src/api/schema-docs.txt "
+               "(descriptions): do not edit. */")
     out.append('#include "api/schema.h"\n')
     out.append("/* clang-format off */")
-    out.append("const struct schema_field schema_fields[] = {")
-    spans, pos = [], 0
+    out.append("#define N(a) (sizeof(a) / sizeof((a)[0]))")
+    spans = []
     for name in order:
         fields, package = protos[name]
-        if name not in gostructs and name not in goslices:
+        if name not in gostructs and name not in goslices and fields:
             sys.exit(f"gen-schema: no Go struct for {name}")
         # A named slice's message has one field, items (its elements).
-        go = gostructs.get(name) or {1: (False, False, False, "items", "[]string", "string",
-                                         [], None)}
+        go = gostructs.get(name) or {} if name not in goslices else {1: Field(
+            pointer=False, omit=False, inline=False, json="items", gotype="[]string",
+            elem="string", strategy=[], merge_key=None, required=False, list_type=None,
+            list_keys=[], map_type=None, default=None, enum_type=None, pkg=None)}
         rows = []
         if go.get("typemeta"):
             for jn in ("apiVersion", "kind"):
                 rows.append((jn, 0, "ST_STRING", "ST_NONE", "SCHEMA_NONE", ["SF_OMIT"], False,
-                             "string", None, None))
+                             "string", None, None, [], [], None))
         for label, typ, fname, num in fields:
             flags = []
             if num not in go:
                 sys.exit(f"gen-schema: {name}.{fname} ({num}) not in its Go struct")
-            pointer, omit, inline, jname, gotype, elem, strategy, mkey = go[num]
-            if "merge" in strategy:
+            f = go[num]
+            if "merge" in f.strategy:
                 flags.append("SF_MERGE")
-            if "retainKeys" in strategy:
+            if "retainKeys" in f.strategy:
                 flags.append("SF_RETAIN")
-            if jname and jname != "-":
-                fname = jname
+            if f.json and f.json != "-":
+                fname = f.json
             if label == "repeated":
                 flags.append("SF_REP")
+            if f.required and not f.inline:
+                flags.append("SF_REQ")
+            if f.list_type:
+                flags.append({"atomic": "SF_LIST_ATOMIC", "set": "SF_LIST_SET",
+                              "map": "SF_LIST_MAP"}[f.list_type])
+            if f.map_type == "atomic":
+                flags.append("SF_MAP_ATOMIC")
             mm = re.match(r"map<\s*\w+\s*,\s*([\w.]+)\s*>", typ)
             if mm:
                 st, msg = kind_of(resolve(mm.group(1), package))
-                if omit:
+                if f.omit:
                     flags.append("SF_OMIT")
-                rows.append((fname, num, "ST_MAP", st, msg, flags, inline, gotype, elem, mkey))
+                rows.append((fname, num, "ST_MAP", st, msg, flags, f.inline, f.gotype, f.elem,
+                             f.merge_key, f.list_keys, enum_values(f), default_json(f)))
                 continue
             st, msg = kind_of(resolve(typ, package))
-            if pointer:
+            if f.pointer:
                 flags.append("SF_PTR")
-            if omit:
+            if f.omit:
                 flags.append("SF_OMIT")
-            if inline:
+            if f.inline:
                 flags.append("SF_INLINE")
-            rows.append((fname, num, st, "ST_NONE", msg, flags, inline, gotype, elem, mkey))
+            rows.append((fname, num, st, "ST_NONE", msg, flags, f.inline, f.gotype, f.elem,
+                         f.merge_key, f.list_keys, enum_values(f), default_json(f)))
         # Inline fields first (they have no JSON name), then by JSON name.
         rows.sort(key=lambda r: (not r[6], r[0]))
-        out.append(f"\t/* {pos}: {name} */")
-        for fname, num, st, val, msg, flags, inline, gotype, elem, mkey in rows:
+        ident = name.replace(".", "_")
+        out.append(f"\nstatic const struct schema_field {ident}[] = {{")
+        for (fname, num, st, val, msg, flags, inline, gotype, elem, mkey, keys, enum,
+             dflt) in rows:
             jname = "" if inline else fname
             fl = "|".join(flags) or "0"
-            el = f'"{elem}"' if elem else "NULL"
-            mk = f'"{mkey}"' if mkey else "NULL"
-            out.append(f'\t{{"{jname}", {num}, {st}, {val}, {fl}, {msg}, "{gotype}", {el}, {mk}}},')
-        spans.append((name, pos, len(rows), sum(1 for r in rows if r[6])))
-        pos += len(rows)
-    out.append("};\n")
-    out.append("const struct schema_msg schema_msgs[] = {")
-    for i, (name, first, n, ninline) in enumerate(spans):
-        out.append(f'\t{{"{name}", {first}, {n}, {ninline}}}, /* {i} */')
+            el = c_str(elem) if elem else "NULL"
+            mk = c_str(mkey) if mkey else "NULL"
+            df = c_str(dflt) if dflt else "NULL"
+            # apiVersion and kind of TypeMeta, and a kind's metadata, say
+            # the same of every kind.
+            shared = num == 0 or (fname == "metadata" and go.get("typemeta"))
+            doc = "NULL" if inline else c_str(doc_of(name, fname, shared))
+            out.append(f'\t{{"{jname}", {num}, {st}, {val}, {fl}, {msg}, "{gotype}", {el}, '
+                       f'{mk}, {c_list(keys)}, {c_list(enum)}, {df},\n\t {doc}}},')
+        out.append("};")
+        spans.append((name, ident, len(rows), sum(1 for r in rows if r[6])))
+    out.append("\nconst struct schema_msg schema_msgs[] = {")
+    for i, (name, ident, n, ninline) in enumerate(spans):
+        fl = "SM_ATOMIC" if name in atomic else "0"
+        out.append(f'\t{{"{name}", "{openapi_name(name)}", {ident}, N({ident}), {ninline}, '
+                   f'{fl},\n\t {c_str(msg_doc(name))}}}, /* {i} */')
     out.append("};")
     out.append(f"const size_t schema_msgs_count = {len(spans)};\n")
+    out.append("const struct schema_special schema_specials[] = {")
+    for st, name in SPECIAL_NAMES:
+        out.append(f'\t{{{st}, "{name}", "{openapi_name(name)}",\n\t {c_str(msg_doc(name))}}},')
+    out.append("};")
+    out.append(f"const size_t schema_specials_count = {len(SPECIAL_NAMES)};\n")
     out.append("const struct schema_kind schema_kinds[] = {")
     for api, kind, msg in KINDS:
         a = f'"{api}"' if api else "NULL"
@@ -377,6 +552,8 @@ def main():
     out.append("};")
     out.append(f"const size_t schema_kinds_count = {len(KINDS)};")
     out.append("/* clang-format on */")
+    if missing:
+        sys.exit(f"gen-schema: no description in {docs_path} for: " + ", ".join(missing))
     print("\n".join(out))
 
 

@@ -22,14 +22,17 @@
 	static const struct schema_field id##_f[] = {__VA_ARGS__};                                 \
 	static const size_t id##_n = sizeof(id##_f) / sizeof(id##_f[0])
 
-PB_WRAP(Timestamp, {"seconds", 1, ST_INT64, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL},
-	{"nanos", 2, ST_INT32, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL});
-PB_WRAP(Quantity, {"string", 1, ST_STRING, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL});
-PB_WRAP(IntOrString, {"type", 1, ST_INT64, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL},
-	{"intVal", 2, ST_INT32, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL},
-	{"strVal", 3, ST_STRING, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL});
+PB_WRAP(Timestamp,
+        {.name = "seconds", .num = 1, .type = ST_INT64, .flags = SF_PTR, .msg = SCHEMA_NONE},
+        {.name = "nanos", .num = 2, .type = ST_INT32, .flags = SF_PTR, .msg = SCHEMA_NONE});
+PB_WRAP(Quantity,
+        {.name = "string", .num = 1, .type = ST_STRING, .flags = SF_PTR, .msg = SCHEMA_NONE});
+PB_WRAP(IntOrString,
+        {.name = "type", .num = 1, .type = ST_INT64, .flags = SF_PTR, .msg = SCHEMA_NONE},
+        {.name = "intVal", .num = 2, .type = ST_INT32, .flags = SF_PTR, .msg = SCHEMA_NONE},
+        {.name = "strVal", .num = 3, .type = ST_STRING, .flags = SF_PTR, .msg = SCHEMA_NONE});
 /* RawExtension and FieldsV1: JSON text in field 1. */
-PB_WRAP(Raw, {"raw", 1, ST_STRING, ST_NONE, SF_PTR, SCHEMA_NONE, NULL, NULL, NULL});
+PB_WRAP(Raw, {.name = "raw", .num = 1, .type = ST_STRING, .flags = SF_PTR, .msg = SCHEMA_NONE});
 
 /* A message to decode: a schema message, or one of the wrappers above. */
 struct pb_msg {
@@ -39,7 +42,7 @@ struct pb_msg {
 
 static struct pb_msg pb_of(const struct schema_msg *m)
 {
-	return (struct pb_msg){&schema_fields[m->first], m->n, m->ninline};
+	return (struct pb_msg){m->fields, m->n, m->ninline};
 }
 
 #define PB_WRAPPER(id) ((struct pb_msg){id##_f, id##_n, 0})
@@ -309,8 +312,8 @@ static int pb_time(struct pb_ctx *c, json_t *ts, bool micro, json_t **out, bool 
 	return 0;
 }
 
-static int pb_msg_decode(struct pb_ctx *c, const struct pb_msg *m, const unsigned char *d,
-                         size_t n, json_t *obj);
+static int pb_msg_decode(struct pb_ctx *c, const struct pb_msg *m, const unsigned char *d, size_t n,
+                         json_t *obj);
 
 /* Decode a message into a scratch object, for conversion by the caller. */
 static int pb_wrapped(struct pb_ctx *c, struct pb_msg m, const unsigned char *d, size_t n,
@@ -490,6 +493,7 @@ static int pb_value(struct pb_ctx *c, unsigned type, uint16_t msg, unsigned wt, 
 	case ST_IOS:
 		return pb_ios(c, d, n, out, zero);
 	case ST_RAW:
+	case ST_FIELDS:
 		return pb_raw(c, d, n, out, zero);
 	default:
 		return pb_bad(c, "internal: no decoder for type %u", type);
@@ -518,6 +522,7 @@ static json_t *pb_map_default(unsigned type)
 	case ST_TIME:
 	case ST_MTIME:
 	case ST_RAW:
+	case ST_FIELDS:
 		return json_null();
 	default:
 		return pb_chk(json_string(""));
@@ -592,8 +597,8 @@ static void pb_push_elem(json_t *obj, const char *name, json_t *v)
 	pb_append(arr, v);
 }
 
-static int pb_repeated(struct pb_ctx *c, const struct schema_field *f, unsigned wt,
-                       struct pb_rd *r, json_t *obj)
+static int pb_repeated(struct pb_ctx *c, const struct schema_field *f, unsigned wt, struct pb_rd *r,
+                       json_t *obj)
 {
 	json_t *arr = json_object_get(obj, f->name), *v;
 	size_t idx = json_array_size(arr), mark;
@@ -632,8 +637,8 @@ static int pb_repeated(struct pb_ctx *c, const struct schema_field *f, unsigned 
  * specifies. An inlined one (Volume's VolumeSource) writes its fields into
  * the parent's object, as its JSON does.
  */
-static int pb_submsg(struct pb_ctx *c, const struct schema_field *f, unsigned wt,
-                     struct pb_rd *r, json_t *obj)
+static int pb_submsg(struct pb_ctx *c, const struct schema_field *f, unsigned wt, struct pb_rd *r,
+                     json_t *obj)
 {
 	struct pb_msg m = pb_of(schema_msg_at(f->msg));
 	const unsigned char *d;
@@ -686,7 +691,7 @@ static int pb_field_decode(struct pb_ctx *c, const struct schema_field *f, unsig
 		return rc;
 	/* Last one wins; a zero Time or raw value is never "set", even behind a pointer. */
 	if (zero && (!(f->flags & SF_PTR) || f->type == ST_TIME || f->type == ST_MTIME ||
-	             f->type == ST_RAW)) {
+	             f->type == ST_RAW || f->type == ST_FIELDS)) {
 		json_decref(v);
 		json_object_del(obj, f->name);
 	} else {
@@ -703,8 +708,8 @@ static const struct schema_field *pb_field_find(const struct pb_msg *m, uint32_t
 	return NULL;
 }
 
-static int pb_msg_decode(struct pb_ctx *c, const struct pb_msg *m, const unsigned char *d,
-                         size_t n, json_t *obj)
+static int pb_msg_decode(struct pb_ctx *c, const struct pb_msg *m, const unsigned char *d, size_t n,
+                         json_t *obj)
 {
 	struct pb_rd r = {d, d + n};
 	int rc = 0;

@@ -38,14 +38,14 @@ const struct schema_msg *schema_msg_at(uint16_t index)
 const struct schema_field *schema_field_by_num(const struct schema_msg *m, uint32_t num)
 {
 	for (size_t i = 0; i < m->n; i++)
-		if (schema_fields[m->first + i].num == num)
-			return &schema_fields[m->first + i];
+		if (m->fields[i].num == num)
+			return &m->fields[i];
 	return NULL;
 }
 
 const struct schema_field *schema_field_by_name(const struct schema_msg *m, const char *name)
 {
-	const struct schema_field *f = &schema_fields[m->first];
+	const struct schema_field *f = m->fields;
 	size_t lo = m->ninline, hi = m->n;
 
 	/* The named fields are sorted by name (strcmp order, as the generator sorts). */
@@ -547,7 +547,7 @@ static json_t *conform_value(struct conform *c, json_t *v, unsigned type, uint16
 		return conform_quantity(c, v);
 	case ST_IOS:
 		return conform_ios(c, v, gostruct);
-	default: /* ST_RAW: any JSON */
+	default: /* ST_RAW, ST_FIELDS: any JSON */
 		return json_incref(v);
 	}
 	mismatch(c, v, gostruct, type, false, gotype);

@@ -23,6 +23,10 @@ for p in $want; do
 		missing="$missing $p"
 	fi
 done
+# kubectl drives the e2e suites. Any kubectl on PATH will do (the Google
+# Cloud SDK's, with kubectl.1.27 ... kubectl.1.33 beside it for
+# test_kubectl_skew.py); only without one, Debian's.
+command -v kubectl >/dev/null 2>&1 || missing="$missing kubernetes-client"
 
 [ -z "$missing" ] && exit 0
 

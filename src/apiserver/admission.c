@@ -30,7 +30,7 @@ static int forbid(struct req *r, const char *fmt, const char *a, const char *b)
 }
 
 /* No new objects in a namespace that is missing or going away. */
-static int namespace_lifecycle(struct req *r, const json_t *obj)
+static int namespace_lifecycle(struct req *r, const json_t *obj, const json_t *old)
 {
 	char key[300], msg[512];
 	json_t *ns;
@@ -39,8 +39,10 @@ static int namespace_lifecycle(struct req *r, const json_t *obj)
 	if (is(r->verb, "delete") && !r->sub && kind_undeletable(r->kind, r->name))
 		return forbid(r, "this namespace may not be deleted%s%s", "", "");
 	/* Subresource creates too (eviction, binding): kubectl drain reads the
-	 * NamespaceTerminating cause. */
-	if (!r->res->namespaced || !is(r->verb, "create"))
+	 * NamespaceTerminating cause. A server-side apply of a new object is a
+	 * create to admission, as upstream's patcher admits it. */
+	if (!r->res->namespaced ||
+	    !(is(r->verb, "create") || (is(r->verb, "patch") && !old && !r->sub)))
 		return 0;
 	snprintf(key, sizeof(key), "/registry/namespaces/%s", r->ns);
 	ns = cache_get(r->s->cache, key);
@@ -174,7 +176,7 @@ void admit_csr(struct req *r, json_t *obj)
 int admit(struct req *r, json_t *obj, const json_t *old)
 {
 	int rc;
-	if ((rc = namespace_lifecycle(r, obj)) < 0 || (rc = node_restriction(r, obj, old)) < 0)
+	if ((rc = namespace_lifecycle(r, obj, old)) < 0 || (rc = node_restriction(r, obj, old)) < 0)
 		return rc;
 	if (obj && !r->sub && r->kind->admit)
 		r->kind->admit(r, obj);

@@ -1,18 +1,24 @@
 /*
  * Discovery: /version, aggregated (v2, v2beta1) and legacy /api and /apis,
- * the per-group resource lists, and just enough OpenAPI v3 for kubectl
- * apply's default validation (kubectl-wire.md §1, §2.15).
+ * the per-group resource lists, and the OpenAPI documents (api/openapi.h):
+ * v3 per group-version with its hash, v2 in JSON and protobuf.
  */
 #include "apiserver/internal.h"
 
+#include "api/openapi.h"
 #include "api/status.h"
 
 #include "base/err.h"
+#include "base/sbuf.h"
 
 #include <event2/buffer.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define AGG_V2 "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 #define AGG_V2B1 "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
@@ -46,9 +52,9 @@ static json_t *strs_json(const char *const *v, size_t max)
 static json_t *agg_resource(const struct resource *res)
 {
 	json_t *o = json_pack("{s:s,s:{s:s,s:s,s:s},s:s,s:s,s:o}", "resource", res->plural,
-			      "responseKind", "group", res->group, "version", res->version,
-			      "kind", res->kind, "scope", res->namespaced ? "Namespaced" : "Cluster",
-			      "singularResource", res->singular, "verbs", verbs_json(res->verbs));
+	                      "responseKind", "group", res->group, "version", res->version, "kind",
+	                      res->kind, "scope", res->namespaced ? "Namespaced" : "Cluster",
+	                      "singularResource", res->singular, "verbs", verbs_json(res->verbs));
 	json_t *subs = json_array();
 
 	if (res->short_names[0])
@@ -58,9 +64,9 @@ static json_t *agg_resource(const struct resource *res)
 	for (size_t i = 0; i < RESOURCE_MAX_SUBS && res->subs[i].name; i++) {
 		const struct subresource *s = &res->subs[i];
 		json_array_append_new(subs, json_pack("{s:s,s:{s:s,s:s,s:s},s:o}", "subresource",
-						      s->name, "responseKind", "group", s->group,
-						      "version", s->version, "kind", s->kind,
-						      "verbs", verbs_json(s->verbs)));
+		                                      s->name, "responseKind", "group", s->group,
+		                                      "version", s->version, "kind", s->kind,
+		                                      "verbs", verbs_json(s->verbs)));
 	}
 	if (json_array_size(subs))
 		json_object_set_new(o, "subresources", subs);
@@ -98,13 +104,12 @@ static json_t *agg_list(bool core, const char *api_version)
 		for (size_t i = 0; i < resources_count; i++)
 			if (!strcmp(resources[i].group, gs[g]))
 				json_array_append_new(rs, agg_resource(&resources[i]));
-		json_array_append_new(
-			items, json_pack("{s:{s:s},s:[{s:s,s:o,s:s}]}", "metadata", "name", gs[g],
-					 "versions", "version", "v1", "resources", rs, "freshness",
-					 "Current"));
+		json_array_append_new(items, json_pack("{s:{s:s},s:[{s:s,s:o,s:s}]}", "metadata",
+		                                       "name", gs[g], "versions", "version", "v1",
+		                                       "resources", rs, "freshness", "Current"));
 	}
 	return json_pack("{s:s,s:s,s:{},s:o}", "kind", "APIGroupDiscoveryList", "apiVersion",
-			 api_version, "metadata", "items", items);
+	                 api_version, "metadata", "items", items);
 }
 
 static json_t *legacy_resources(const char *group, const char *version)
@@ -117,8 +122,8 @@ static json_t *legacy_resources(const char *group, const char *version)
 		if (strcmp(res->group, group) || strcmp(res->version, version))
 			continue;
 		json_t *o = json_pack("{s:s,s:s,s:b,s:s,s:o}", "name", res->plural, "singularName",
-				      res->singular, "namespaced", res->namespaced, "kind",
-				      res->kind, "verbs", verbs_json(res->verbs));
+		                      res->singular, "namespaced", res->namespaced, "kind",
+		                      res->kind, "verbs", verbs_json(res->verbs));
 		if (res->short_names[0])
 			json_object_set_new(o, "shortNames", strs_json(res->short_names, 3));
 		if (res->categories[0])
@@ -129,8 +134,8 @@ static json_t *legacy_resources(const char *group, const char *version)
 			char name[128];
 			snprintf(name, sizeof(name), "%s/%s", res->plural, s->name);
 			o = json_pack("{s:s,s:s,s:b,s:s,s:o}", "name", name, "singularName", "",
-				      "namespaced", res->namespaced, "kind", s->kind, "verbs",
-				      verbs_json(s->verbs));
+			              "namespaced", res->namespaced, "kind", s->kind, "verbs",
+			              verbs_json(s->verbs));
 			/* drain's eviction check wants group and version spelled out. */
 			if (strcmp(s->group, group) || strcmp(s->version, version)) {
 				json_object_set_new(o, "group", json_string(s->group));
@@ -141,7 +146,7 @@ static json_t *legacy_resources(const char *group, const char *version)
 	}
 	snprintf(gv, sizeof(gv), "%s%s%s", group, *group ? "/" : "", version);
 	return json_pack("{s:s,s:s,s:s,s:o}", "kind", "APIResourceList", "apiVersion", "v1",
-			 "groupVersion", gv, "resources", list);
+	                 "groupVersion", gv, "resources", list);
 }
 
 static json_t *legacy_groups(void)
@@ -155,55 +160,242 @@ static json_t *legacy_groups(void)
 			continue;
 		snprintf(gv, sizeof(gv), "%s/v1", gs[g]);
 		json_array_append_new(list, json_pack("{s:s,s:[{s:s,s:s}],s:{s:s,s:s}}", "name",
-						      gs[g], "versions", "groupVersion", gv,
-						      "version", "v1", "preferredVersion",
-						      "groupVersion", gv, "version", "v1"));
+		                                      gs[g], "versions", "groupVersion", gv,
+		                                      "version", "v1", "preferredVersion",
+		                                      "groupVersion", gv, "version", "v1"));
 	}
 	return json_pack("{s:s,s:s,s:o}", "kind", "APIGroupList", "apiVersion", "v1", "groups",
-			 list);
+	                 list);
 }
 
-/* The smallest OpenAPI v3 that makes kubectl trust fieldValidation. */
-static json_t *openapi_root(void)
+/* ---- OpenAPI ---------------------------------------------------------- */
+
+/*
+ * The documents are made once per process, on first request (they are
+ * functions of constant tables), and kept as bytes with their hash: the
+ * SHA-512 of the bytes in upper-case hex, as upstream's ETag and v3's
+ * ?hash= are. A client that asks with the hash it was given gets
+ * "Cache-Control: public, immutable", as kubectl's cache expects.
+ */
+struct oa_doc {
+	char key[112]; /* "api/v1", "apis/apps/v1", "v2", "v2.pb" */
+	char *bytes;
+	size_t len;
+	char etag[2 * SHA512_DIGEST_LENGTH + 1];
+};
+
+static struct {
+	pthread_mutex_t mu;
+	struct oa_doc docs[40];
+	size_t n;
+} oa_cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* The protobuf forms' media subtypes; each has an old name with "@". */
+#define PB_V2_SUBTYPE "com.github.proto-openapi.spec.v2.v1.0+protobuf"
+#define PB_V2_SUBTYPE_OLD "com.github.proto-openapi.spec.v2@v1.0+protobuf"
+#define PB_V3_SUBTYPE "com.github.proto-openapi.spec.v3.v1.0+protobuf"
+#define PB_V3_SUBTYPE_OLD "com.github.proto-openapi.spec.v3@v1.0+protobuf"
+
+static void oa_hash(struct oa_doc *d)
 {
-	const char *gs[32];
-	size_t ng = groups(gs, 32);
+	unsigned char h[SHA512_DIGEST_LENGTH];
+	unsigned int n = 0;
+	EVP_Digest(d->bytes, d->len, h, &n, EVP_sha512(), NULL);
+	for (unsigned i = 0; i < n; i++)
+		snprintf(d->etag + 2 * i, 3, "%02X", h[i]);
+}
+
+static json_t *oa_make(const char *key)
+{
+	char group[96];
+	const char *slash;
+
+	if (!strcmp(key, "v2"))
+		return openapi_v2();
+	if (!strcmp(key, "api/v1"))
+		return openapi_v3("", "v1");
+	if (strncmp(key, "apis/", 5) || !(slash = strchr(key + 5, '/')) ||
+	    (size_t)(slash - key - 5) >= sizeof(group) || strchr(slash + 1, '/'))
+		return NULL;
+	snprintf(group, sizeof(group), "%.*s", (int)(slash - key - 5), key + 5);
+	return openapi_v3(group, slash + 1);
+}
+
+/* The document of key, made on first use; NULL when there is none. */
+static const struct oa_doc *oa_get(const char *key)
+{
+	struct oa_doc *d = NULL;
+	json_t *doc;
+
+	if (strlen(key) >= sizeof(d->key))
+		return NULL;
+	pthread_mutex_lock(&oa_cache.mu);
+	for (size_t i = 0; i < oa_cache.n; i++)
+		if (!strcmp(oa_cache.docs[i].key, key)) {
+			d = &oa_cache.docs[i];
+			goto out;
+		}
+	if (oa_cache.n == sizeof(oa_cache.docs) / sizeof(oa_cache.docs[0]))
+		goto out;
+	doc = strcmp(key, "v2.pb") ? oa_make(key) : openapi_v2();
+	if (!doc)
+		goto out;
+	d = &oa_cache.docs[oa_cache.n++];
+	snprintf(d->key, sizeof(d->key), "%s", key);
+	if (!strcmp(key, "v2.pb")) {
+		struct sbuf pb = SBUF_INIT;
+		openapi_v2_protobuf(doc, &pb);
+		d->len = pb.len;
+		d->bytes = sbuf_take(&pb);
+	} else {
+		d->bytes = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+		d->len = strlen(d->bytes);
+	}
+	json_decref(doc);
+	oa_hash(d);
+out:
+	pthread_mutex_unlock(&oa_cache.mu);
+	return d;
+}
+
+/* "api/v1", "apis/apps/v1": the v3 documents, one per group-version. */
+static size_t oa_keys(char keys[][112], size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < resources_count; i++) {
+		const struct resource *res = &resources[i];
+		char key[112];
+		bool seen = false;
+		if (*res->group)
+			snprintf(key, sizeof(key), "apis/%s/%s", res->group, res->version);
+		else
+			snprintf(key, sizeof(key), "api/%s", res->version);
+		for (size_t j = 0; j < n; j++)
+			seen |= !strcmp(keys[j], key);
+		if (!seen && n < max)
+			snprintf(keys[n++], sizeof(keys[0]), "%s", key);
+	}
+	return n;
+}
+
+static json_t *openapi_index(void)
+{
+	char keys[32][112];
+	size_t n = oa_keys(keys, 32);
 	json_t *paths = json_object();
-	for (size_t g = 0; g < ng; g++) {
-		char key[128], url[192];
-		snprintf(key, sizeof(key), "%s%s/v1", *gs[g] ? "apis/" : "api", gs[g]);
-		if (!*gs[g])
-			snprintf(key, sizeof(key), "api/v1");
-		snprintf(url, sizeof(url), "/openapi/v3/%s?hash=CUBE1", key);
-		json_object_set_new(paths, key, json_pack("{s:s}", "serverRelativeURL", url));
+
+	for (size_t i = 0; i < n; i++) {
+		const struct oa_doc *d = oa_get(keys[i]);
+		char url[512];
+		if (!d)
+			continue;
+		snprintf(url, sizeof(url), "/openapi/v3/%s?hash=%s", keys[i], d->etag);
+		json_object_set_new(paths, keys[i], json_pack("{s:s}", "serverRelativeURL", url));
 	}
 	return json_pack("{s:o}", "paths", paths);
 }
 
-static json_t *openapi_group(const char *group)
+/* The bytes of d, or 304 when the client has them (If-None-Match). */
+static void oa_reply(struct req *r, const struct oa_doc *d, const char *tag, const char *ct)
 {
-	json_t *paths = json_object();
-	for (size_t i = 0; i < resources_count; i++) {
-		const struct resource *res = &resources[i];
-		char path[256];
-		if (strcmp(res->group, group))
-			continue;
-		snprintf(path, sizeof(path), "/%s%s%s/v1/%s%s/{name}", *group ? "apis/" : "api",
-			 group, "", res->namespaced ? "namespaces/{namespace}/" : "",
-			 res->plural);
-		if (!*group)
-			snprintf(path, sizeof(path), "/api/v1/%s%s/{name}",
-				 res->namespaced ? "namespaces/{namespace}/" : "", res->plural);
-		json_t *op = json_pack(
-			"{s:{s:s,s:s,s:s},s:[{s:s,s:s,s:{s:s}}],s:{s:{s:s}}}",
-			"x-kubernetes-group-version-kind", "group", group, "version", "v1", "kind",
-			res->kind, "parameters", "name", "fieldValidation", "in", "query",
-			"schema", "type", "string", "responses", "200", "description", "OK");
-		json_object_set_new(paths, path, json_pack("{s:o}", "patch", op));
+	char etag[sizeof(d->etag) + 2];
+	const char *inm = req_header(r, "If-None-Match");
+
+	snprintf(etag, sizeof(etag), "\"%s\"", tag);
+	req_set_header(r, "Etag", etag);
+	if (inm && (!strcmp(inm, etag) || !strcmp(inm, "*"))) {
+		req_reply_bytes(r, 304, NULL, "", 0);
+		return;
 	}
-	return json_pack("{s:s,s:{s:s,s:s},s:{s:{}},s:o}", "openapi", "3.0.0", "info", "title",
-			 "Kubernetes", "version", "v1.32.0", "components", "schemas", "paths",
-			 paths);
+	req_reply_bytes(r, 200, ct, d->bytes, d->len);
+}
+
+enum oa_format { OA_NONE, OA_JSON, OA_PROTOBUF };
+
+/* kube-openapi's choice: the first Accept clause that names JSON or the
+ * protobuf form (by either of its names), or a wildcard — JSON. */
+static enum oa_format oa_negotiate(const char *accept)
+{
+	const char *p = accept && *accept ? accept : "*/*";
+
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		char clause[160];
+		snprintf(clause, sizeof(clause), "%.*s", (int)(n < sizeof(clause) ? n : 0), p);
+		clause[strcspn(clause, ";")] = '\0';
+		char *c = clause + strspn(clause, " \t");
+		c[strcspn(c, " \t")] = '\0';
+		if (!strcmp(c, "*/*") || !strcmp(c, "application/*") ||
+		    !strcmp(c, "application/json"))
+			return OA_JSON;
+		if (!strcmp(c, "application/" PB_V2_SUBTYPE) ||
+		    !strcmp(c, "application/" PB_V2_SUBTYPE_OLD) ||
+		    !strcmp(c, "application/" PB_V3_SUBTYPE) ||
+		    !strcmp(c, "application/" PB_V3_SUBTYPE_OLD))
+			return OA_PROTOBUF;
+		p += n + (p[n] == ',');
+	}
+	return OA_NONE;
+}
+
+static void not_acceptable(struct req *r)
+{
+	req_reply_bytes(r, 406, NULL, "", 0);
+}
+
+static void serve_openapi_v2(struct req *r)
+{
+	enum oa_format f = oa_negotiate(req_header(r, "Accept"));
+	const struct oa_doc *json = oa_get("v2"), *d = f == OA_PROTOBUF ? oa_get("v2.pb") : json;
+
+	req_set_header(r, "Vary", "Accept");
+	if (f == OA_NONE || (f == OA_PROTOBUF && !strstr(req_header(r, "Accept"), "v2"))) {
+		not_acceptable(r);
+		return;
+	}
+	if (!d || !json) {
+		req_fail(r, ERR_INTERNAL, "the OpenAPI v2 document could not be made");
+		return;
+	}
+	/* One ETag for both forms (the JSON's), as upstream: Vary tells them apart. */
+	oa_reply(r, d, json->etag,
+	         f == OA_PROTOBUF ? "application/" PB_V2_SUBTYPE : "application/json");
+}
+
+static void serve_openapi_v3(struct req *r, const char *key)
+{
+	const char *hash = req_query(r, "hash");
+	const struct oa_doc *d = oa_get(key);
+	char url[512], expires[64];
+	struct tm tm;
+	time_t later;
+
+	if (!d) {
+		req_reply_bytes(r, 404, "text/plain; charset=utf-8", "404 page not found\n", 19);
+		return;
+	}
+	/* v3 is made in JSON only (kubectl reads JSON); a client that takes
+	 * nothing else is told so, as upstream tells one that takes neither. */
+	req_set_header(r, "Vary", "Accept");
+	if (oa_negotiate(req_header(r, "Accept")) != OA_JSON) {
+		not_acceptable(r);
+		return;
+	}
+	if (hash && *hash) {
+		if (strcmp(hash, d->etag)) {
+			/* An old hash: to the document as it is now. */
+			snprintf(url, sizeof(url), "/openapi/v3/%s?hash=%s", key, d->etag);
+			req_set_header(r, "Location", url);
+			req_reply_bytes(r, 301, NULL, "", 0);
+			return;
+		}
+		later = time(NULL) + 365 * 24 * 3600;
+		gmtime_r(&later, &tm);
+		strftime(expires, sizeof(expires), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		req_set_header(r, "Cache-Control", "public, immutable");
+		req_set_header(r, "Expires", expires);
+	}
+	oa_reply(r, d, d->etag, "application/json");
 }
 
 bool discovery_serve(struct req *r)
@@ -211,32 +403,32 @@ bool discovery_serve(struct req *r)
 	const char *p = r->path;
 	const char *accept = req_header(r, "Accept");
 	bool v2 = accept && strstr(accept, "v=v2;") && strstr(accept, "as=APIGroupDiscoveryList");
-	bool v2b1 = accept && strstr(accept, "v=v2beta1") &&
-		    strstr(accept, "as=APIGroupDiscoveryList");
+	bool v2b1 =
+	    accept && strstr(accept, "v=v2beta1") && strstr(accept, "as=APIGroupDiscoveryList");
 	/* The client lists v2 first when it can take it: honour its order. */
 	if (v2 && v2b1 && strstr(accept, "v=v2beta1") < strstr(accept, "v=v2;"))
 		v2 = false;
 
 	if (!strcmp(p, "/version")) {
 		reply_ct(r, "application/json",
-			 json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "major", "1", "minor",
-				   "32", "gitVersion", "v1.32.0-cube", "gitCommit", "cube",
-				   "gitTreeState", "clean", "buildDate", "2026-11-30T00:00:00Z",
-				   "goVersion", "none (C11)", "compiler", "gcc", "platform",
-				   "linux/amd64"));
+		         json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "major", "1", "minor",
+		                   "32", "gitVersion", "v1.32.0-cube", "gitCommit", "cube",
+		                   "gitTreeState", "clean", "buildDate", "2026-11-30T00:00:00Z",
+		                   "goVersion", "none (C11)", "compiler", "gcc", "platform",
+		                   "linux/amd64"));
 		return true;
 	}
 	if (!strcmp(p, "/api") || !strcmp(p, "/apis")) {
 		bool core = !strcmp(p, "/api");
 		if (v2 || v2b1)
 			reply_ct(r, v2 ? AGG_V2 : AGG_V2B1,
-				 agg_list(core, v2 ? "apidiscovery.k8s.io/v2"
-						   : "apidiscovery.k8s.io/v2beta1"));
+			         agg_list(core, v2 ? "apidiscovery.k8s.io/v2"
+			                           : "apidiscovery.k8s.io/v2beta1"));
 		else if (core)
 			reply_ct(r, "application/json",
-				 json_pack("{s:s,s:[s],s:[{s:s,s:s}]}", "kind", "APIVersions",
-					   "versions", "v1", "serverAddressByClientCIDRs",
-					   "clientCIDR", "0.0.0.0/0", "serverAddress", ""));
+			         json_pack("{s:s,s:[s],s:[{s:s,s:s}]}", "kind", "APIVersions",
+			                   "versions", "v1", "serverAddressByClientCIDRs",
+			                   "clientCIDR", "0.0.0.0/0", "serverAddress", ""));
 		else
 			reply_ct(r, "application/json", legacy_groups());
 		return true;
@@ -253,25 +445,22 @@ bool discovery_serve(struct req *r)
 			for (size_t i = 0; i < resources_count; i++)
 				if (!strcmp(resources[i].group, group)) {
 					reply_ct(r, "application/json",
-						 legacy_resources(group, "v1"));
+					         legacy_resources(group, "v1"));
 					return true;
 				}
 		}
 		return false;
 	}
+	if (!strcmp(p, "/openapi/v2")) {
+		serve_openapi_v2(r);
+		return true;
+	}
 	if (!strcmp(p, "/openapi/v3")) {
-		reply_ct(r, "application/json", openapi_root());
+		reply_ct(r, "application/json", openapi_index());
 		return true;
 	}
 	if (!strncmp(p, "/openapi/v3/", 12)) {
-		const char *g = p + 12;
-		char group[96] = "";
-		if (!strncmp(g, "apis/", 5)) {
-			const char *slash = strchr(g + 5, '/');
-			if (slash)
-				snprintf(group, sizeof(group), "%.*s", (int)(slash - g - 5), g + 5);
-		}
-		reply_ct(r, "application/json", openapi_group(group));
+		serve_openapi_v3(r, p + 12);
 		return true;
 	}
 	return false;

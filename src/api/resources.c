@@ -5,8 +5,10 @@
 
 #include "pki/pki.h"
 
+#include "base/alloc.h"
 #include "base/b64.h"
 #include "base/jx.h"
+#include "base/sbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +151,149 @@ static void validate_taints(struct validation *v, const json_t *spec)
 		else if (!in_list(effects, e))
 			val_unsupported(v, field, e, effects);
 	}
+}
+
+/* ---- updates: what upstream's Validate*Update functions compare ------------ */
+
+/* A value Go decodes to nil, or that apiequality.Semantic takes for it: a
+ * field left out, null, an empty list or map. */
+static bool is_nil(const json_t *v)
+{
+	return !v || json_is_null(v) || (json_is_array(v) && !json_array_size(v)) ||
+	       (json_is_object(v) && !json_object_size(v));
+}
+
+/* apiequality.Semantic.DeepEqual of two decoded values. */
+static bool sem_equal(const json_t *a, const json_t *b)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+
+	if (is_nil(a) || is_nil(b))
+		return is_nil(a) && is_nil(b);
+	if (json_is_object(a) && json_is_object(b)) {
+		json_object_foreach((json_t *)a, k, x)
+		{
+			if (!sem_equal(x, json_object_get(b, k)))
+				return false;
+		}
+		json_object_foreach((json_t *)b, k, x)
+		{
+			if (!json_object_get(a, k) && !is_nil(x))
+				return false;
+		}
+		return true;
+	}
+	if (json_is_array(a) && json_is_array(b)) {
+		if (json_array_size(a) != json_array_size(b))
+			return false;
+		for (i = 0; i < json_array_size(a); i++)
+			if (!sem_equal(json_array_get(a, i), json_array_get(b, i)))
+				return false;
+		return true;
+	}
+	return json_equal(a, b);
+}
+
+/* ValidateImmutableField: "<field>: Invalid value: <now>: field is immutable". */
+static void immutable(struct validation *v, const char *field, const json_t *now, const json_t *old)
+{
+	if (!sem_equal(now, old))
+		val_invalid(v, field, now ? now : json_null(), "field is immutable");
+}
+
+/* The bad values of field errors as Go's %#v prints them. */
+static void go_strings(struct sbuf *b, const json_t *list)
+{
+	json_t *s;
+	size_t i;
+
+	if (!json_is_array(list)) {
+		sbuf_add(b, "[]string(nil)");
+		return;
+	}
+	sbuf_add(b, "[]string{");
+	json_array_foreach(list, i, s)
+	{
+		sbuf_add(b, i ? ", " : "");
+		sbuf_quote(b, json_string_value(s) ? json_string_value(s) : "");
+	}
+	sbuf_addc(b, '}');
+}
+
+static int cmp_keys(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* map[string]string{"a":"b"}: fmt sorts the keys. */
+static void go_string_map(struct sbuf *b, const json_t *map)
+{
+	size_t n = json_object_size(map), i = 0;
+	const char **keys, *k;
+	json_t *val;
+
+	if (!json_is_object(map)) {
+		sbuf_add(b, "map[string]string(nil)");
+		return;
+	}
+	keys = xcalloc(n, sizeof(*keys));
+	json_object_foreach((json_t *)map, k, val) keys[i++] = k;
+	qsort(keys, n, sizeof(*keys), cmp_keys);
+	sbuf_add(b, "map[string]string{");
+	for (i = 0; i < n; i++) {
+		const char *s = json_string_value(json_object_get(map, keys[i]));
+		sbuf_add(b, i ? ", " : "");
+		sbuf_quote(b, keys[i]);
+		sbuf_addc(b, ':');
+		sbuf_quote(b, s ? s : "");
+	}
+	sbuf_addc(b, '}');
+	free(keys);
+}
+
+/* A *metav1.LabelSelector: "v1.LabelSelector{MatchLabels:..., MatchExpressions:...}". */
+static char *go_label_selector(const json_t *sel)
+{
+	struct sbuf b = SBUF_INIT;
+	json_t *exprs = json_object_get(sel, "matchExpressions"), *e;
+	size_t i;
+
+	if (!json_is_object(sel))
+		return xstrdup("null");
+	sbuf_add(&b, "v1.LabelSelector{MatchLabels:");
+	go_string_map(&b, json_object_get(sel, "matchLabels"));
+	sbuf_add(&b, ", MatchExpressions:[]v1.LabelSelectorRequirement");
+	if (!json_is_array(exprs))
+		sbuf_add(&b, "(nil)");
+	else
+		sbuf_addc(&b, '{');
+	json_array_foreach(exprs, i, e)
+	{
+		sbuf_add(&b, i ? ", v1.LabelSelectorRequirement{Key:"
+			       : "v1.LabelSelectorRequirement{Key:");
+		sbuf_quote(&b, jx_str(e, "key") ? jx_str(e, "key") : "");
+		sbuf_add(&b, ", Operator:");
+		sbuf_quote(&b, jx_str(e, "operator") ? jx_str(e, "operator") : "");
+		sbuf_add(&b, ", Values:");
+		go_strings(&b, json_object_get(e, "values"));
+		sbuf_addc(&b, '}');
+	}
+	sbuf_add(&b, json_is_array(exprs) ? "}}" : "}");
+	return sbuf_take(&b);
+}
+
+/* ValidateImmutableField of a label selector (workloads' and Jobs' spec.selector). */
+static void selector_immutable(struct validation *v, const json_t *now, const json_t *old)
+{
+	char *shown;
+
+	if (sem_equal(now, old))
+		return;
+	shown = go_label_selector(now);
+	val_invalid_shown(v, "spec.selector", shown, "field is immutable");
+	free(shown);
 }
 
 /* ---- per kind -------------------------------------------------------------- */
@@ -360,9 +505,51 @@ static void pod_validate(const json_t *obj, const json_t *old, struct validation
 		pod_update_validate(v, spec, json_object_get(old, "spec"));
 }
 
+/* The node's pod CIDRs as the v1 conversion has them: podCIDRs, or the
+ * singular podCIDR alone. A new reference. */
+static json_t *node_cidrs(const json_t *spec)
+{
+	json_t *list = json_object_get(spec, "podCIDRs");
+	const char *one = jx_str(spec, "podCIDR");
+
+	if (json_array_size(list))
+		return json_incref(list);
+	return one && *one ? json_pack("[s]", one) : json_array();
+}
+
+/* ValidateNodeUpdate: podCIDRs and providerID may only go from unset to
+ * set; externalID never changes. */
+static void node_update_validate(struct validation *v, const json_t *spec, const json_t *old)
+{
+	static const char cidr[] = "node updates may not change podCIDR except from \"\" to valid";
+	json_t *was = node_cidrs(old), *now = node_cidrs(spec);
+	const char *pid = jx_str(old, "providerID");
+	size_t i;
+
+	if (json_array_size(was) && json_array_size(was) != json_array_size(now))
+		val_forbidden(v, "spec.podCIDRs", cidr);
+	else
+		for (i = 0; i < json_array_size(was); i++)
+			if (!json_equal(json_array_get(was, i), json_array_get(now, i)))
+				val_forbidden(v, "spec.podCIDRs", cidr);
+	if (pid && *pid &&
+	    strcmp(pid, jx_str(spec, "providerID") ? jx_str(spec, "providerID") : ""))
+		val_forbidden(v, "spec.providerID",
+			      "node updates may not change providerID except from \"\" to valid");
+	json_decref(was);
+	json_decref(now);
+}
+
 static void node_validate(const json_t *obj, const json_t *old, struct validation *v)
 {
-	validate_taints(v, json_object_get(obj, "spec"));
+	const json_t *spec = json_object_get(obj, "spec"), *was = jx_get(old, "spec");
+	const char *ext = jx_str(spec, "externalID"), *had = jx_str(was, "externalID");
+
+	if (old)
+		node_update_validate(v, spec, was);
+	validate_taints(v, spec);
+	if (old && strcmp(ext ? ext : "", had ? had : ""))
+		val_forbidden(v, "spec.externalID", "may not be updated");
 }
 
 /* A namespace starts Active, with the namespace controller's finalizer
@@ -408,7 +595,7 @@ static void namespace_validate(const json_t *obj, const json_t *old, struct vali
 }
 
 /* Workloads with a pod template and a selector that must match it. */
-static void workload_validate(const json_t *obj, const json_t *old, struct validation *v)
+static void workload_spec_validate(const json_t *obj, struct validation *v)
 {
 	const json_t *sel = jx_get(obj, "spec.selector");
 	const json_t *labels = jx_get(obj, "spec.template.metadata.labels");
@@ -427,12 +614,53 @@ static void workload_validate(const json_t *obj, const json_t *old, struct valid
 				    "`selector` does not match template `labels`");
 		label_selector_free(ls);
 	}
-	if (old)
-		val_immutable(v, "spec.selector", sel, jx_get(old, "spec.selector"));
 	validate_containers(v, jx_get(obj, "spec.template.spec"), "spec.template.spec");
 	if (json_integer_value(jx_get(obj, "spec.replicas")) < 0)
 		val_invalid(v, "spec.replicas", jx_get(obj, "spec.replicas"),
 			    "must be greater than or equal to 0");
+}
+
+/* Deployments, ReplicaSets, DaemonSets: in apps/v1 the strategies' update
+ * check adds an immutable selector after the spec's errors. */
+static void workload_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	workload_spec_validate(obj, v);
+	if (old)
+		selector_immutable(v, jx_get(obj, "spec.selector"), jx_get(old, "spec.selector"));
+}
+
+/* ValidateStatefulSetUpdate: besides scaling, rolling out and retention, a
+ * StatefulSet's spec is fixed: its selector, serviceName, claim templates,
+ * podManagementPolicy, revisionHistoryLimit (mutable only from 1.33). One
+ * error for all of them. */
+static void statefulset_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	static const char *const changeable[] = {"replicas",
+						 "ordinals",
+						 "template",
+						 "updateStrategy",
+						 "persistentVolumeClaimRetentionPolicy",
+						 "minReadySeconds",
+						 NULL};
+	json_t *now, *was;
+
+	workload_spec_validate(obj, v);
+	if (!old)
+		return;
+	now = json_deep_copy(jx_get(obj, "spec"));
+	was = json_deep_copy(jx_get(old, "spec"));
+	for (size_t i = 0; changeable[i]; i++) {
+		json_object_del(now, changeable[i]);
+		json_object_del(was, changeable[i]);
+	}
+	if (!sem_equal(now, was))
+		val_forbidden(v, "spec",
+			      "updates to statefulset spec for fields other than 'replicas', "
+			      "'ordinals', 'template', 'updateStrategy', "
+			      "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are "
+			      "forbidden");
+	json_decref(now);
+	json_decref(was);
 }
 
 static void template_defaults(json_t *obj)
@@ -515,6 +743,88 @@ static void job_defaults(json_t *obj)
 		json_object_set_new(ml, uid_labels[1], json_string(uid));
 }
 
+/* validateCompletions: fixed, except that an Indexed Job may scale
+ * (ElasticIndexedJob, GA in 1.31) with parallelism changed to match. */
+static void job_completions_update(struct validation *v, const json_t *obj, const json_t *old)
+{
+	const json_t *now = jx_get(obj, "spec.completions"), *was = jx_get(old, "spec.completions");
+	const char *mode = jx_str(obj, "spec.completionMode");
+
+	if (!mode || strcmp(mode, "Indexed")) {
+		immutable(v, "spec.completions", now, was);
+		return;
+	}
+	/* A nil count is validateJobSpec's error, not this one's. */
+	if (sem_equal(now, was) || is_nil(now))
+		return;
+	if (!json_equal(now, jx_get(obj, "spec.parallelism")))
+		val_invalid(v, "spec.completions", now,
+			    "can only be modified in tandem with spec.parallelism");
+}
+
+/* Keep in tmpl (a copy of the old template) what the new one has at path. */
+static void take_from(json_t *tmpl, const json_t *now, const char *path)
+{
+	json_t *x = jx_get(now, path);
+	if (x)
+		jx_set(tmpl, path, json_deep_copy(x));
+	else
+		jx_del(tmpl, path);
+}
+
+/* validatePodTemplateUpdate: a Job's pod template is fixed, except where
+ * its pods go while it is suspended and has never started
+ * (AllowMutableSchedulingDirectives). */
+static void job_template_update(struct validation *v, const json_t *obj, const json_t *old)
+{
+	static const char *const taken[] = {"spec.nodeSelector", "spec.tolerations",
+					    "metadata.annotations", "metadata.labels",
+					    "spec.schedulingGates"};
+	const json_t *now = jx_get(obj, "spec.template"),
+		     *started = jx_get(old, "status.startTime");
+	json_t *was = json_deep_copy(jx_get(old, "spec.template"));
+
+	if (!was)
+		was = json_object();
+	if (json_is_true(jx_get(old, "spec.suspend")) && (!started || json_is_null(started))) {
+		json_t *aff = jx_get(now, "spec.affinity"), *had = jx_get(was, "spec.affinity");
+		if (!json_is_object(aff) && json_is_object(had)) {
+			/* Cleared: fine if node affinity was all it had. */
+			const char *k;
+			json_t *x;
+			bool rest = false;
+			json_object_del(had, "nodeAffinity");
+			json_object_foreach(had, k, x) rest = rest || !json_is_null(x);
+			if (!rest)
+				jx_del(was, "spec.affinity");
+		} else if (json_is_object(aff)) {
+			if (!json_is_object(had))
+				jx_set(was, "spec.affinity", had = json_object());
+			take_from(had, aff, "nodeAffinity");
+		}
+		for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++)
+			take_from(was, now, taken[i]);
+	}
+	immutable(v, "spec.template", now, was);
+	json_decref(was);
+}
+
+/* ValidateJobSpecUpdate, after the spec's own errors, in upstream's order. */
+static void job_update_validate(struct validation *v, const json_t *obj, const json_t *old)
+{
+	static const char *const fixed[] = {"completionMode", "podFailurePolicy",
+					    "backoffLimitPerIndex", "managedBy", "successPolicy"};
+	char field[64];
+
+	job_completions_update(v, obj, old);
+	selector_immutable(v, jx_get(obj, "spec.selector"), jx_get(old, "spec.selector"));
+	job_template_update(v, obj, old);
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+		snprintf(field, sizeof(field), "spec.%s", fixed[i]);
+		immutable(v, field, jx_get(obj, field), jx_get(old, field));
+	}
+}
+
 static void job_validate(const json_t *obj, const json_t *old, struct validation *v)
 {
 	static const char *const policies[] = {"OnFailure", "Never", NULL};
@@ -522,7 +832,7 @@ static void job_validate(const json_t *obj, const json_t *old, struct validation
 					     "spec.backoffLimit", "spec.activeDeadlineSeconds", NULL};
 	const char *rp = jx_str(obj, "spec.template.spec.restartPolicy");
 
-	workload_validate(obj, old, v);
+	workload_spec_validate(obj, v);
 	if (!rp || !in_list(policies, rp))
 		val_unsupported(v, "spec.template.spec.restartPolicy", rp ? rp : "", policies);
 	for (size_t i = 0; counts[i]; i++) {
@@ -530,14 +840,8 @@ static void job_validate(const json_t *obj, const json_t *old, struct validation
 		if (json_is_integer(n) && json_integer_value(n) < 0)
 			val_invalid(v, counts[i], n, "must be greater than or equal to 0");
 	}
-	if (old) {
-		val_immutable(v, "spec.completions", jx_get(obj, "spec.completions"),
-			      jx_get(old, "spec.completions"));
-		/* The template may change only while the Job is suspended. */
-		if (!json_is_true(jx_get(old, "spec.suspend")))
-			val_immutable(v, "spec.template", jx_get(obj, "spec.template"),
-				      jx_get(old, "spec.template"));
-	}
+	if (old)
+		job_update_validate(v, obj, old);
 }
 
 /* ---- rbac.authorization.k8s.io/v1 (upstream's rbac validation) ----------- */
@@ -625,6 +929,29 @@ static void clusterrole_validate(const json_t *obj, const json_t *old, struct va
 	}
 }
 
+/* ValidateRoleBindingUpdate: a binding's roleRef (a struct of three strings)
+ * is fixed; the error shows the new one as Go's %#v. */
+static void role_ref_update(struct validation *v, const json_t *ref, const json_t *old)
+{
+	static const char *const keys[] = {"apiGroup", "kind", "name"};
+	static const char *const shown[] = {"rbac.RoleRef{APIGroup:", ", Kind:", ", Name:"};
+	struct sbuf b = SBUF_INIT;
+	bool same = true;
+	char *text;
+
+	for (size_t i = 0; i < 3; i++) {
+		const char *now = jx_str(ref, keys[i]), *was = jx_str(old, keys[i]);
+		same = same && !strcmp(now ? now : "", was ? was : "");
+		sbuf_add(&b, shown[i]);
+		sbuf_quote(&b, now ? now : "");
+	}
+	sbuf_addc(&b, '}');
+	text = sbuf_take(&b);
+	if (!same)
+		val_invalid_shown(v, "roleRef", text, "cannot change roleRef");
+	free(text);
+}
+
 /* ValidateRoleBinding / ValidateClusterRoleBinding (and their updates). */
 static void rbac_binding_validate(const json_t *obj, const json_t *old, struct validation *v,
 				  bool cluster)
@@ -669,8 +996,8 @@ static void rbac_binding_validate(const json_t *obj, const json_t *old, struct v
 			val_unsupported(v, field, sg, groups);
 		}
 	}
-	if (old && !json_equal(ref, json_object_get(old, "roleRef")))
-		val_invalid(v, "roleRef", ref ? ref : json_null(), "cannot change roleRef");
+	if (old)
+		role_ref_update(v, ref, json_object_get(old, "roleRef"));
 }
 
 static void rolebinding_validate(const json_t *obj, const json_t *old, struct validation *v)
@@ -778,6 +1105,199 @@ static void secret_defaults(json_t *obj)
 	json_object_del(obj, "stringData");
 }
 
+static const char *ip_at(const json_t *ips, size_t i)
+{
+	const char *ip = jx_array_str(ips, i);
+	return ip ? ip : "";
+}
+
+/* The clusterIPs a Service update leaves, as upstream's REST storage makes
+ * them before validation (patchAllocatedValues, then normalizeClusterIPs):
+ * left out means kept; a changed singular clusterIP moves the list along.
+ * old_ips: the stored ones (clusterIPs, or the singular alone). New refs. */
+static json_t *service_ips(const json_t *spec, const json_t *old, json_t **old_ips)
+{
+	json_t *ips = json_object_get(spec, "clusterIPs"),
+	       *had = json_object_get(old, "clusterIPs");
+	const char *ip = jx_str(spec, "clusterIP"), *was = jx_str(old, "clusterIP");
+
+	if (!json_array_size(had))
+		had = was && *was ? json_pack("[s]", was) : json_array();
+	else
+		json_incref(had);
+	if (!was || !*was)
+		was = ip_at(had, 0);
+	ips = json_array_size(ips) ? json_deep_copy(ips) : json_array();
+	if (!ip || !*ip)
+		ip = was;
+	if (!json_array_size(ips) && json_array_size(had)) {
+		json_decref(ips);
+		ips = json_deep_copy(had);
+	}
+	if (strcmp(ip, was) && json_equal(ips, had)) {
+		json_decref(ips);
+		ips = *ip ? json_pack("[s]", ip) : json_array();
+	}
+	*old_ips = had;
+	return ips;
+}
+
+static bool is_headless(const json_t *ips)
+{
+	return json_array_size(ips) == 1 && !strcmp(ip_at(ips, 0), "None");
+}
+
+static void ips_invalid(struct validation *v, const char *field, const json_t *ips,
+			const char *detail)
+{
+	struct sbuf b = SBUF_INIT;
+	char *shown;
+
+	go_strings(&b, json_array_size(ips) ? ips : NULL);
+	shown = sbuf_take(&b);
+	val_invalid_shown(v, field, shown, detail);
+	free(shown);
+}
+
+/* validateUpgradeDowngradeClusterIPs: the primary clusterIP never changes
+ * once set (a secondary may come and go), unless ExternalName is involved. */
+static void service_ips_update(struct validation *v, const json_t *spec, const json_t *old)
+{
+	static const char changed[] = "may not change once set";
+	json_t *had, *ips;
+	size_t n, m;
+
+	if (!strcmp(jx_str(spec, "type") ? jx_str(spec, "type") : "", "ExternalName") ||
+	    !strcmp(jx_str(old, "type") ? jx_str(old, "type") : "", "ExternalName"))
+		return;
+	ips = service_ips(spec, old, &had);
+	n = json_array_size(had);
+	m = json_array_size(ips);
+	if (is_headless(had) && is_headless(ips)) {
+		/* headless stays headless */
+	} else if (n == m) {
+		for (size_t i = 0; i < n; i++) {
+			char field[48];
+			snprintf(field, sizeof(field), "spec.clusterIPs[%zu]", i);
+			if (strcmp(ip_at(had, i), ip_at(ips, i)))
+				ips_invalid(v, field, ips, changed);
+		}
+	} else if (n > m) {
+		if (!m)
+			ips_invalid(v, "spec.clusterIPs[0]", ips,
+				    "primary clusterIP can not be unset");
+		else if (strcmp(ip_at(had, 0), ip_at(ips, 0)))
+			ips_invalid(v, "spec.clusterIPs[0]", ips, changed);
+		if (m == 1 &&
+		    strcmp(jx_str(spec, "ipFamilyPolicy") ? jx_str(spec, "ipFamilyPolicy") : "",
+			   "SingleStack")) {
+			json_t *p = json_object_get(spec, "ipFamilyPolicy");
+			val_invalid(v, "spec.ipFamilyPolicy", p ? p : json_null(),
+				    "must be set to 'SingleStack' when releasing the secondary "
+				    "clusterIP");
+		}
+	} else if (n && strcmp(ip_at(had, 0), ip_at(ips, 0))) {
+		ips_invalid(v, "spec.clusterIPs[0]", ips, changed);
+	}
+	json_decref(had);
+	json_decref(ips);
+}
+
+static bool is_type(const json_t *spec, const char *type)
+{
+	const char *t = jx_str(spec, "type");
+	return t && !strcmp(t, type);
+}
+
+/* NeedsHealthCheck: a LoadBalancer with externalTrafficPolicy Local. */
+static bool needs_health_check(const json_t *spec)
+{
+	const char *p = jx_str(spec, "externalTrafficPolicy");
+	return is_type(spec, "LoadBalancer") && p && !strcmp(p, "Local");
+}
+
+/* ValidateServiceUpdate: clusterIPs, then a LoadBalancer's class and its
+ * health check node port (left out means kept, as patchAllocatedValues
+ * fills it). ipFamilies are not checked: cube allocates no addresses. */
+static void service_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	const json_t *spec = json_object_get(obj, "spec"), *was = jx_get(old, "spec");
+
+	if (!old)
+		return;
+	service_ips_update(v, spec, was);
+	if (is_type(was, "LoadBalancer") && is_type(spec, "LoadBalancer")) {
+		json_t *now = json_object_get(spec, "loadBalancerClass");
+		if (!sem_equal(now, json_object_get(was, "loadBalancerClass")))
+			val_invalid(v, "spec.loadBalancerClass", now ? now : json_null(),
+				    "may not change once set");
+	}
+	if (needs_health_check(was) && needs_health_check(spec)) {
+		json_int_t now = json_integer_value(json_object_get(spec, "healthCheckNodePort"));
+		json_int_t had = json_integer_value(json_object_get(was, "healthCheckNodePort"));
+		if (now && now != had)
+			val_forbidden(v, "spec.healthCheckNodePort", "field is immutable");
+	}
+}
+
+/* reflect.DeepEqual of two maps: null is a left-out map, {} is not. */
+static bool same_map(const json_t *a, const json_t *b)
+{
+	if (json_is_null(a))
+		a = NULL;
+	if (json_is_null(b))
+		b = NULL;
+	return (!a && !b) || (a && b && json_equal(a, b));
+}
+
+/* ValidateConfigMapUpdate / ValidateSecretUpdate: once immutable is true
+ * it stays, and so do the contents (a Secret's stringData is in data by
+ * now, as upstream's conversion has it). */
+static void immutable_contents(struct validation *v, const json_t *obj, const json_t *old,
+			       const char *const *fields)
+{
+	static const char msg[] = "field is immutable when `immutable` is set";
+
+	if (!json_is_true(json_object_get(old, "immutable")))
+		return;
+	if (!json_is_true(json_object_get(obj, "immutable")))
+		val_forbidden(v, "immutable", msg);
+	for (; *fields; fields++)
+		if (!same_map(json_object_get(obj, *fields), json_object_get(old, *fields)))
+			val_forbidden(v, *fields, msg);
+}
+
+static void configmap_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	static const char *const contents[] = {"data", "binaryData", NULL};
+	if (old)
+		immutable_contents(v, obj, old, contents);
+}
+
+static void secret_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	static const char *const contents[] = {"data", NULL};
+	if (!old)
+		return;
+	immutable(v, "type", json_object_get(obj, "type"), json_object_get(old, "type"));
+	immutable_contents(v, obj, old, contents);
+}
+
+static void endpointslice_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	if (old)
+		immutable(v, "addressType", json_object_get(obj, "addressType"),
+			  json_object_get(old, "addressType"));
+}
+
+/* ValidateControllerRevisionUpdate: the data is fixed (the revision number
+ * may change: a rollback renumbers an old revision). */
+static void controllerrevision_validate(const json_t *obj, const json_t *old, struct validation *v)
+{
+	if (old)
+		immutable(v, "data", json_object_get(obj, "data"), json_object_get(old, "data"));
+}
+
 /* ---- the table --------------------------------------------------------------- */
 
 static const char *const pod_fields[] = {"spec.nodeName", "spec.restartPolicy",
@@ -819,12 +1339,12 @@ const struct resource resources[] = {
 	{"", "v1", "Event", "events", "event", {"ev"}, {NULL}, true, VERBS_ALL, {{NULL}},
 	 event_fields, NULL, event_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"", "v1", "Secret", "secrets", "secret", {NULL}, {NULL}, true, VERBS_ALL, {{NULL}},
-	 secret_fields, secret_defaults, NULL, NAME_SUBDOMAIN, 0, NULL},
+	 secret_fields, secret_defaults, secret_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"", "v1", "ConfigMap", "configmaps", "configmap", {"cm"}, {NULL}, true, VERBS_ALL,
-	 {{NULL}}, no_fields, NULL, NULL, NAME_SUBDOMAIN, 0, NULL},
+	 {{NULL}}, no_fields, NULL, configmap_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"", "v1", "Service", "services", "service", {"svc"}, {"all"}, true,
 	 VERBS_ALL & ~VERB_DELETECOLLECTION, {STATUS_SUB("", "v1", "Service")}, no_fields,
-	 service_defaults, NULL, NAME_SUBDOMAIN, 0, NULL},
+	 service_defaults, service_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"", "v1", "Endpoints", "endpoints", "endpoints", {"ep"}, {NULL}, true, VERBS_ALL,
 	 {{NULL}}, no_fields, NULL, NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", {"sa"}, {NULL}, true,
@@ -838,9 +1358,10 @@ const struct resource resources[] = {
 	 template_defaults, workload_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"apps", "v1", "StatefulSet", "statefulsets", "statefulset", {"sts"}, {"all"}, true,
 	 VERBS_ALL, {STATUS_SUB("apps", "v1", "StatefulSet"), SCALE_SUB}, no_fields,
-	 statefulset_defaults, workload_validate, NAME_SUBDOMAIN, 0, NULL},
+	 statefulset_defaults, statefulset_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"apps", "v1", "ControllerRevision", "controllerrevisions", "controllerrevision", {NULL},
-	 {NULL}, true, VERBS_ALL, {{NULL}}, no_fields, NULL, NULL, NAME_SUBDOMAIN, 0, NULL},
+	 {NULL}, true, VERBS_ALL, {{NULL}}, no_fields, NULL, controllerrevision_validate,
+	 NAME_SUBDOMAIN, 0, NULL},
 	{"apps", "v1", "DaemonSet", "daemonsets", "daemonset", {"ds"}, {"all"}, true,
 	 VERBS_ALL, {STATUS_SUB("apps", "v1", "DaemonSet")}, no_fields, daemonset_defaults,
 	 workload_validate, NAME_SUBDOMAIN, 0, NULL},
@@ -864,7 +1385,8 @@ const struct resource resources[] = {
 	{"coordination.k8s.io", "v1", "Lease", "leases", "lease", {NULL}, {NULL}, true, VERBS_ALL,
 	 {{NULL}}, no_fields, NULL, lease_validate, NAME_SUBDOMAIN, 0, NULL},
 	{"discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", {NULL},
-	 {NULL}, true, VERBS_ALL, {{NULL}}, no_fields, NULL, NULL, NAME_SUBDOMAIN, 0, NULL},
+	 {NULL}, true, VERBS_ALL, {{NULL}}, no_fields, NULL, endpointslice_validate,
+	 NAME_SUBDOMAIN, 0, NULL},
 	{"authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews",
 	 "subjectaccessreview", {NULL}, {NULL}, false, VERB_CREATE, {{NULL}}, no_fields, NULL,
 	 NULL, NAME_SUBDOMAIN, 0, NULL},

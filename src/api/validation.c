@@ -41,14 +41,21 @@ void val_required_detail(struct validation *v, const char *field, const char *de
 	add(v, "FieldValueRequired", field, msg);
 }
 
-void val_invalid(struct validation *v, const char *field, const json_t *value, const char *detail)
+void val_invalid_shown(struct validation *v, const char *field, const char *shown,
+		       const char *detail)
 {
-	char *shown = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT), *msg;
-	if (asprintf(&msg, "Invalid value: %s: %s", shown ? shown : "null", detail) < 0)
+	char *msg;
+	if (asprintf(&msg, "Invalid value: %s: %s", shown, detail) < 0)
 		abort();
 	add(v, "FieldValueInvalid", field, msg);
-	free(shown);
 	free(msg);
+}
+
+void val_invalid(struct validation *v, const char *field, const json_t *value, const char *detail)
+{
+	char *shown = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
+	val_invalid_shown(v, field, shown ? shown : "null", detail);
+	free(shown);
 }
 
 void val_invalid_str(struct validation *v, const char *field, const char *value,

@@ -29,6 +29,10 @@ void val_required_detail(struct validation *v, const char *field, const char *de
 void val_invalid(struct validation *v, const char *field, const json_t *value, const char *detail);
 void val_invalid_str(struct validation *v, const char *field, const char *value,
 		     const char *detail);
+/* The same with the value already shown as upstream shows it: Go's %#v of
+ * a struct or list ("v1.LabelSelector{...}", "[]string{\"a\"}"). */
+void val_invalid_shown(struct validation *v, const char *field, const char *shown,
+		       const char *detail);
 void val_unsupported(struct validation *v, const char *field, const char *value,
 		     const char *const *supported);
 /* The same with the value as Go's %#v shows it ("[]string{\"x\"}"). */

@@ -15,8 +15,8 @@
 /* One document being built. */
 struct doc {
 	bool v3;
-	json_t *defs;        /* name -> schema */
-	unsigned char *seen; /* per schema_msgs index: defined already */
+	json_t *defs;                 /* name -> schema */
+	unsigned char *seen;          /* per schema_msgs index: defined already */
 	bool specials[ST_FIELDS + 1]; /* per special type: defined already */
 };
 
@@ -842,8 +842,11 @@ json_t *openapi_v3(const char *group, const char *version)
 	bool any = false;
 
 	doc_init(&d, true);
+	/* A group-version whose kinds have no schema (CRDs, which cube lists
+	 * empty) has no document. */
 	for (size_t i = 0; i < resources_count; i++)
-		if (!strcmp(resources[i].group, group) && !strcmp(resources[i].version, version)) {
+		if (!strcmp(resources[i].group, group) && !strcmp(resources[i].version, version) &&
+		    kind_msg(group, version, resources[i].kind)) {
 			resource_paths(&d, paths, &resources[i]);
 			any = true;
 		}

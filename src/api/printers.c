@@ -1217,6 +1217,8 @@ static const struct printer printers[] = {
 	P("Job", job_cols, job_cells),
 	P("Role", role_cols, role_cells),
 	P("ClusterRole", role_cols, role_cells),
+	/* The apiserver's default columns, as upstream's CRD storage has. */
+	P("CustomResourceDefinition", role_cols, role_cells),
 	P("RoleBinding", rolebinding_cols, rolebinding_cells),
 	P("ClusterRoleBinding", rolebinding_cols, rolebinding_cells),
 	P("Namespace", namespace_cols, namespace_cells),

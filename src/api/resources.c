@@ -1387,6 +1387,13 @@ const struct resource resources[] = {
 	{"discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", {NULL},
 	 {NULL}, true, VERBS_ALL, {{NULL}}, no_fields, NULL, endpointslice_validate,
 	 NAME_SUBDOMAIN, 0, NULL},
+	/* cube serves no custom resources, so it has no CustomResourceDefinitions:
+	 * the list is always empty, and nothing may be created. kubectl asks it
+	 * whether a kind is a CRD before it validates a kind without a PATCH
+	 * path (the reviews, TokenRequest), and gets upstream's answer. */
+	{"apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
+	 "customresourcedefinition", {"crd", "crds"}, {"api-extensions"}, false,
+	 VERB_GET | VERB_LIST | VERB_WATCH, {{NULL}}, no_fields, NULL, NULL, NAME_SUBDOMAIN, 0, NULL},
 	{"authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews",
 	 "subjectaccessreview", {NULL}, {NULL}, false, VERB_CREATE, {{NULL}}, no_fields, NULL,
 	 NULL, NAME_SUBDOMAIN, 0, NULL},

@@ -1930,8 +1930,14 @@ def test_rbac_grants_and_kubectl_auth_can_i(kubectl, kubectl_for, server, run, t
     sar["spec"]["resourceAttributes"]["verb"] = "delete"
     assert server.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
                           sar).json()["status"] == {"allowed": False}
-    # Only those allowed to may ask about others.
+    # kubectl's validation of a kind without a PATCH path asks whether it is
+    # a CRD, and carol may not list CRDs: upstream's refusal, word for word.
     r = carol("create", "-f", "-", input=sar, check=False)
+    assert ('failed to check CRD: failed to list CRDs: customresourcedefinitions.apiextensions'
+            '.k8s.io is forbidden: User "carol" cannot list resource "customresourcedefinitions"'
+            ' in API group "apiextensions.k8s.io" at the cluster scope') in r.stderr, r.stderr
+    # Only those allowed to may ask about others.
+    r = carol("create", "--validate=false", "-f", "-", input=sar, check=False)
     assert 'cannot create resource "subjectaccessreviews"' in r.stderr, r.stderr
     # A rules review needs a namespace; a node's is incomplete (the Node
     # authorizer cannot list rules), as upstream.

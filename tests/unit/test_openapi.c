@@ -194,6 +194,13 @@ static void test_references_resolve(void **state)
 		char api[128];
 		const struct schema_msg *m =
 		    schema_kind_msg(resource_api_version(res, api, sizeof(api)), res->kind);
+		/* The one kind without a schema: cube lists no CRDs, and
+		 * publishes no document for their group. */
+		if (!strcmp(res->kind, "CustomResourceDefinition")) {
+			assert_null(m);
+			assert_null(v3);
+			continue;
+		}
 		assert_non_null(v3);
 		assert_non_null(m);
 		refs_resolve(v3, v3, "#/components/schemas/");

@@ -225,6 +225,12 @@ def parse_go(text, gopkg):
             enums.add(m.group(1))
     for m in re.finditer(r"^\s*(\w+)\s+(\w+)\s*=\s*\"([^\"]*)\"", text, flags=re.M):
         consts[m.group(1)] = (m.group(2), m.group(3))
+    # Conversions: X = T("v"), or X = T(pkg.Y), resolved once every package
+    # is read (discovery/v1's AddressType is core/v1's IPFamily values).
+    for m in re.finditer(r"^\s*(\w+)\s*=\s*(\w+)\((?:\"([^\"]*)\"|(?:\w+\.)?(\w+))\)",
+                         text, flags=re.M):
+        consts[m.group(1)] = (m.group(2), m.group(3) if m.group(3) is not None
+                              else ("ref", m.group(4)))
     for m in re.finditer(r"^type\s+(\w+)\s+\[\]\S+\s*$", text, flags=re.M):
         slices.add(gopkg + "." + m.group(1))
     for m in re.finditer(r"^type\s+(\w+)\s+((?:\[\]|map\[)\S+)\s*$", text, flags=re.M):
@@ -390,10 +396,18 @@ def main():
             enums.setdefault(gopkg, set()).update(en)
             consts.setdefault(gopkg, {}).update(co)
 
+    def const_value(v):
+        if isinstance(v, tuple):  # ("ref", name): another package's constant
+            for pkg in consts.values():
+                if v[1] in pkg and isinstance(pkg[v[1]][1], str):
+                    return pkg[v[1]][1]
+            sys.exit(f"gen-schema: constant {v[1]} not found")
+        return v
+
     def enum_values(f):
         if not f.enum_type or f.enum_type not in enums.get(f.pkg, ()):
             return []
-        return sorted({v for t, v in consts[f.pkg].values() if t == f.enum_type})
+        return sorted({const_value(v) for t, v in consts[f.pkg].values() if t == f.enum_type})
 
     def default_json(f):
         if f.default is None:

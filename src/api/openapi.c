@@ -120,12 +120,14 @@ static json_t *scalar_schema(unsigned type)
 	}
 }
 
+static json_t *scalar_zero(unsigned type);
+
 /* An element of a list or a map's value: v3 gives each its zero as
  * default, as upstream's generator does for values Go can't omit. */
 static json_t *element_schema(struct doc *d, unsigned type, uint16_t msg)
 {
 	const char *name = definition(d, type, msg);
-	json_t *s;
+	json_t *s, *zero;
 
 	if (name && type == ST_MSG) {
 		s = ref_field(d, name);
@@ -136,8 +138,8 @@ static json_t *element_schema(struct doc *d, unsigned type, uint16_t msg)
 	if (name)
 		return ref_to(d, name);
 	s = scalar_schema(type);
-	if (d->v3 && type == ST_STRING)
-		json_object_set_new(s, "default", json_string(""));
+	if (d->v3 && (zero = scalar_zero(type)))
+		json_object_set_new(s, "default", zero);
 	return s;
 }
 
@@ -149,20 +151,12 @@ static json_t *strings(const char *const *v)
 	return a;
 }
 
-/* kube-openapi's enforced default: {} for a struct held by value, the zero
- * of a scalar Go never omits; none for pointers, slices, maps and the
- * types with their own JSON form. */
-static json_t *enforced_default(const struct schema_field *f)
+/* The zero of a Go builtin, which kube-openapi enforces as the default of
+ * a value Go never omits; none for []byte (a slice) and the rest. */
+static json_t *scalar_zero(unsigned type)
 {
-	if (f->flags & (SF_REP | SF_PTR) || f->type == ST_MAP)
-		return NULL;
-	if (f->type == ST_MSG)
-		return json_object();
-	if (f->flags & SF_OMIT)
-		return NULL;
-	switch (f->type) {
+	switch (type) {
 	case ST_STRING:
-	case ST_BYTES:
 		return json_string("");
 	case ST_BOOL:
 		return json_false();
@@ -176,6 +170,18 @@ static json_t *enforced_default(const struct schema_field *f)
 	default:
 		return NULL;
 	}
+}
+
+/* kube-openapi's enforced default of a field: {} for a struct held by
+ * value, the zero of a scalar Go never omits; none for pointers, slices,
+ * maps and the types with their own JSON form. */
+static json_t *enforced_default(const struct schema_field *f)
+{
+	if (f->flags & (SF_REP | SF_PTR) || f->type == ST_MAP)
+		return NULL;
+	if (f->type == ST_MSG)
+		return json_object();
+	return f->flags & SF_OMIT ? NULL : scalar_zero(f->type);
 }
 
 static void field_extensions(json_t *s, const struct schema_field *f)
@@ -421,6 +427,7 @@ enum param_id {
 	P_CONTAINER,
 	P_FOLLOW,
 	P_TAIL_LINES,
+	P_IGNORE_STORE_READ,
 };
 
 static const struct param {
@@ -475,6 +482,9 @@ static const struct param {
                      "The container whose log to read; needed when the pod has more than one."},
     [P_FOLLOW] = {"follow", "boolean", "Keep the stream open and send new lines as they come."},
     [P_TAIL_LINES] = {"tailLines", "integer", "Only the last this many lines."},
+    [P_IGNORE_STORE_READ] = {"ignoreStoreReadErrorWithClusterBreakingPotential", "boolean",
+                             "Delete an object the store cannot read or decode, without "
+                             "finalizers or admission; it may leave the cluster broken."},
 };
 
 static const enum param_id list_params[] = {
@@ -483,10 +493,12 @@ static const enum param_id list_params[] = {
 static const enum param_id write_params[] = {P_DRY_RUN, P_FIELD_MANAGER, P_FIELD_VALIDATION, P_END};
 static const enum param_id patch_params[] = {P_DRY_RUN, P_FIELD_MANAGER, P_FIELD_VALIDATION,
                                              P_FORCE, P_END};
-static const enum param_id delete_params[] = {P_DRY_RUN, P_GRACE, P_ORPHAN, P_PROPAGATION, P_END};
+static const enum param_id delete_params[] = {P_DRY_RUN, P_GRACE,       P_IGNORE_STORE_READ,
+                                              P_ORPHAN,  P_PROPAGATION, P_END};
 static const enum param_id deletecollection_params[] = {
-    P_CONTINUE,    P_DRY_RUN, P_FIELD_SELECTOR, P_GRACE,        P_LABEL_SELECTOR, P_LIMIT, P_ORPHAN,
-    P_PROPAGATION, P_RV,      P_RV_MATCH,       P_SEND_INITIAL, P_TIMEOUT,        P_END};
+    P_CONTINUE,       P_DRY_RUN,      P_FIELD_SELECTOR, P_GRACE,       P_IGNORE_STORE_READ,
+    P_LABEL_SELECTOR, P_LIMIT,        P_ORPHAN,         P_PROPAGATION, P_RV,
+    P_RV_MATCH,       P_SEND_INITIAL, P_TIMEOUT,        P_END};
 static const enum param_id log_params[] = {P_CONTAINER, P_FOLLOW, P_TAIL_LINES, P_END};
 static const enum param_id no_params[] = {P_END};
 
@@ -557,6 +569,7 @@ struct op {
 	const char *method;   /* "get", "post", ... */
 	const char *action;   /* x-kubernetes-action */
 	const char *verb;     /* the operation id's first word */
+	const char *infix;    /* after the group-version in the id: "Collection", "" */
 	const char *suffix;   /* the subresource in the id: "Status", "" */
 	const char *doc;      /* what it does, printf'd with the kind */
 	const char *request;  /* definition of the body, or NULL */
@@ -565,13 +578,15 @@ struct op {
 	const char *const *consumes, *const *produces;
 	const char *g, *v, *k; /* x-kubernetes-group-version-kind */
 	bool created;          /* 201 as well as 200 */
+	bool accepted;         /* 202 as well */
+	bool optional_body;    /* a DELETE's options may be left out */
 };
 
 static json_t *content(const struct doc *d, const char *const *types, json_t *schema)
 {
 	json_t *c = json_object();
 	for (size_t i = 0; types[i]; i++)
-		json_object_set(c, types[i], json_pack("{s:O}", "schema", schema));
+		json_object_set_new(c, types[i], json_pack("{s:O}", "schema", schema));
 	json_decref(schema);
 	return c;
 }
@@ -591,30 +606,38 @@ static json_t *operation(const struct doc *d, const struct op *op, const char *i
 	              "x-kubernetes-action", op->action);
 	for (size_t i = 0; op->query[i] != P_END; i++)
 		json_array_append_new(ps, param(d, op->query[i], "query"));
-	if (op->request && !d->v3)
-		json_array_append_new(ps,
-		                      json_pack("{s:s,s:s,s:b,s:o}", "name", "body", "in", "body",
-		                                "required", 1, "schema", ref_to(d, op->request)));
+	if (op->request && !d->v3) {
+		json_t *body = json_pack("{s:s,s:s,s:o}", "name", "body", "in", "body", "schema",
+		                         ref_to(d, op->request));
+		if (!op->optional_body)
+			json_object_set_new(body, "required", json_true());
+		json_array_append_new(ps, body);
+	}
 	if (json_array_size(ps))
 		json_object_set_new(o, "parameters", ps);
 	else
 		json_decref(ps);
-	if (op->request && d->v3)
-		json_object_set_new(o, "requestBody",
-		                    json_pack("{s:o,s:b}", "content",
-		                              content(d, op->consumes, ref_to(d, op->request)),
-		                              "required", 1));
-	for (int code = 0; code < 2; code++) {
+	if (op->request && d->v3) {
+		json_t *body =
+		    json_pack("{s:o}", "content", content(d, op->consumes, ref_to(d, op->request)));
+		if (!op->optional_body)
+			json_object_set_new(body, "required", json_true());
+		json_object_set_new(o, "requestBody", body);
+	}
+	static const struct {
+		const char *code, *text;
+	} codes[] = {{"200", "OK"}, {"201", "Created"}, {"202", "Accepted"}};
+	for (size_t i = 0; i < 3; i++) {
 		json_t *r;
-		if (code && !op->created)
-			break;
-		r = json_pack("{s:s}", "description", code ? "Created" : "OK");
+		if ((i == 1 && !op->created) || (i == 2 && !op->accepted))
+			continue;
+		r = json_pack("{s:s}", "description", codes[i].text);
 		if (d->v3)
 			json_object_set_new(r, "content",
 			                    content(d, op->produces, response_schema(d, op)));
 		else
 			json_object_set_new(r, "schema", response_schema(d, op));
-		json_object_set_new(rs, code ? "201" : "200", r);
+		json_object_set_new(rs, codes[i].code, r);
 	}
 	json_object_set_new(rs, "401", json_pack("{s:s}", "description", "Unauthorized"));
 	json_object_set_new(o, "responses", rs);
@@ -646,8 +669,8 @@ static void add_op(struct doc *d, json_t *paths, const char *path, const struct 
 	}
 	group_camel(res->group, res->version, camel, sizeof(camel));
 	group_tag(res->group, res->version, tag, sizeof(tag));
-	snprintf(id, sizeof(id), "%s%s%s%s%s", op->verb, camel, namespaced ? "Namespaced" : "",
-	         res->kind, op->suffix);
+	snprintf(id, sizeof(id), "%s%s%s%s%s%s", op->verb, camel, op->infix ? op->infix : "",
+	         namespaced ? "Namespaced" : "", res->kind, op->suffix);
 	json_object_set_new(item, op->method, operation(d, op, id, tag));
 }
 
@@ -715,7 +738,7 @@ static void subresource_paths(struct doc *d, json_t *paths, const struct resourc
 			struct op op = base;
 			op.method = "post", op.action = "post", op.verb = "create";
 			op.doc = "Create a %s for the object.", op.query = write_params;
-			op.created = true;
+			op.created = true, op.accepted = true;
 			add_op(d, paths, path, &op, res, res->namespaced, true);
 		}
 	}
@@ -766,12 +789,14 @@ static void resource_paths(struct doc *d, json_t *paths, const struct resource *
 		struct op op = base;
 		op.method = "post", op.action = "post", op.verb = "create", op.request = m->oapi;
 		op.doc = "Create a %s.", op.query = write_params, op.created = true;
+		op.accepted = true;
 		add_op(d, paths, coll, &op, res, res->namespaced, false);
 	}
 	if (res->verbs & VERB_DELETECOLLECTION) {
 		struct op op = base;
 		define_msg(d, msg_index("meta.v1.DeleteOptions"));
-		op.method = "delete", op.action = "deletecollection", op.verb = "deletecollection";
+		op.method = "delete", op.action = "deletecollection", op.verb = "delete";
+		op.infix = "Collection", op.optional_body = true;
 		op.request = options, op.response = status, op.query = deletecollection_params;
 		op.doc = "Delete every %s the selectors match.";
 		add_op(d, paths, coll, &op, res, res->namespaced, false);
@@ -802,7 +827,7 @@ static void resource_paths(struct doc *d, json_t *paths, const struct resource *
 		struct op op = base;
 		define_msg(d, msg_index("meta.v1.DeleteOptions"));
 		op.method = "delete", op.action = "delete", op.verb = "delete",
-		op.request = options;
+		op.request = options, op.optional_body = true, op.accepted = true;
 		/* A pod goes through its node: the reply is the pod, terminating. */
 		op.response = res->rules & RES_GRACEFUL ? m->oapi : status;
 		op.doc = "Delete the named %s.", op.query = delete_params;

@@ -142,10 +142,11 @@ static void validate_taints(struct validation *v, const json_t *spec)
 	{
 		const char *e = json_string_value(json_object_get(t, "effect"));
 		const char *k = json_string_value(json_object_get(t, "key"));
-		snprintf(field, sizeof(field), "spec.taints[%zu].key", i);
+		/* ValidateNode's path for them is metadata's, oddly: upstream's text. */
+		snprintf(field, sizeof(field), "metadata.taints[%zu].key", i);
 		if (!k || !*k)
 			val_required(v, field);
-		snprintf(field, sizeof(field), "spec.taints[%zu].effect", i);
+		snprintf(field, sizeof(field), "metadata.taints[%zu].effect", i);
 		if (!e || !*e)
 			val_required(v, field);
 		else if (!in_list(effects, e))
@@ -545,9 +546,10 @@ static void node_validate(const json_t *obj, const json_t *old, struct validatio
 	const json_t *spec = json_object_get(obj, "spec"), *was = jx_get(old, "spec");
 	const char *ext = jx_str(spec, "externalID"), *had = jx_str(was, "externalID");
 
+	/* ValidateNode, then ValidateNodeUpdate. */
+	validate_taints(v, spec);
 	if (old)
 		node_update_validate(v, spec, was);
-	validate_taints(v, spec);
 	if (old && strcmp(ext ? ext : "", had ? had : ""))
 		val_forbidden(v, "spec.externalID", "may not be updated");
 }

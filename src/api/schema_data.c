@@ -350,7 +350,7 @@ static const struct schema_field authentication_v1_SelfSubjectReview[] = {
 	{"metadata", 1, ST_MSG, ST_NONE, SF_OMIT, 251, "v1.ObjectMeta", NULL, NULL, NULL, NULL, NULL,
 	 "The object's name, namespace, labels, annotations, owners and the bookkeeping the server keeps for it."},
 	{"status", 2, ST_MSG, ST_NONE, SF_OMIT, 28, "v1.SelfSubjectReviewStatus", NULL, NULL, NULL, NULL, NULL,
-	 "Filled in by the server with the caller's user attributes."},
+	 "The answer: who the server takes the caller to be (user name, UID, groups, extra attributes)."},
 };
 
 static const struct schema_field authentication_v1_SelfSubjectReviewStatus[] = {
@@ -670,7 +670,7 @@ static const struct schema_field batch_v1_JobSpec[] = {
 	{"podFailurePolicy", 11, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 59, "v1.PodFailurePolicy", NULL, NULL, NULL, NULL, NULL,
 	 "Rules that decide, from exit codes or pod conditions, whether a failed pod fails the Job, is ignored or counts as a retry."},
 	{"podReplacementPolicy", 14, ST_STRING, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "v1.PodReplacementPolicy", NULL, NULL, NULL, (const char *const[]){"Failed", "TerminatingOrFailed", NULL}, NULL,
-	 "When replacements start: TerminatingOrFailed (default) or Failed, which waits for full termination; Failed is the default with podFailurePolicy."},
+	 "When a replacement pod may start: TerminatingOrFailed (default), or Failed, which waits until the old pod has fully stopped; with a podFailurePolicy only Failed is allowed."},
 	{"selector", 4, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 247, "v1.LabelSelector", NULL, NULL, NULL, NULL, NULL,
 	 "Label query over the Job's pods; normally generated automatically."},
 	{"successPolicy", 16, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 63, "v1.SuccessPolicy", NULL, NULL, NULL, NULL, NULL,
@@ -1087,7 +1087,7 @@ static const struct schema_field core_v1_Container[] = {
 	{"volumeDevices", 21, ST_MSG, ST_NONE, SF_MERGE|SF_REP|SF_LIST_MAP|SF_OMIT, 229, "[]v1.VolumeDevice", "v1.VolumeDevice", "devicePath", (const char *const[]){"devicePath", NULL}, NULL, NULL,
 	 "Raw block devices from PVCs to expose inside the container at given device paths."},
 	{"volumeMounts", 9, ST_MSG, ST_NONE, SF_MERGE|SF_REP|SF_LIST_MAP|SF_OMIT, 230, "[]v1.VolumeMount", "v1.VolumeMount", "mountPath", (const char *const[]){"mountPath", NULL}, NULL, NULL,
-	 "Pod volumes to mount into the container's filesystem and where to mount them."},
+	 "Which of the pod's volumes appear inside this container, and at which paths."},
 	{"workingDir", 5, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL, NULL, NULL, NULL, NULL,
 	 "Directory the process starts in; the image's default is used when empty."},
 };
@@ -1177,7 +1177,7 @@ static const struct schema_field core_v1_ContainerStatus[] = {
 	{"resources", 11, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 201, "v1.ResourceRequirements", NULL, NULL, NULL, NULL, NULL,
 	 "Requests and limits actually applied to the running container, after start or a completed in-place resize."},
 	{"restartCount", 5, ST_INT32, ST_NONE, SF_REQ, SCHEMA_NONE, "int32", NULL, NULL, NULL, NULL, NULL,
-	 "Number of times the container has been restarted; may reset to 0 if the kubelet loses state."},
+	 "How often the kubelet has started this container again; it can go back to 0 when the kubelet loses its records."},
 	{"started", 9, ST_BOOL, ST_NONE, SF_PTR|SF_OMIT, SCHEMA_NONE, "bool", NULL, NULL, NULL, NULL, NULL,
 	 "True once the postStart hook has finished and the startup probe has passed; reset to false on restart. Null means false."},
 	{"state", 2, ST_MSG, ST_NONE, SF_OMIT, 96, "v1.ContainerState", NULL, NULL, NULL, NULL, NULL,
@@ -1388,7 +1388,7 @@ static const struct schema_field core_v1_Event[] = {
 	{"related", 13, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 165, "v1.ObjectReference", NULL, NULL, NULL, NULL, NULL,
 	 "Optional second object involved in the event, for actions touching more than one object."},
 	{"reportingComponent", 14, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL, NULL, NULL, NULL, NULL,
-	 "Name of the controller that emitted the event, e.g. kubernetes.io/kubelet."},
+	 "Which component wrote the event, such as kubernetes.io/kubelet or a controller's name."},
 	{"reportingInstance", 15, ST_STRING, ST_NONE, 0, SCHEMA_NONE, "string", NULL, NULL, NULL, NULL, NULL,
 	 "ID of the specific controller instance that emitted the event, e.g. kubelet-node1."},
 	{"series", 11, ST_MSG, ST_NONE, SF_PTR|SF_OMIT, 118, "v1.EventSeries", NULL, NULL, NULL, NULL, NULL,
@@ -2872,7 +2872,7 @@ static const struct schema_field discovery_v1_EndpointPort[] = {
 };
 
 static const struct schema_field discovery_v1_EndpointSlice[] = {
-	{"addressType", 4, ST_STRING, ST_NONE, SF_REQ, SCHEMA_NONE, "v1.AddressType", NULL, NULL, NULL, NULL, NULL,
+	{"addressType", 4, ST_STRING, ST_NONE, SF_REQ, SCHEMA_NONE, "v1.AddressType", NULL, NULL, NULL, (const char *const[]){"FQDN", "IPv4", "IPv6", NULL}, NULL,
 	 "Kind of addresses the slice holds: IPv4, IPv6 or FQDN; immutable after creation."},
 	{"apiVersion", 0, ST_STRING, ST_NONE, SF_OMIT, SCHEMA_NONE, "string", NULL, NULL, NULL, NULL, NULL,
 	 "The group and version of this object's schema, such as \"v1\" or \"apps/v1\"; the server converts what it understands and refuses the rest."},

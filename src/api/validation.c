@@ -53,8 +53,11 @@ void val_invalid_shown(struct validation *v, const char *field, const char *show
 
 void val_invalid(struct validation *v, const char *field, const json_t *value, const char *detail)
 {
-	char *shown = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
-	val_invalid_shown(v, field, shown ? shown : "null", detail);
+	/* A nil value is the string "null" to ErrorBody, printed with %q. */
+	char *shown = value && !json_is_null(value)
+			      ? json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT)
+			      : NULL;
+	val_invalid_shown(v, field, shown ? shown : "\"null\"", detail);
 	free(shown);
 }
 

@@ -178,7 +178,7 @@ static json_t *legacy_groups(void)
  * "Cache-Control: public, immutable", as kubectl's cache expects.
  */
 struct oa_doc {
-	char key[112]; /* "api/v1", "apis/apps/v1", "v2", "v2.pb" */
+	char key[112]; /* "api/v1", "apis/apps/v1"; "index", "swagger", "swagger.pb" */
 	char *bytes;
 	size_t len;
 	char etag[2 * SHA512_DIGEST_LENGTH + 1];
@@ -193,8 +193,6 @@ static struct {
 /* The protobuf forms' media subtypes; each has an old name with "@". */
 #define PB_V2_SUBTYPE "com.github.proto-openapi.spec.v2.v1.0+protobuf"
 #define PB_V2_SUBTYPE_OLD "com.github.proto-openapi.spec.v2@v1.0+protobuf"
-#define PB_V3_SUBTYPE "com.github.proto-openapi.spec.v3.v1.0+protobuf"
-#define PB_V3_SUBTYPE_OLD "com.github.proto-openapi.spec.v3@v1.0+protobuf"
 
 static void oa_hash(struct oa_doc *d)
 {
@@ -205,58 +203,26 @@ static void oa_hash(struct oa_doc *d)
 		snprintf(d->etag + 2 * i, 3, "%02X", h[i]);
 }
 
-static json_t *oa_make(const char *key)
+/* A v3 document's name: "api/<version>" or "apis/<group>/<version>", each
+ * part non-empty. Anything else names no document. */
+static bool v3_key(const char *key, char *group, size_t n, const char **version)
 {
-	char group[96];
 	const char *slash;
 
-	if (!strcmp(key, "v2"))
-		return openapi_v2();
-	if (!strcmp(key, "api/v1"))
-		return openapi_v3("", "v1");
-	if (strncmp(key, "apis/", 5) || !(slash = strchr(key + 5, '/')) ||
-	    (size_t)(slash - key - 5) >= sizeof(group) || strchr(slash + 1, '/'))
-		return NULL;
-	snprintf(group, sizeof(group), "%.*s", (int)(slash - key - 5), key + 5);
-	return openapi_v3(group, slash + 1);
-}
-
-/* The document of key, made on first use; NULL when there is none. */
-static const struct oa_doc *oa_get(const char *key)
-{
-	struct oa_doc *d = NULL;
-	json_t *doc;
-
-	if (strlen(key) >= sizeof(d->key))
-		return NULL;
-	pthread_mutex_lock(&oa_cache.mu);
-	for (size_t i = 0; i < oa_cache.n; i++)
-		if (!strcmp(oa_cache.docs[i].key, key)) {
-			d = &oa_cache.docs[i];
-			goto out;
-		}
-	if (oa_cache.n == sizeof(oa_cache.docs) / sizeof(oa_cache.docs[0]))
-		goto out;
-	doc = strcmp(key, "v2.pb") ? oa_make(key) : openapi_v2();
-	if (!doc)
-		goto out;
-	d = &oa_cache.docs[oa_cache.n++];
-	snprintf(d->key, sizeof(d->key), "%s", key);
-	if (!strcmp(key, "v2.pb")) {
-		struct sbuf pb = SBUF_INIT;
-		openapi_v2_protobuf(doc, &pb);
-		d->len = pb.len;
-		d->bytes = sbuf_take(&pb);
+	if (!strncmp(key, "api/", 4)) {
+		*group = '\0';
+		*version = key + 4;
+	} else if (!strncmp(key, "apis/", 5) && (slash = strchr(key + 5, '/')) && slash > key + 5 &&
+	           (size_t)(slash - key - 5) < n) {
+		snprintf(group, n, "%.*s", (int)(slash - key - 5), key + 5);
+		*version = slash + 1;
 	} else {
-		d->bytes = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
-		d->len = strlen(d->bytes);
+		return false;
 	}
-	json_decref(doc);
-	oa_hash(d);
-out:
-	pthread_mutex_unlock(&oa_cache.mu);
-	return d;
+	return **version && !strchr(*version, '/');
 }
+
+static const struct oa_doc *oa_get(const char *key);
 
 /* "api/v1", "apis/apps/v1": the v3 documents, one per group-version. */
 static size_t oa_keys(char keys[][112], size_t max)
@@ -278,6 +244,7 @@ static size_t oa_keys(char keys[][112], size_t max)
 	return n;
 }
 
+/* /openapi/v3: each group-version's document and its hash. */
 static json_t *openapi_index(void)
 {
 	char keys[32][112];
@@ -295,14 +262,78 @@ static json_t *openapi_index(void)
 	return json_pack("{s:o}", "paths", paths);
 }
 
-/* The bytes of d, or 304 when the client has them (If-None-Match). */
-static void oa_reply(struct req *r, const struct oa_doc *d, const char *tag, const char *ct)
+static json_t *oa_make(const char *key)
+{
+	char group[96];
+	const char *version;
+
+	if (!strcmp(key, "swagger") || !strcmp(key, "swagger.pb"))
+		return openapi_v2();
+	if (!strcmp(key, "index"))
+		return openapi_index();
+	if (!v3_key(key, group, sizeof(group), &version))
+		return NULL;
+	return openapi_v3(group, version);
+}
+
+/* The document of key, made on first use; NULL when there is none.
+ * Documents are made outside the lock (the index is made from the others)
+ * and published under it; a published one never changes or goes. */
+static const struct oa_doc *oa_get(const char *key)
+{
+	struct oa_doc *d = NULL, made = {.len = 0};
+	json_t *doc;
+
+	if (strlen(key) >= sizeof(made.key))
+		return NULL;
+	pthread_mutex_lock(&oa_cache.mu);
+	for (size_t i = 0; i < oa_cache.n; i++)
+		if (!strcmp(oa_cache.docs[i].key, key))
+			d = &oa_cache.docs[i];
+	pthread_mutex_unlock(&oa_cache.mu);
+	if (d || !(doc = oa_make(key)))
+		return d;
+	snprintf(made.key, sizeof(made.key), "%s", key);
+	if (!strcmp(key, "swagger.pb")) {
+		struct sbuf pb = SBUF_INIT;
+		openapi_v2_protobuf(doc, &pb);
+		made.len = pb.len;
+		made.bytes = sbuf_take(&pb);
+	} else {
+		made.bytes = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+		made.len = strlen(made.bytes);
+	}
+	json_decref(doc);
+	oa_hash(&made);
+
+	pthread_mutex_lock(&oa_cache.mu);
+	/* Another thread may have made it meanwhile: the same bytes; keep one. */
+	for (size_t i = 0; i < oa_cache.n && !d; i++)
+		if (!strcmp(oa_cache.docs[i].key, key))
+			d = &oa_cache.docs[i];
+	if (!d && oa_cache.n < sizeof(oa_cache.docs) / sizeof(oa_cache.docs[0])) {
+		d = &oa_cache.docs[oa_cache.n++];
+		*d = made;
+		made.bytes = NULL;
+	}
+	pthread_mutex_unlock(&oa_cache.mu);
+	free(made.bytes);
+	return d;
+}
+
+/* The bytes of d, or 304 when the client has them (If-None-Match).
+ * Unless the reply may be kept for good, caches must ask again, as
+ * upstream's default Cache-Control says. */
+static void oa_reply(struct req *r, const struct oa_doc *d, const char *tag, const char *ct,
+                     bool immutable)
 {
 	char etag[sizeof(d->etag) + 2];
 	const char *inm = req_header(r, "If-None-Match");
 
 	snprintf(etag, sizeof(etag), "\"%s\"", tag);
 	req_set_header(r, "Etag", etag);
+	if (!immutable)
+		req_set_header(r, "Cache-Control", "no-cache, private");
 	if (inm && (!strcmp(inm, etag) || !strcmp(inm, "*"))) {
 		req_reply_bytes(r, 304, NULL, "", 0);
 		return;
@@ -310,47 +341,75 @@ static void oa_reply(struct req *r, const struct oa_doc *d, const char *tag, con
 	req_reply_bytes(r, 200, ct, d->bytes, d->len);
 }
 
-enum oa_format { OA_NONE, OA_JSON, OA_PROTOBUF };
-
-/* kube-openapi's choice: the first Accept clause that names JSON or the
- * protobuf form (by either of its names), or a wildcard — JSON. */
-static enum oa_format oa_negotiate(const char *accept)
+static void oa_fail(struct req *r, int code)
 {
-	const char *p = accept && *accept ? accept : "*/*";
-
-	while (*p) {
-		size_t n = strcspn(p, ",");
-		char clause[160];
-		snprintf(clause, sizeof(clause), "%.*s", (int)(n < sizeof(clause) ? n : 0), p);
-		clause[strcspn(clause, ";")] = '\0';
-		char *c = clause + strspn(clause, " \t");
-		c[strcspn(c, " \t")] = '\0';
-		if (!strcmp(c, "*/*") || !strcmp(c, "application/*") ||
-		    !strcmp(c, "application/json"))
-			return OA_JSON;
-		if (!strcmp(c, "application/" PB_V2_SUBTYPE) ||
-		    !strcmp(c, "application/" PB_V2_SUBTYPE_OLD) ||
-		    !strcmp(c, "application/" PB_V3_SUBTYPE) ||
-		    !strcmp(c, "application/" PB_V3_SUBTYPE_OLD))
-			return OA_PROTOBUF;
-		p += n + (p[n] == ',');
-	}
-	return OA_NONE;
+	req_set_header(r, "Cache-Control", "no-cache, private");
+	if (code == 404)
+		req_reply_bytes(r, 404, "text/plain; charset=utf-8", "404 page not found\n", 19);
+	else
+		req_reply_bytes(r, code, NULL, "", 0);
 }
 
-static void not_acceptable(struct req *r)
+/*
+ * kube-openapi's negotiation: the Accept clauses by preference (q, highest
+ * first; the order given among equals), the first that names one of the
+ * forms an endpoint serves, or a wildcard (its first form). The index into
+ * types, or -1: 406.
+ */
+static int oa_negotiate(const char *accept, const char *const *types, int ntypes)
 {
-	req_reply_bytes(r, 406, NULL, "", 0);
+	struct clause {
+		char mt[160];
+		double q;
+	} cl[16];
+	const char *p = accept && *accept ? accept : "*/*";
+	int n = 0;
+
+	while (*p && n < 16) {
+		size_t len = strcspn(p, ",");
+		char text[256], *params, *c;
+		snprintf(text, sizeof(text), "%.*s", (int)(len < sizeof(text) ? len : 0), p);
+		p += len + (p[len] == ',');
+		cl[n].q = 1;
+		if ((params = strchr(text, ';'))) {
+			char *qp = strstr(params, "q=");
+			*params = '\0';
+			if (qp)
+				cl[n].q = strtod(qp + 2, NULL);
+		}
+		c = text + strspn(text, " \t");
+		c[strcspn(c, " \t")] = '\0';
+		if (!*c || cl[n].q <= 0)
+			continue;
+		snprintf(cl[n].mt, sizeof(cl[n].mt), "%s", c);
+		/* Stable insertion by q. */
+		for (int i = n; i > 0 && cl[i - 1].q < cl[i].q; i--) {
+			struct clause t = cl[i];
+			cl[i] = cl[i - 1];
+			cl[i - 1] = t;
+		}
+		n++;
+	}
+	for (int i = 0; i < n; i++) {
+		if (!strcmp(cl[i].mt, "*/*") || !strcmp(cl[i].mt, "application/*"))
+			return 0;
+		for (int t = 0; t < ntypes; t++)
+			if (!strcmp(cl[i].mt, types[t]))
+				return t;
+	}
+	return -1;
 }
 
 static void serve_openapi_v2(struct req *r)
 {
-	enum oa_format f = oa_negotiate(req_header(r, "Accept"));
-	const struct oa_doc *json = oa_get("v2"), *d = f == OA_PROTOBUF ? oa_get("v2.pb") : json;
+	static const char *const types[] = {"application/json", "application/" PB_V2_SUBTYPE_OLD,
+	                                    "application/" PB_V2_SUBTYPE};
+	int f = oa_negotiate(req_header(r, "Accept"), types, 3);
+	const struct oa_doc *json = oa_get("swagger"), *d = f > 0 ? oa_get("swagger.pb") : json;
 
 	req_set_header(r, "Vary", "Accept");
-	if (f == OA_NONE || (f == OA_PROTOBUF && !strstr(req_header(r, "Accept"), "v2"))) {
-		not_acceptable(r);
+	if (f < 0) {
+		oa_fail(r, 406);
 		return;
 	}
 	if (!d || !json) {
@@ -358,27 +417,28 @@ static void serve_openapi_v2(struct req *r)
 		return;
 	}
 	/* One ETag for both forms (the JSON's), as upstream: Vary tells them apart. */
-	oa_reply(r, d, json->etag,
-	         f == OA_PROTOBUF ? "application/" PB_V2_SUBTYPE : "application/json");
+	oa_reply(r, d, json->etag, f > 0 ? "application/" PB_V2_SUBTYPE : "application/json",
+	         false);
 }
 
 static void serve_openapi_v3(struct req *r, const char *key)
 {
-	const char *hash = req_query(r, "hash");
-	const struct oa_doc *d = oa_get(key);
-	char url[512], expires[64];
+	/* Made in JSON only: kubectl reads JSON. A client that takes only the
+	 * protobuf form gets 406, as upstream answers one that takes neither. */
+	static const char *const types[] = {"application/json"};
+	const char *hash = req_query(r, "hash"), *version;
+	const struct oa_doc *d;
+	char url[512], expires[64], group[96];
 	struct tm tm;
 	time_t later;
 
-	if (!d) {
-		req_reply_bytes(r, 404, "text/plain; charset=utf-8", "404 page not found\n", 19);
+	if (!v3_key(key, group, sizeof(group), &version) || !(d = oa_get(key))) {
+		oa_fail(r, 404);
 		return;
 	}
-	/* v3 is made in JSON only (kubectl reads JSON); a client that takes
-	 * nothing else is told so, as upstream tells one that takes neither. */
 	req_set_header(r, "Vary", "Accept");
-	if (oa_negotiate(req_header(r, "Accept")) != OA_JSON) {
-		not_acceptable(r);
+	if (oa_negotiate(req_header(r, "Accept"), types, 1) < 0) {
+		oa_fail(r, 406);
 		return;
 	}
 	if (hash && *hash) {
@@ -386,7 +446,7 @@ static void serve_openapi_v3(struct req *r, const char *key)
 			/* An old hash: to the document as it is now. */
 			snprintf(url, sizeof(url), "/openapi/v3/%s?hash=%s", key, d->etag);
 			req_set_header(r, "Location", url);
-			req_reply_bytes(r, 301, NULL, "", 0);
+			oa_fail(r, 301);
 			return;
 		}
 		later = time(NULL) + 365 * 24 * 3600;
@@ -395,7 +455,17 @@ static void serve_openapi_v3(struct req *r, const char *key)
 		req_set_header(r, "Cache-Control", "public, immutable");
 		req_set_header(r, "Expires", expires);
 	}
-	oa_reply(r, d, d->etag, "application/json");
+	oa_reply(r, d, d->etag, "application/json", hash && *hash);
+}
+
+static void serve_openapi_index(struct req *r)
+{
+	const struct oa_doc *d = oa_get("index");
+	if (!d) {
+		req_fail(r, ERR_INTERNAL, "the OpenAPI v3 index could not be made");
+		return;
+	}
+	oa_reply(r, d, d->etag, "application/json", false);
 }
 
 bool discovery_serve(struct req *r)
@@ -456,7 +526,7 @@ bool discovery_serve(struct req *r)
 		return true;
 	}
 	if (!strcmp(p, "/openapi/v3")) {
-		reply_ct(r, "application/json", openapi_index());
+		serve_openapi_index(r);
 		return true;
 	}
 	if (!strncmp(p, "/openapi/v3/", 12)) {

@@ -177,6 +177,29 @@ static void test_v3_gvk_and_paths(void **state)
 	                       "patch"));
 	json_decref(doc);
 
+	doc = openapi_v3("", "v1");
+	json_t *dc = jx_get(json_object_get(json_object_get(doc, "paths"),
+	                                    "/api/v1/namespaces/{namespace}/configmaps"),
+	                    "delete");
+	assert_string_equal(jx_str(dc, "operationId"), "deleteCoreV1CollectionNamespacedConfigMap");
+	assert_string_equal(jx_str(dc, "x-kubernetes-action"), "deletecollection");
+	/* DELETE's options may be left out. */
+	assert_null(jx_get(dc, "requestBody.required"));
+	json_decref(doc);
+
+	/* []byte is a slice: no enforced default; discovery's AddressType
+	 * values come through core's IPFamily constants. */
+	doc = openapi_v3("certificates.k8s.io", "v1");
+	assert_null(json_object_get(
+	    prop(def(doc, "io.k8s.api.certificates.v1.CertificateSigningRequestSpec"), "request"),
+	    "default"));
+	json_decref(doc);
+	doc = openapi_v3("discovery.k8s.io", "v1");
+	json_t *at = prop(def(doc, "io.k8s.api.discovery.v1.EndpointSlice"), "addressType");
+	assert_int_equal(json_array_size(json_object_get(at, "enum")), 3);
+	assert_true(has_string(json_object_get(at, "enum"), "IPv4"));
+	json_decref(doc);
+
 	assert_null(openapi_v3("apps", "v2"));
 	assert_null(openapi_v3("nosuch.example.com", "v1"));
 }

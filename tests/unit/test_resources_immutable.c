@@ -249,7 +249,7 @@ static void test_job_completions(void **state)
 	refused("jobs", job, "{\"spec\":{\"completions\":5}}",
 	        "Job \"pi\" is invalid: spec.completions: Invalid value: 5: field is immutable");
 	refused("jobs", job, "{\"spec\":{\"completions\":null}}",
-	        "Job \"pi\" is invalid: spec.completions: Invalid value: null: field is immutable");
+	        "Job \"pi\" is invalid: spec.completions: Invalid value: \"null\": field is immutable");
 	/* Elastic Indexed Jobs scale with parallelism. */
 	accepted("jobs", indexed, "{\"spec\":{\"completions\":5,\"parallelism\":5}}");
 	refused("jobs", indexed, "{\"spec\":{\"completions\":5}}",
@@ -522,7 +522,7 @@ static void test_service_load_balancer(void **state)
 	        "Service \"lb\" is invalid: spec.loadBalancerClass: Invalid value: "
 	        "\"example.com/b\": may not change once set");
 	refused("services", lb, "{\"spec\":{\"loadBalancerClass\":null}}",
-	        "Service \"lb\" is invalid: spec.loadBalancerClass: Invalid value: null: may not "
+	        "Service \"lb\" is invalid: spec.loadBalancerClass: Invalid value: \"null\": may not "
 	        "change once set");
 	refused("services", lb, "{\"spec\":{\"healthCheckNodePort\":32001}}",
 	        "Service \"lb\" is invalid: spec.healthCheckNodePort: Forbidden: field is "

@@ -9,6 +9,7 @@
 #include "base/err.h"
 #include "base/jx.h"
 #include "base/log.h"
+#include "base/rand.h"
 #include "base/strv.h"
 
 #include <arpa/inet.h>
@@ -67,6 +68,11 @@ struct rest_call {
 	struct h2_stream *stream;
 	struct evbuffer *in;
 	struct event *deadline;
+	/* Refused streams sent again (h2_retry): how often, and the timer of
+	 * the next try while the call waits on no connection. */
+	int retries;
+	struct event *retry;
+	struct rest_client *parked; /* its client while it waits on none */
 };
 
 /* A request waiting for credentials (rest_hold). */
@@ -92,6 +98,7 @@ struct rest_client {
 	bool unreachable;  /* rest_set_unreachable: every connection fails ... */
 	char unreachable_why[320]; /* ... with this (connections point at it) */
 	struct held *held, **held_tail;
+	struct rest_call *retrying; /* refused calls waiting to be sent again */
 	void (*on_unauthorized)(void *arg);
 	void *unauthorized_arg;
 };
@@ -130,6 +137,8 @@ static void call_free(struct rest_call *call)
 		h2_cancel(call->stream);
 	if (call->deadline)
 		event_free(call->deadline);
+	if (call->retry)
+		event_free(call->retry);
 	if (call->in)
 		evbuffer_free(call->in);
 	free(call->method);
@@ -240,8 +249,8 @@ static struct conn *conn_alloc(struct rest_client *c, SSL *ssl)
 		abort();
 	k->c = c;
 	k->reap = event_new(loop_base(c->loop), -1, 0, on_reap, k);
-	k->bev = bufferevent_openssl_socket_new(loop_base(c->loop), -1, ssl,
-						BUFFEREVENT_SSL_CONNECTING,
+	k->bev =
+	    bufferevent_openssl_socket_new(loop_base(c->loop), -1, ssl, BUFFEREVENT_SSL_CONNECTING,
 						BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 	if (!k->reap || !k->bev)
 		abort();
@@ -255,8 +264,8 @@ static struct conn *conn_new(struct rest_client *c, bool watch)
 	struct conn *k = conn_alloc(c, client_ssl(c));
 
 	k->watch = watch;
-	k->evcon = evhttp_connection_base_bufferevent_new(loop_base(c->loop), NULL, k->bev,
-							  c->host, (ev_uint16_t)c->port);
+	k->evcon = evhttp_connection_base_bufferevent_new(loop_base(c->loop), NULL, k->bev, c->host,
+	                                                  (ev_uint16_t)c->port);
 	evhttp_connection_set_retries(k->evcon, 0);
 	if (c->source)
 		evhttp_connection_set_local_address(k->evcon, c->source);
@@ -767,7 +776,10 @@ void rest_watch_stop(struct rest_watch *w)
 /* ---- HTTP/2: every request and watch on one connection ------------------------------- */
 
 /* Go's words when a request outlives the client's timeout. */
-#define TIMEOUT_HEADERS "net/http: request canceled (Client.Timeout exceeded while awaiting headers)"
+/* How often a refused stream is sent again (Go's RoundTrip: retry <= 6). */
+#define H2_MAX_RETRIES 6
+#define TIMEOUT_HEADERS                                                                            \
+	"net/http: request canceled (Client.Timeout exceeded while awaiting headers)"
 #define TIMEOUT_BODY                                                                              \
 	"net/http: request canceled (Client.Timeout or context cancellation while reading body)"
 
@@ -841,6 +853,8 @@ static void h2_call_data(void *arg, struct h2_stream *s, const char *d, size_t n
 	log_scope_enter(prev);
 }
 
+static void h2_retry(struct rest_client *c, struct rest_call *call);
+
 static void h2_call_closed(void *arg, struct h2_stream *s, const char *err)
 {
 	struct rest_call *call = arg;
@@ -852,6 +866,14 @@ static void h2_call_closed(void *arg, struct h2_stream *s, const char *err)
 	h2_stream_set_cbs(s, NULL, NULL); /* over: the session frees it */
 	call->stream = NULL;
 	call_unlink(call);
+	/* Refused before the server looked at it (over its stream limit):
+	 * Go's transport sends such a request again; so does this client.
+	 * Watches end instead: their owners list and watch again anyway. */
+	if (err && h2_stream_refused(s) && !w && call->retries < H2_MAX_RETRIES) {
+		h2_retry(k->c, call);
+		log_scope_enter(prev);
+		return;
+	}
 	if (err)
 		err = h2_error(k, err);
 	if (w) {
@@ -892,8 +914,8 @@ static void h2_submit(struct conn *k, struct rest_call *call)
 	struct timeval tv = {c->timeout_s, 0};
 	size_t n = 0;
 
-	snprintf(authority, sizeof(authority), strchr(c->host, ':') ? "[%s]:%d" : "%s:%d",
-		 c->host, c->port);
+	snprintf(authority, sizeof(authority), strchr(c->host, ':') ? "[%s]:%d" : "%s:%d", c->host,
+	         c->port);
 	hdrs[n++] = "accept";
 	hdrs[n++] = call->accept[0] ? call->accept : "application/json";
 	hdrs[n++] = "user-agent";
@@ -907,12 +929,11 @@ static void h2_submit(struct conn *k, struct rest_call *call)
 		hdrs[n++] = "authorization";
 		hdrs[n++] = auth;
 	}
-	call->stream = h2_request(k->h2, call->method, authority, call->path, hdrs, n / 2,
-				  call->body, call->body ? strlen(call->body) : 0, &h2_call_cbs,
-				  call);
+	call->stream =
+	    h2_request(k->h2, call->method, authority, call->path, hdrs, n / 2, call->body,
+	               call->body ? strlen(call->body) : 0, &h2_call_cbs, call);
 	free(auth);
-	free(call->body);
-	call->body = NULL;
+	/* The body stays with the call: a refused stream is sent again. */
 	if (!call->stream) {
 		conn_retire(k, "could not send the request");
 		return;
@@ -1061,8 +1082,8 @@ static struct conn *h2_conn_new(struct rest_client *c)
 		conn_retire(k, c->unreachable_why);
 	else if (bind_source(c, k) < 0) {
 		/* Go's dialer's words for a local address it cannot use. */
-		snprintf(k->why_buf, sizeof(k->why_buf), "dial tcp %s:0->%s:%d: bind: %s", c->source,
-			 c->host, c->port, strerror(errno));
+		snprintf(k->why_buf, sizeof(k->why_buf), "dial tcp %s:0->%s:%d: bind: %s",
+		         c->source, c->host, c->port, strerror(errno));
 		conn_retire(k, k->why_buf);
 	} else if (bufferevent_socket_connect_hostname(k->bev, NULL, c->source_family, c->host,
 						       c->port) < 0) {
@@ -1105,6 +1126,60 @@ static void h2_queue(struct rest_client *c, struct rest_call *call)
 	call_attach(k, call);
 	if (k->h2)
 		h2_submit(k, call);
+}
+
+static void retrying_unlink(struct rest_client *c, struct rest_call *call)
+{
+	for (struct rest_call **p = &c->retrying; *p; p = &(*p)->next)
+		if (*p == call) {
+			*p = call->next;
+			return;
+		}
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct rest_call *call = arg;
+	struct rest_client *c = call->parked;
+
+	(void)fd, (void)what;
+	retrying_unlink(c, call);
+	event_free(call->retry);
+	call->retry = NULL;
+	call->parked = NULL;
+	call_send(c, call, call->method, call->path, call->ct, call->body);
+}
+
+/*
+ * Send a refused call again, as Go's http2 Transport.RoundTrip does: at
+ * once the first time, then after 1 s, 2 s, 4 s ... with up to 10 % more,
+ * six times at most. It waits on the client (no connection) meanwhile;
+ * its reply deadline starts again with each try.
+ */
+static void h2_retry(struct rest_client *c, struct rest_call *call)
+{
+	double backoff = call->retries ? (double)(1u << (call->retries - 1)) : 0;
+	struct timeval tv;
+
+	backoff += backoff * 0.1 * rand_double();
+	tv.tv_sec = (time_t)backoff;
+	tv.tv_usec = (suseconds_t)((backoff - (double)tv.tv_sec) * 1e6);
+	call->retries++;
+	if (call->deadline) {
+		event_free(call->deadline);
+		call->deadline = NULL;
+	}
+	if (call->in) {
+		evbuffer_free(call->in);
+		call->in = NULL;
+	}
+	call->conn = NULL;
+	call->parked = c;
+	call->next = c->retrying;
+	c->retrying = call;
+	if (!(call->retry = evtimer_new(loop_base(c->loop), on_retry, call)))
+		abort();
+	evtimer_add(call->retry, &tv);
 }
 
 /* *slot becomes a copy of v (v may be *slot itself: then nothing moves). */
@@ -1163,7 +1238,8 @@ static int env_seconds(const char *name, int def)
 	errno = 0;
 	n = strtol(v, &end, 10);
 	if (*end || errno || n > INT32_MAX || n < INT32_MIN) {
-		LOG_WARN("Illegal %s(\"%s\"): strconv.Atoi: parsing \"%s\": %s. Default value %d is "
+		LOG_WARN(
+		    "Illegal %s(\"%s\"): strconv.Atoi: parsing \"%s\": %s. Default value %d is "
 			 "used",
 			 name, v, v, *end ? "invalid syntax" : "value out of range", def);
 		return def;
@@ -1335,6 +1411,11 @@ void rest_client_free(struct rest_client *c)
 		c->held = h->next;
 		free(h->call);
 		held_free(h);
+	}
+	while (c->retrying) {
+		struct rest_call *call = c->retrying;
+		c->retrying = call->next;
+		call_free(call);
 	}
 	SSL_CTX_free(c->tls);
 	free(c->source);

@@ -69,6 +69,9 @@ struct shard {
 	char *sock, *log;      /* DIR/kubelets-<i>.sock, DIR/logs/kubelets-<i>.log */
 	pid_t pid;             /* 0: not running */
 	struct timer *restart; /* on opts.loop, after it died */
+	struct timer *refault; /* shard_refault, once restarted */
+	int64_t refault_deadline;
+	bool died;     /* it ended, and is or will be started again */
 	int certified;         /* its first nodes seen with a client certificate */
 };
 
@@ -191,7 +194,8 @@ static int api_start(struct component *c)
 	o.kubelet_client_key = kkey;
 	/* The hollow nodes' Hostname resolves nowhere: their InternalIP first
 	 * (metrics-server's usual setting). */
-	o.kubelet_preferred_address_types = "InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP";
+	o.kubelet_preferred_address_types =
+	    "InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP";
 	if (cl->o.toleration_set[0])
 		o.not_ready_toleration_s = cl->o.toleration_s[0];
 	if (cl->o.toleration_set[1])
@@ -500,16 +504,88 @@ static const char *exit_text(int status, char *buf, size_t n)
 }
 
 /* Start sh's process; when that fails, again in 10 s (also the restart
- * timer's work after it died). */
+ * timer's work after it died, which then puts its faults back). */
 static void shard_launch(void *arg)
 {
 	struct shard *sh = arg;
 
 	if (shard_spawn(sh) < 0) {
 		LOG_ERROR("\"Failed to start kubelet process; retrying\" process=\"kubelets-%d\" "
-			  "err=\"%s\" in=\"10s\"", sh->index, err_msg());
+		          "err=\"%s\" in=\"10s\"",
+		          sh->index, err_msg());
 		timer_after(sh->restart, SHARD_RESTART_NS);
+		return;
 	}
+	if (sh->died) {
+		sh->refault_deadline = clock_mono() + SHARD_START_S * NS_PER_SEC;
+		timer_after(sh->refault, 0);
+	}
+}
+
+static struct shard *shard_of(struct cluster *cl, const char *node);
+
+/* The control words that put a recorded fault (faults.json, `cube fault`)
+ * back on its node, or NULL for faults that outlive a process: certificate
+ * files, config, RBAC objects, the controller manager's flags. */
+static json_t *fault_words(const json_t *e, const char *node)
+{
+	const char *kind = jx_str(e, "fault") ?: "", *ns = jx_str(e, "ns");
+
+	if (!strcmp(kind, "partition"))
+		return json_pack("[s, s]", "partition", node);
+	if (!strcmp(kind, "stop-kubelet"))
+		return json_pack("[s, s, s]", "kubelet", "stop", node);
+	if (!strcmp(kind, "clock-skew") && ns)
+		return json_pack("[s, s, s]", "clock-skew", node, ns);
+	return NULL;
+}
+
+/*
+ * A restarted kubelet process starts with none of the faults `cube fault`
+ * put on its nodes that live in the process (a partition, a stopped
+ * kubelet, a skewed clock), while faults.json still lists them as in
+ * effect. Once it answers on its socket, they are put back as they were,
+ * so the record and the cluster agree, as a partition outlives a reboot.
+ */
+static void shard_refault(void *arg)
+{
+	struct shard *sh = arg;
+	json_t *words = json_pack("[s]", "ping"), *r, *doc, *e;
+	char *path;
+	size_t i;
+
+	r = sh->pid ? control_call(sh->sock, words, 1) : NULL;
+	json_decref(words);
+	if (!r || json_object_get(r, "error")) {
+		json_decref(r);
+		if (sh->pid && clock_mono() < sh->refault_deadline)
+			timer_after(sh->refault, SHARD_GATE_NS);
+		return;
+	}
+	json_decref(r);
+	sh->died = false;
+	path = path_in(sh->cl, "faults.json");
+	doc = file_exists(path) == 1 ? jx_load_file(path) : NULL;
+	json_array_foreach(json_object_get(doc, "faults"), i, e)
+	{
+		const char *node = jx_str(e, "target");
+		if (!node || shard_of(sh->cl, node) != sh || !(words = fault_words(e, node)))
+			continue;
+		r = control_call(sh->sock, words, 30);
+		if (r && !json_object_get(r, "error"))
+			LOG_INFO("\"Put a fault back on a restarted kubelet process\" "
+			         "process=\"kubelets-%d\" fault=\"%s\" node=\"%s\"",
+			         sh->index, jx_str(e, "fault"), node);
+		else
+			LOG_ERROR("\"Could not put a fault back on a restarted kubelet process\" "
+			          "process=\"kubelets-%d\" fault=\"%s\" node=\"%s\" err=\"%s\"",
+			          sh->index, jx_str(e, "fault"), node,
+			          r ? jx_str(r, "error") ?: "" : err_msg());
+		json_decref(r);
+		json_decref(words);
+	}
+	json_decref(doc);
+	free(path);
 }
 
 /* Reap whichever kubelet processes ended; restart them unless stopping. */
@@ -527,9 +603,11 @@ static void on_sigchld(evutil_socket_t sig, short what, void *arg)
 		if (!cl->stopping) {
 			LOG_ERROR("\"Kubelet process exited; restarting it\" "
 				  "process=\"kubelets-%d\" pid=%d status=\"%s\" log=\"%s\" "
-				  "in=\"10s\"", sh->index, (int)sh->pid,
-				  exit_text(status, how, sizeof(how)), sh->log);
+			          "in=\"10s\"",
+			          sh->index, (int)sh->pid, exit_text(status, how, sizeof(how)),
+			          sh->log);
 			timer_after(sh->restart, SHARD_RESTART_NS);
+			sh->died = true;
 		}
 		sh->pid = 0;
 	}
@@ -559,9 +637,10 @@ static int shard_wait(struct shard *sh)
 			break;
 		}
 		if (clock_mono() > deadline) {
-			rc = err_set(ERR_TIMEOUT, "kubelet process %d did not answer on %s "
-				     "within %ds (%s)", sh->index, sh->sock, SHARD_START_S,
-				     sh->log);
+			rc = err_set(ERR_TIMEOUT,
+			             "kubelet process %d did not answer on %s "
+			             "within %ds (%s)",
+			             sh->index, sh->sock, SHARD_START_S, sh->log);
 			break;
 		}
 		sleep_ms(50);
@@ -611,8 +690,8 @@ static void shards_next(void *arg)
 	}
 	if (!done)
 		LOG_WARN("\"Kubelet process's nodes are still without certificates; starting the "
-			 "next\" process=\"kubelets-%d\" certified=%d nodes=%d", last->index,
-			 last->certified, last->n);
+		         "next\" process=\"kubelets-%d\" certified=%d nodes=%d",
+		         last->index, last->certified, last->n);
 	shard_launch(&cl->shards[cl->started++]);
 	cl->next_deadline = clock_mono() + SHARD_BOOTSTRAP_NS;
 	if (cl->started < cl->nshards)
@@ -643,14 +722,15 @@ static int shards_start(struct cluster *cl)
 	for (int i = 0; i < cl->nshards; i++) {
 		struct shard *sh = &cl->shards[i];
 		char rel[64];
-		*sh = (struct shard){.cl = cl, .index = i, .first = first,
-				     .n = per + (i < extra ? 1 : 0)};
+		*sh = (struct shard){
+		    .cl = cl, .index = i, .first = first, .n = per + (i < extra ? 1 : 0)};
 		first += sh->n;
 		snprintf(rel, sizeof(rel), "kubelets-%d.sock", i);
 		sh->sock = path_in(cl, rel);
 		snprintf(rel, sizeof(rel), "logs/kubelets-%d.log", i);
 		sh->log = path_in(cl, rel);
 		sh->restart = loop_timer(o->loop, shard_launch, sh);
+		sh->refault = loop_timer(o->loop, shard_refault, sh);
 	}
 	cl->next = loop_timer(o->loop, shards_next, cl);
 	/* The first waited for: what it refuses (its limit, a flag) fails
@@ -673,6 +753,7 @@ static void shards_stop(struct cluster *cl)
 	cl->next = NULL;
 	for (int i = 0; i < cl->nshards; i++) {
 		timer_free(cl->shards[i].restart);
+		timer_free(cl->shards[i].refault);
 		cl->shards[i].restart = NULL;
 		if (cl->shards[i].pid && kill(cl->shards[i].pid, SIGTERM) == 0)
 			left++;
@@ -692,8 +773,8 @@ static void shards_stop(struct cluster *cl)
 		struct shard *sh = &cl->shards[i];
 		if (sh->pid) {
 			LOG_ERROR("\"Kubelet process did not exit; killing it\" "
-				  "process=\"kubelets-%d\" pid=%d after=\"%ds\"", i, (int)sh->pid,
-				  SHARD_STOP_MS / 1000);
+			          "process=\"kubelets-%d\" pid=%d after=\"%ds\"",
+			          i, (int)sh->pid, SHARD_STOP_MS / 1000);
 			kill(sh->pid, SIGKILL);
 			waitpid(sh->pid, NULL, 0);
 		}
@@ -750,12 +831,12 @@ struct cluster *cluster_start(const struct cluster_opts *o)
 	cl->o = *o;
 	cl->controllers = o->controllers ? strdup(o->controllers) : NULL;
 	cl->api = (struct component){.name = "apiserver", .start = api_start, .stop = api_stop};
-	cl->cm = (struct component){.name = "controller-manager", .start = cm_start,
-				    .stop = cm_stop};
-	cl->sched = (struct component){.name = "scheduler", .start = sched_start,
-				       .stop = sched_stop};
-	cl->kubelets = (struct component){.name = "kubelet", .start = kubelets_start,
-					  .stop = kubelets_stop};
+	cl->cm =
+	    (struct component){.name = "controller-manager", .start = cm_start, .stop = cm_stop};
+	cl->sched =
+	    (struct component){.name = "scheduler", .start = sched_start, .stop = sched_stop};
+	cl->kubelets =
+	    (struct component){.name = "kubelet", .start = kubelets_start, .stop = kubelets_stop};
 	/* The kubeconfigs name the server; keep the one they name if we do not
 	 * know the port yet, so a rerun does not regenerate them for nothing. */
 	char want[64], *admin = path_in(cl, "admin.conf");
@@ -907,7 +988,6 @@ static json_t *run_on_thread(struct component *c,
 	return t.reply;
 }
 
-
 /* On the kubelets' thread: kubelet_pool_command's words. */
 static json_t *kubelet_command(struct component *c, const json_t *words)
 {
@@ -945,8 +1025,10 @@ static json_t *shard_nodes(struct cluster *cl)
 		else
 			/* Left out rather than reported stopped: they may well run. */
 			LOG_WARN("\"Kubelet process did not list its nodes\" "
-				 "process=\"kubelets-%d\" err=\"%s\"", i,
-				 r ? json_string_value(json_object_get(r, "error")) ?: "unexpected reply"
+			         "process=\"kubelets-%d\" err=\"%s\"",
+			         i,
+			         r ? json_string_value(json_object_get(r, "error"))
+			                 ?: "unexpected reply"
 				   : err_msg());
 		json_decref(r);
 	}
@@ -969,8 +1051,10 @@ static json_t *shard_command(struct cluster *cl, const json_t *words)
 			    "yet: it starts once kubelets-%d's nodes have their certificates",
 			    node ?: "", sh->index, sh->index - 1);
 	if (!sh->pid)
-		return jx_error("the kubelet process of node \"%s\" (kubelets-%d) is down; it restarts "
-			    "within 10s", node ?: "", sh->index);
+		return jx_error(
+		    "the kubelet process of node \"%s\" (kubelets-%d) is down; it restarts "
+		    "within 10s",
+		    node ?: "", sh->index);
 	if (!(r = control_call(sh->sock, words, 30)))
 		return jx_error("kubelets-%d: %s", sh->index, err_msg());
 	return r;
@@ -981,8 +1065,8 @@ static json_t *status(struct cluster *cl)
 	json_t *r = json_pack("{s:i, s:s}", "port", cl->port, "controllers",
 			      cl->controllers ? cl->controllers : "*");
 	if (cl->kubelets.th) {
-		json_t *words = json_pack("[s]", "nodes"), *nodes =
-		    run_on_thread(&cl->kubelets, kubelet_command, words);
+		json_t *words = json_pack("[s]", "nodes"),
+		       *nodes = run_on_thread(&cl->kubelets, kubelet_command, words);
 		json_object_set(r, "nodes", json_object_get(nodes, "nodes"));
 		json_decref(nodes);
 		json_decref(words);

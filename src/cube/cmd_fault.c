@@ -781,7 +781,8 @@ static int clock_skew(struct fault_ctx *f, const char *node, const char *dur)
 	         ns > 0 ? "ahead" : "behind");
 	return kubelet_op(f, "clock-skew", node, json_pack("[s, s, s]", "clock-skew", node, num),
 	                  ns ? buf : "clock right again", ns != 0,
-	                  ns ? json_pack("{s:s}", "detail", buf) : NULL);
+	                  /* ns: for cube up to put it back on a restarted process */
+	                  ns ? json_pack("{s:s, s:s}", "detail", buf, "ns", num) : NULL);
 }
 
 /* ---- list and clear ------------------------------------------------------------------ */
@@ -947,7 +948,8 @@ static int expire_etcd_cert(struct fault_ctx *f, const char *member, int64_t in_
 	cert = pki_cert_load(crt);
 	key = pki_key_load(keyf);
 	if (!cert || !key || !ca || !ca_key) {
-		rc = err_set(ERR_NOTFOUND, "no etcd member %s with its certificate in %s (is this a "
+		rc = err_set(ERR_NOTFOUND,
+		             "no etcd member %s with its certificate in %s (is this a "
 					   "`cube up --ha` cluster?)",
 			     member, crt);
 		goto out;

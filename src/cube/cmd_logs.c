@@ -7,7 +7,6 @@
  */
 #include "cube/cli.h"
 
-
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -26,13 +25,14 @@ static const char logs_usage[] =
     "is the runbook's `journalctl -u kubelet | grep ...` on that node.\n"
     "\n"
     "COMPONENT: apiserver, controller-manager, scheduler, or kubelet (with --node,\n"
-    "that node's kubelet; without, the hollow kubelet pool's own lines).\n"
+    "that node's kubelet; without, the hollow kubelet pool's own lines, and each\n"
+    "kubelet process's DIR/logs/kubelets-I.log when cube up runs them apart).\n"
     "\n"
     "Flags:\n"
     "      --data-dir DIR                  the cluster (default ./cube-data)\n"
     "      --node NAME                     the kubelet of node NAME\n"
     "                                      (DIR/nodes/NAME/kubelet.log)\n"
-    "  -n, --lines N                       the last N lines only\n"
+    "  -n, --lines N                       the last N lines only (of each file)\n"
     "  -f, --follow                        then print what is appended, until Ctrl-C\n";
 
 static const char *const components[] = {"apiserver", "controller-manager", "scheduler", "kubelet",
@@ -93,8 +93,15 @@ static void on_stop(int sig)
 	stop = 1;
 }
 
-/* -f: poll for what is appended (a truncated file starts over). */
-static void follow(FILE *f, const char *path, long off)
+/* One file of the log asked for. */
+struct log_file {
+	char path[4096];
+	FILE *f;
+	long off;
+};
+
+/* -f: poll for what is appended to each (a truncated file starts over). */
+static void follow(struct log_file *files, size_t n)
 {
 	struct timespec tick = {0, 200 * 1000 * 1000};
 	struct stat st;
@@ -102,14 +109,49 @@ static void follow(FILE *f, const char *path, long off)
 	signal(SIGINT, on_stop);
 	signal(SIGTERM, on_stop);
 	while (!stop) {
-		if (stat(path, &st) == 0) {
-			if (st.st_size < off)
-				off = 0;
-			if (st.st_size > off)
-				off = copy_from(f, off);
+		for (size_t i = 0; i < n; i++) {
+			if (stat(files[i].path, &st) != 0)
+				continue;
+			if (st.st_size < files[i].off)
+				files[i].off = 0;
+			if (st.st_size > files[i].off)
+				files[i].off = copy_from(files[i].f, files[i].off);
 		}
 		nanosleep(&tick, NULL);
 	}
+}
+
+#define MAX_LOG_FILES 64
+
+/*
+ * The files of the log asked for: a node's kubelet.log, or a component's
+ * log; for the kubelet pool, its own log and, when cube up runs the
+ * kubelets in processes of their own (--kubelet-processes), each
+ * process's logs/kubelets-<i>.log, in order. How many were found.
+ */
+static size_t log_files(const char *dir, const char *component, const char *node,
+                        struct log_file *out)
+{
+	size_t n = 0;
+
+	if (node) {
+		snprintf(out[n++].path, sizeof(out->path), "%s/nodes/%s/kubelet.log", dir, node);
+		return n;
+	}
+	snprintf(out[n++].path, sizeof(out->path), "%s/logs/%s.log", dir, component);
+	if (strcmp(component, "kubelet"))
+		return n;
+	if (access(out[0].path, F_OK) != 0)
+		n = 0;
+	for (int i = 0; n < MAX_LOG_FILES; i++) {
+		snprintf(out[n].path, sizeof(out->path), "%s/logs/kubelets-%d.log", dir, i);
+		if (access(out[n].path, F_OK) != 0)
+			break;
+		n++;
+	}
+	if (!n) /* neither: say what was looked for first */
+		snprintf(out[n++].path, sizeof(out->path), "%s/logs/%s.log", dir, component);
+	return n;
 }
 
 int cmd_logs(int argc, char **argv)
@@ -120,12 +162,13 @@ int cmd_logs(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
 	};
 	const char *dir = "./cube-data", *node = NULL, *component;
-	long lines = -1, size, off = 0;
+	static struct log_file files[MAX_LOG_FILES];
+	long lines = -1, size, off;
 	bool follow_on = false;
-	char path[4096], *end;
+	size_t nfiles;
+	char *end;
 	struct stat st;
-	FILE *f;
-	int c;
+	int c, rc = 0;
 
 	while ((c = getopt_long(argc, argv, "hn:f", opts, NULL)) != -1) {
 		switch (c) {
@@ -168,26 +211,31 @@ int cmd_logs(int argc, char **argv)
 		return cli_usage_error("logs", "--node names a kubelet, not the %s", component);
 	if (node && (strchr(node, '/') || !strcmp(node, "..") || !*node))
 		return cli_usage_error("logs", "--node wants a node name, not \"%s\"", node);
-	if (node)
-		snprintf(path, sizeof(path), "%s/nodes/%s/kubelet.log", dir, node);
-	else
-		snprintf(path, sizeof(path), "%s/logs/%s.log", dir, component);
-	if (!(f = fopen(path, "rb"))) {
+	nfiles = log_files(dir, component, node, files);
+	for (size_t i = 0; i < nfiles; i++) {
+		if ((files[i].f = fopen(files[i].path, "rb")))
+			continue;
 		if (node && stat(dir, &st) == 0)
-			return cli_fail("no log for node %s in %s (%s: %s)", node, dir, path,
-			                strerror(errno));
-		return cli_fail("%s: %s (is --data-dir a cluster that `cube up` runs?)", path,
+			rc = cli_fail("no log for node %s in %s (%s: %s)", node, dir, files[i].path,
 		                strerror(errno));
+		else
+			rc = cli_fail("%s: %s (is --data-dir a cluster that `cube up` runs?)",
+			              files[i].path, strerror(errno));
+		nfiles = i;
+		goto out;
 	}
-	fseek(f, 0, SEEK_END);
-	size = ftell(f);
-	if (lines == 0)
-		off = size;
-	else if (lines > 0)
-		off = tail_offset(f, size, lines);
-	off = copy_from(f, off);
+	/* The last N lines of each: the processes' lines interleave in time,
+	 * each file in order. */
+	for (size_t i = 0; i < nfiles; i++) {
+		fseek(files[i].f, 0, SEEK_END);
+		size = ftell(files[i].f);
+		off = lines == 0 ? size : lines > 0 ? tail_offset(files[i].f, size, lines) : 0;
+		files[i].off = copy_from(files[i].f, off);
+	}
 	if (follow_on)
-		follow(f, path, off);
-	fclose(f);
-	return 0;
+		follow(files, nfiles);
+out:
+	for (size_t i = 0; i < nfiles; i++)
+		fclose(files[i].f);
+	return rc;
 }

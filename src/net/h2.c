@@ -64,6 +64,7 @@ struct h2_stream {
 	bool too_large;      /* server: answered 413; the rest of the body is dropped */
 	bool orphan;         /* closed while its owner held it: the owner frees it */
 	bool in_closed;      /* its closed callback runs */
+	bool refused;        /* reset by the peer with REFUSED_STREAM: never processed */
 	size_t header_bytes; /* server: the request's headers, decoded */
 	struct event *drain; /* h2_end_within's deadline */
 };
@@ -603,6 +604,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
 		return 0;
 	nghttp2_session_set_stream_user_data(ng, id, NULL);
 	if (code != NGHTTP2_NO_ERROR) {
+		s->refused = code == NGHTTP2_REFUSED_STREAM;
 		snprintf(why, sizeof(why), "stream error: stream ID %d; %s", id,
 		         nghttp2_http2_strerror(code));
 		err = why;
@@ -821,6 +823,11 @@ struct evkeyvalq *h2_out_headers(struct h2_stream *s)
 int h2_status(const struct h2_stream *s)
 {
 	return s->status;
+}
+
+bool h2_stream_refused(const struct h2_stream *s)
+{
+	return s->refused;
 }
 
 size_t h2_unsent(const struct h2_stream *s)

@@ -149,6 +149,9 @@ struct h2_stream *h2_request(struct h2 *h, const char *method, const char *autho
                              const char *body, size_t len, const struct h2_stream_cbs *cbs,
                              void *arg);
 int h2_status(const struct h2_stream *s); /* client: the reply's status, 0 before */
+/* Was s reset with REFUSED_STREAM (the peer did not process it: safe to
+ * send again)? Asked in the closed callback. */
+bool h2_stream_refused(const struct h2_stream *s);
 /* Reset the stream (RST_STREAM CANCEL); its callbacks do not run again. */
 void h2_cancel(struct h2_stream *s);
 

@@ -154,6 +154,13 @@ def test_kubelets_in_two_processes(up):
     assert [n["name"] for n in st["nodes"]] == [f"node-{i}" for i in range(6)], st
     assert all(n["active"] for n in st["nodes"]), st
 
+    # `cube logs kubelet`: each kubelet process's own log, in order.
+    out = u.run(u.cube, "logs", "--data-dir", u.data, "kubelet").stdout
+    firsts = [(u.data / "logs" / f"kubelets-{i}.log").read_text().splitlines()[0]
+              for i in (0, 1)]
+    assert out.startswith(firsts[0] + "\n") and firsts[1] in out, out[:2000]
+    assert out.index(firsts[1]) > out.index(firsts[0])
+
     # A partition of a node of the second process: its Lease stops, the
     # node goes Unknown; its neighbour in the same process stays Ready.
     fault(u, "partition", "node-4")
@@ -168,8 +175,12 @@ def test_kubelets_in_two_processes(up):
     bad = fault(u, "partition", "node-9", check=False)
     assert bad.returncode == 1 and 'no kubelet for node "node-9"' in bad.stderr, bad.stderr
 
-    # kill -9 of the first process: logged, started again 10 s later, its
-    # nodes Ready again.
+    # kill -9 of the first process while node-1 is partitioned and node-2's
+    # clock is skewed: logged, started again 10 s later, its nodes Ready
+    # again — but node-1 still cut off and node-2's clock still ahead, as
+    # faults.json says (the process's own state is gone with it).
+    fault(u, "partition", "node-1")
+    fault(u, "clock-skew", "node-2", "90s")
     old = kids[0][0]
     os.kill(old, signal.SIGKILL)
     new = wait_for(lambda: 0 in shards(u.proc.pid) and shards(u.proc.pid)[0][0] != old and
@@ -178,6 +189,18 @@ def test_kubelets_in_two_processes(up):
     assert re.search(r'^E.*"Kubelet process exited; restarting it" process="kubelets-0" '
                      rf'pid={old} status="signal: killed"', u.logs("cube"), re.M), \
         u.logs("cube")[-3000:]
+
+    def refaulted():
+        st = {n["name"]: n for n in supervisor(u, "status")["nodes"]}
+        return st["node-1"]["partitioned"] and st["node-2"]["clockSkewSeconds"] == 90 and \
+            not st["node-0"]["partitioned"]
+    wait_for(refaulted, 30, "node-1 partitioned and node-2 skewed again after the restart")
+    for node, kind in (("node-1", "partition"), ("node-2", "clock-skew")):
+        assert re.search(r'^I.*"Put a fault back on a restarted kubelet process" '
+                         rf'process="kubelets-0" fault="{kind}" node="{node}"',
+                         u.logs("cube"), re.M), u.logs("cube")[-3000:]
+    fault(u, "heal", "node-1")
+    fault(u, "clock-skew", "node-2", "0")
     wait_for(lambda: ready_nodes(u) == SIX and
              all(n["active"] for n in supervisor(u, "status")["nodes"]), 40,
              "node-0..node-5 Ready after the restart")

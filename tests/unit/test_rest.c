@@ -81,8 +81,8 @@ static void test_requests(void **state)
 {
 	struct world *w = *state;
 	struct result r;
-	json_t *cm = json_pack("{s:s,s:s,s:{s:s},s:{s:s}}", "apiVersion", "v1", "kind",
-			       "ConfigMap", "metadata", "name", "one", "data", "k", "v");
+	json_t *cm = json_pack("{s:s,s:s,s:{s:s},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+	                       "metadata", "name", "one", "data", "k", "v");
 
 	call(w, "GET", "/api/v1/namespaces", NULL, &r);
 	assert_int_equal(r.status, 200);
@@ -134,9 +134,8 @@ static void test_watch_and_rotation(void **state)
 	struct result r;
 	json_t *cm = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
 			       "metadata", "name", "two");
-	struct rest_watch *wa =
-		rest_watch(w->env.admin, "/api/v1/namespaces/default/configmaps?watch=true", on_event,
-			   on_end, &s);
+	struct rest_watch *wa = rest_watch(
+	    w->env.admin, "/api/v1/namespaces/default/configmaps?watch=true", on_event, on_end, &s);
 
 	assert_non_null(wa);
 	call(w, "POST", "/api/v1/namespaces/default/configmaps", cm, &r);
@@ -148,7 +147,9 @@ static void test_watch_and_rotation(void **state)
 
 	/* New credentials leave open connections alone; closing them ends the
 	 * watch with them... */
-	assert_int_equal(rest_set_client_cert(w->env.admin, w->env.admin_kc.cert_data, w->env.admin_kc.key_data), 0);
+	assert_int_equal(
+	    rest_set_client_cert(w->env.admin, w->env.admin_kc.cert_data, w->env.admin_kc.key_data),
+	    0);
 	for (int i = 0; i < 20; i++)
 		event_base_loop(loop_base(w->env.loop), EVLOOP_NONBLOCK);
 	assert_int_equal(s.ended, 0);
@@ -177,8 +178,8 @@ static void test_stop_watch_from_owner(void **state)
 {
 	struct world *w = *state;
 	struct watched s = {0};
-	struct rest_watch *wa = rest_watch(w->env.admin, "/api/v1/namespaces?watch=true", on_event,
-					   on_end, &s);
+	struct rest_watch *wa =
+	    rest_watch(w->env.admin, "/api/v1/namespaces?watch=true", on_event, on_end, &s);
 	spin_until(w, &s.added); /* the synthetic ADDED for existing namespaces */
 	rest_watch_stop(wa);
 	/* A stopped watch calls nothing back; let the loop close it. */
@@ -197,8 +198,8 @@ static int connections_to(int port)
 
 	assert_non_null(f);
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, " %*d: %*x:%*x %*x:%x %x", &rport, &st) == 2 && rport == (unsigned)port &&
-		    st == 1)
+		if (sscanf(line, " %*d: %*x:%*x %*x:%x %x", &rport, &st) == 2 &&
+		    rport == (unsigned)port && st == 1)
 			n++;
 	fclose(f);
 	return n;
@@ -215,7 +216,8 @@ static void many_at_once(struct world *w, struct rest_client *c, struct many *m)
 {
 	memset(m, 0, sizeof(*m));
 	for (int i = 0; i < 3; i++)
-		m->wa[i] = rest_watch(c, "/api/v1/namespaces?watch=true", on_event, on_end, &m->s[i]);
+		m->wa[i] =
+		    rest_watch(c, "/api/v1/namespaces?watch=true", on_event, on_end, &m->s[i]);
 	for (int i = 0; i < 20; i++)
 		rest_do(c, "GET", "/api/v1/namespaces/default", NULL, on_result, &m->r[i]);
 	for (int i = 0; i < 20; i++) {
@@ -273,22 +275,25 @@ static void test_streams_without_credentials(void **state)
 	struct world *w = *state;
 	struct rest_config cfg = {.server = w->env.server, .ca_pem = w->env.admin_kc.ca_data};
 	struct rest_client *c = rest_client_new(w->env.loop, &cfg);
-	enum { N = HTTPD_PREAUTH_MAX_STREAMS + 2 };
+	enum { N = HTTPD_PREAUTH_MAX_STREAMS * 3 };
 	struct result r[N];
-	int unauthorized = 0, refused = 0;
+	int unauthorized = 0;
 
 	assert_non_null(c);
 	memset(r, 0, sizeof(r));
+	/* More at once than a connection without credentials may have: the
+	 * server refuses the rest (REFUSED_STREAM), and the client sends them
+	 * again, as Go's transport does, until each has its answer. */
 	for (int i = 0; i < N; i++)
 		rest_do(c, "GET", "/api/v1/namespaces/default", NULL, on_result, &r[i]);
 	for (int i = 0; i < N; i++) {
 		spin_until(w, &r[i].done);
 		unauthorized += r[i].status == 401;
-		refused += r[i].status == 0 && strstr(r[i].err, "REFUSED_STREAM") != NULL;
+		if (r[i].status != 401)
+			fail_msg("call %d: status %d, %s", i, r[i].status, r[i].err);
 		json_decref(r[i].body);
 	}
-	assert_true(unauthorized >= HTTPD_PREAUTH_MAX_STREAMS);
-	assert_int_equal(unauthorized + refused, N);
+	assert_int_equal(unauthorized, N);
 	rest_client_free(c);
 }
 
@@ -425,7 +430,8 @@ static void test_informer(void **state)
 	struct world *w = *state;
 	struct changes ch = {0};
 	struct informer_handlers h = {inf_add, inf_update, inf_delete, &ch};
-	struct informer *inf = informer_new(w->env.loop, w->env.admin, "/api/v1/namespaces", NULL, &h);
+	struct informer *inf =
+	    informer_new(w->env.loop, w->env.admin, "/api/v1/namespaces", NULL, &h);
 	json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
 			       "metadata", "name", "team-a");
 	json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "x", "y");
@@ -606,8 +612,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_one_connection, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_more_than_a_connections_streams, setup,
-						teardown),
+	    cmocka_unit_test_setup_teardown(test_more_than_a_connections_streams, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shared_tls_context, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_streams_without_credentials, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_http1, setup, teardown),

@@ -103,13 +103,14 @@ static void test_api_server(void **state)
 {
 	struct testenv e;
 	struct testenv_result res;
+	json_t *cm = json_pack("{s:s,s:s,s:{s:s},s:s}", "apiVersion", "v1", "kind", "ConfigMap",
+	                       "metadata", "name", "front", "alias", "front-door");
 
 	testenv_quiet_logs();
 	testenv_start_inproc(&e, "schema-source");
-	res =
-	    testenv_call(&e, "POST", "/api/v1/namespaces/default/configmaps?fieldValidation=Strict",
-	                 json_pack("{s:s,s:s,s:{s:s},s:s}", "apiVersion", "v1", "kind", "ConfigMap",
-	                           "metadata", "name", "front", "alias", "front-door"));
+	res = testenv_call(&e, "POST",
+	                   "/api/v1/namespaces/default/configmaps?fieldValidation=Strict", cm);
+	json_decref(cm);
 	assert_int_equal(res.status, 201);
 	assert_string_equal(jx_str(res.body, "alias"), "front-door");
 	json_decref(res.body);

@@ -2,6 +2,7 @@
 
 #include "api/resources.h"
 #include "api/schema.h"
+#include "base/jx.h"
 #include "base/sbuf.h"
 
 #include <ctype.h>
@@ -248,27 +249,6 @@ static void add_fields(struct doc *d, const struct schema_msg *m, json_t *props,
 	}
 }
 
-static int by_string(const void *a, const void *b)
-{
-	return strcmp(json_string_value(*(json_t *const *)a),
-	              json_string_value(*(json_t *const *)b));
-}
-
-static void sort_strings(json_t *a)
-{
-	size_t n = json_array_size(a);
-	json_t **v = malloc((n ? n : 1) * sizeof(*v));
-	if (!v)
-		abort();
-	for (size_t i = 0; i < n; i++)
-		v[i] = json_incref(json_array_get(a, i));
-	qsort(v, n, sizeof(*v), by_string);
-	json_array_clear(a);
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(a, v[i]);
-	free(v);
-}
-
 static json_t *gvk(const char *group, const char *version, const char *kind)
 {
 	return json_pack("{s:s,s:s,s:s}", "group", group, "kind", kind, "version", version);
@@ -331,7 +311,7 @@ static void define_msg(struct doc *d, uint16_t index)
 	else
 		json_decref(props);
 	if (json_array_size(req)) {
-		sort_strings(req);
+		jx_array_sort(req, jx_cmp_strings);
 		json_object_set_new(s, "required", req);
 	} else {
 		json_decref(req);

@@ -217,27 +217,10 @@ int typed_body(struct req *r, json_t *obj)
 	return 0;
 }
 
-static int cmp_json_str(const void *a, const void *b)
-{
-	return strcmp(json_string_value(*(json_t *const *)a),
-	              json_string_value(*(json_t *const *)b));
-}
-
 /* The converter reports unknown fields sorted. */
 static void sort_paths(json_t *unknown)
 {
-	size_t n = json_array_size(unknown);
-	json_t **v = malloc((n + 1) * sizeof(*v));
-
-	if (!v)
-		abort();
-	for (size_t i = 0; i < n; i++)
-		v[i] = json_incref(json_array_get(unknown, i));
-	qsort(v, n, sizeof(*v), cmp_json_str);
-	json_array_clear(unknown);
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(unknown, v[i]);
-	free(v);
+	jx_array_sort(unknown, jx_cmp_strings);
 }
 
 static void reply_patch_invalid(struct req *r, const char *value, const char *detail)

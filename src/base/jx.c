@@ -64,6 +64,31 @@ const char *jx_array_str(const json_t *a, size_t i)
 	return json_string_value(json_array_get(a, i));
 }
 
+void jx_array_sort(json_t *a, int (*cmp)(const void *, const void *))
+{
+	size_t n = json_array_size(a);
+	json_t **v;
+
+	if (n < 2)
+		return;
+	if (!(v = malloc(n * sizeof(*v))))
+		abort();
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_incref(json_array_get(a, i));
+	qsort(v, n, sizeof(*v), cmp);
+	json_array_clear(a);
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, v[i]);
+	free(v);
+}
+
+int jx_cmp_strings(const void *a, const void *b)
+{
+	const char *x = json_string_value(*(json_t *const *)a);
+	const char *y = json_string_value(*(json_t *const *)b);
+	return strcmp(x ? x : "", y ? y : "");
+}
+
 json_t *jx_error(const char *fmt, ...)
 {
 	char msg[512];

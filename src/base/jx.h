@@ -37,6 +37,10 @@ int jx_set_str(json_t *root, const char *path, const char *s);
 
 /* The i-th element of an array when it is a string, else NULL. Borrowed. */
 const char *jx_array_str(const json_t *a, size_t i);
+/* Sort a's elements in place; cmp compares two `json_t *const *`, as qsort. */
+void jx_array_sort(json_t *a, int (*cmp)(const void *, const void *));
+/* The comparator of arrays of strings (strcmp order). */
+int jx_cmp_strings(const void *a, const void *b);
 /* {"error": <formatted message>}, a new reference: a failed request's reply
  * (the supervisor's control words). */
 json_t *jx_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

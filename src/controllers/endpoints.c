@@ -178,19 +178,7 @@ static void sort_subsets(json_t *subsets)
 	{
 		static const char *const lists[] = {"addresses", "notReadyAddresses"};
 		for (int l = 0; l < 2; l++) {
-			json_t *a = json_object_get(sub, lists[l]), **v;
-			size_t n = json_array_size(a);
-			if (n < 2)
-				continue;
-			if (!(v = malloc(n * sizeof(*v))))
-				abort();
-			for (size_t k = 0; k < n; k++)
-				v[k] = json_incref(json_array_get(a, k));
-			qsort(v, n, sizeof(*v), by_ip);
-			json_array_clear(a);
-			for (size_t k = 0; k < n; k++)
-				json_array_append_new(a, v[k]);
-			free(v);
+			jx_array_sort(json_object_get(sub, lists[l]), by_ip);
 		}
 	}
 }

@@ -481,11 +481,15 @@ def main():
         fields, package = protos[name]
         if name not in gostructs and name not in goslices and fields:
             sys.exit(f"gen-schema: no Go struct for {name}")
-        # A named slice's message has one field, items (its elements).
-        go = gostructs.get(name) or {} if name not in goslices else {1: Field(
-            pointer=False, omit=False, inline=False, json="items", gotype="[]string",
-            elem="string", strategy=[], merge_key=None, required=False, list_type=None,
-            list_keys=[], map_type=None, default=None, enum_type=None, pkg=None)}
+        # A named slice's message has one field, items (its elements); an
+        # empty struct (meta.v1.Patch) has none.
+        if name in goslices:
+            go = {1: Field(pointer=False, omit=False, inline=False, json="items",
+                           gotype="[]string", elem="string", strategy=[], merge_key=None,
+                           required=False, list_type=None, list_keys=[], map_type=None,
+                           default=None, enum_type=None, pkg=None)}
+        else:
+            go = gostructs.get(name, {})
         rows = []
         if go.get("typemeta"):
             for jn in ("apiVersion", "kind"):

@@ -156,21 +156,9 @@ static json_t *strings(const char *const *v)
  * a value Go never omits; none for []byte (a slice) and the rest. */
 static json_t *scalar_zero(unsigned type)
 {
-	switch (type) {
-	case ST_STRING:
-		return json_string("");
-	case ST_BOOL:
-		return json_false();
-	case ST_INT32:
-	case ST_INT64:
-	case ST_UINT32:
-	case ST_UINT64:
-		return json_integer(0);
-	case ST_DOUBLE:
-		return json_real(0);
-	default:
-		return NULL;
-	}
+	/* The builtins are ST_STRING ... ST_DOUBLE in enum schema_type. */
+	return type >= ST_STRING && type <= ST_DOUBLE && type != ST_BYTES ? schema_zero(type)
+	                                                                  : NULL;
 }
 
 /* kube-openapi's enforced default of a field: {} for a struct held by

@@ -500,35 +500,6 @@ static int pb_value(struct pb_ctx *c, unsigned type, uint16_t msg, unsigned wt, 
 	}
 }
 
-/* The value a map entry without field 2 stands for. */
-static json_t *pb_map_default(unsigned type)
-{
-	switch (type) {
-	case ST_QTY:
-		return pb_chk(json_string("0"));
-	case ST_LIST:
-		return pb_chk(json_array());
-	case ST_INT32:
-	case ST_INT64:
-	case ST_UINT32:
-	case ST_UINT64:
-		return pb_chk(json_integer(0));
-	case ST_DOUBLE:
-		return pb_chk(json_real(0));
-	case ST_BOOL:
-		return json_false();
-	case ST_MSG:
-		return pb_chk(json_object());
-	case ST_TIME:
-	case ST_MTIME:
-	case ST_RAW:
-	case ST_FIELDS:
-		return json_null();
-	default:
-		return pb_chk(json_string(""));
-	}
-}
-
 /* One map entry {1 key, 2 value}; a later entry with the same key wins. */
 static int pb_map_entry(struct pb_ctx *c, const struct schema_field *f, const unsigned char *d,
                         size_t n, json_t *obj)
@@ -575,7 +546,7 @@ static int pb_map_entry(struct pb_ctx *c, const struct schema_field *f, const un
 		return rc;
 	}
 	if (!val)
-		val = pb_map_default(f->val);
+		val = pb_chk(schema_zero(f->val)); /* an entry without field 2 */
 	map = json_object_get(obj, f->name);
 	if (!map) {
 		map = pb_chk(json_object());

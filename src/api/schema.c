@@ -286,7 +286,7 @@ static long base64_bad_at(const char *s)
 	return j ? (long)start : -1;
 }
 
-static json_t *zero_of(unsigned type)
+json_t *schema_zero(unsigned type)
 {
 	switch (type) {
 	case ST_STRING:
@@ -450,7 +450,7 @@ static json_t *conform_array(struct conform *c, json_t *v, unsigned type, uint16
 	{
 		json_t *ne;
 		push(c, SEG_INDEX, NULL, i);
-		ne = json_is_null(e) ? zero_of(type)
+		ne = json_is_null(e) ? schema_zero(type)
 		                     : conform_value(c, e, type, msg, gostruct, elemtype);
 		pop(c);
 		if (c->stop) {
@@ -481,7 +481,7 @@ static json_t *conform_map(struct conform *c, json_t *v, const struct schema_fie
 		k = json_object_iter_key(it);
 		e = json_object_iter_value(it);
 		push(c, SEG_KEY, k, 0);
-		ne = json_is_null(e) ? zero_of(f->val)
+		ne = json_is_null(e) ? schema_zero(f->val)
 		                     : conform_value(c, e, f->val, f->msg, gostruct, f->elem);
 		pop(c);
 		if (c->stop) {

@@ -138,6 +138,11 @@ const struct schema_field *schema_field_by_num(const struct schema_msg *m, uint3
 /* The field of m with this JSON name, searching inlined messages too. */
 const struct schema_field *schema_field_by_name(const struct schema_msg *m, const char *name);
 
+/* Go's zero value of a type, as JSON (a new reference): "", 0, false, {},
+ * [], a Quantity's "0"; null for the types whose zero Go writes as null
+ * (Time, MicroTime, RawExtension, FieldsV1). */
+json_t *schema_zero(unsigned type);
+
 /* What schema_conform does with fields the kind does not have. */
 enum schema_unknown {
 	SCHEMA_DROP,   /* drop them (fieldValidation=Ignore) */

@@ -177,8 +177,11 @@ static json_t *legacy_groups(void)
  * ?hash= are. A client that asks with the hash it was given gets
  * "Cache-Control: public, immutable", as kubectl's cache expects.
  */
+#define OA_KEY_MAX 112 /* "apis/<group>/<version>" and NUL */
+#define OA_GROUPS_MAX 32
+
 struct oa_doc {
-	char key[112]; /* "api/v1", "apis/apps/v1"; "index", "swagger", "swagger.pb" */
+	char key[OA_KEY_MAX]; /* "api/v1", "apis/apps/v1"; "index", "swagger", "swagger.pb" */
 	char *bytes;
 	size_t len;
 	char etag[2 * SHA512_DIGEST_LENGTH + 1];
@@ -225,12 +228,12 @@ static bool v3_key(const char *key, char *group, size_t n, const char **version)
 static const struct oa_doc *oa_get(const char *key);
 
 /* "api/v1", "apis/apps/v1": the v3 documents, one per group-version. */
-static size_t oa_keys(char keys[][112], size_t max)
+static size_t oa_keys(char keys[][OA_KEY_MAX], size_t max)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < resources_count; i++) {
 		const struct resource *res = &resources[i];
-		char key[112];
+		char key[OA_KEY_MAX];
 		bool seen = false;
 		if (*res->group)
 			snprintf(key, sizeof(key), "apis/%s/%s", res->group, res->version);
@@ -247,8 +250,8 @@ static size_t oa_keys(char keys[][112], size_t max)
 /* /openapi/v3: each group-version's document and its hash. */
 static json_t *openapi_index(void)
 {
-	char keys[32][112];
-	size_t n = oa_keys(keys, 32);
+	char keys[OA_GROUPS_MAX][OA_KEY_MAX];
+	size_t n = oa_keys(keys, OA_GROUPS_MAX);
 	json_t *paths = json_object();
 
 	for (size_t i = 0; i < n; i++) {

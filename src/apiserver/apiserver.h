@@ -34,6 +34,8 @@ struct apiserver_opts {
 	enum store_sync sync;       /* --storage-sync normal|full */
 	bool etcd;                  /* --storage-backend etcd3 (default sqlite) */
 	struct store_etcd_opts etcd_opts; /* --etcd-servers, --etcd-prefix, ... */
+	struct store *store; /* made by the caller (tests): used instead of either,
+	                      * and owned by the server from apiserver_new on */
 	bool enable_bootstrap_token_auth;
 	bool anonymous_auth;
 	int64_t not_ready_toleration_s;   /* --default-not-ready-toleration-seconds */

@@ -9,7 +9,10 @@
  * with a memory-only cache a write dispatches its event before it returns).
  * For each key, as upstream's attemptToDeleteItem and its two finalizers:
  *  - an object being deleted with the "orphan" finalizer: its dependents lose
- *    their reference to it, then the finalizer goes;
+ *    their reference to it, and the finalizer goes once those writes have
+ *    landed (on a shared store writes land in any order: the owner's
+ *    deletion first would leave dependents naming an absent owner, which
+ *    are then collected — upstream orphans one dependent after another);
  *  - one being deleted with "foregroundDeletion": its dependents are deleted,
  *    and the finalizer goes once no dependent with blockOwnerDeletion is left
  *    (terminating ones count until they are gone);
@@ -152,7 +155,9 @@ static void enqueue_owners(struct gc *g, const json_t *obj)
 	{
 		char *key = owner_key(ref, jx_str(obj, "metadata.namespace"));
 		json_t *owner = key ? cache_get(g->s->cache, key) : NULL;
-		if (owner && being_deleted(owner) && has_finalizer(owner, FINALIZER_FOREGROUND))
+		if (owner && being_deleted(owner) &&
+		    (has_finalizer(owner, FINALIZER_FOREGROUND) ||
+		     has_finalizer(owner, FINALIZER_ORPHAN)))
 			enqueue(g, key);
 		free(key);
 	}
@@ -194,16 +199,18 @@ static void on_event(void *arg, const struct cache_event *ev)
 /* ---- writes ------------------------------------------------------------------ */
 
 /* What a write's completion needs: the server (the collector may be gone
- * by then: it stops before the store's last writes complete) and the key. */
+ * by then: it stops before the store's last writes complete), the key, and
+ * the key of an owner that waits for the write, if one does. */
 struct gc_write {
 	struct apiserver *s;
 	char *key;
+	char *waiter;
 };
 
-static struct gc_write *gc_write(struct gc *g, const char *key)
+static struct gc_write *gc_write(struct gc *g, const char *key, const char *waiter)
 {
 	struct gc_write *w = calloc(1, sizeof(*w));
-	if (!w || !(w->key = strdup(key)))
+	if (!w || !(w->key = strdup(key)) || (waiter && !(w->waiter = strdup(waiter))))
 		abort();
 	w->s = g->s;
 	return w;
@@ -212,7 +219,14 @@ static struct gc_write *gc_write(struct gc *g, const char *key)
 static void gc_write_free(struct gc_write *w)
 {
 	free(w->key);
+	free(w->waiter);
 	free(w);
+}
+
+static void retry_later(struct gc *g, const char *key)
+{
+	hmap_put(&g->retry, key, (void *)1);
+	timer_after(g->retry_timer, GC_RETRY_NS);
 }
 
 static void on_written(void *arg, int err, json_t *obj)
@@ -225,11 +239,14 @@ static void on_written(void *arg, int err, json_t *obj)
 		/* Another API server wrote the key first (a shared store): the
 		 * cache has its write now; look again. */
 		enqueue(g, w->key);
+		if (w->waiter)
+			enqueue(g, w->waiter);
 	} else if (err && g) {
 		LOG_ERROR("garbage collector: write of %s failed, retrying in 1s: %s", w->key,
 		          err_msg());
-		hmap_put(&g->retry, w->key, (void *)1);
-		timer_after(g->retry_timer, GC_RETRY_NS);
+		retry_later(g, w->key);
+		if (w->waiter)
+			retry_later(g, w->waiter);
 	}
 	gc_write_free(w);
 }
@@ -249,16 +266,16 @@ static void on_retry(void *arg)
 
 static int gc_delete(struct gc *g, const char *key)
 {
-	struct gc_write *w = gc_write(g, key);
+	struct gc_write *w = gc_write(g, key, NULL);
 	int rc = cache_delete(g->s->cache, key, on_written, w);
 	if (rc < 0)
 		gc_write_free(w);
 	return rc;
 }
 
-static int gc_update(struct gc *g, const char *key, json_t *obj)
+static int gc_update(struct gc *g, const char *key, json_t *obj, const char *waiter)
 {
-	struct gc_write *w = gc_write(g, key);
+	struct gc_write *w = gc_write(g, key, waiter);
 	int rc = cache_update(g->s->cache, key, obj, on_written, w);
 	if (rc < 0)
 		gc_write_free(w);
@@ -289,15 +306,17 @@ static void remove_finalizer(struct gc *g, const char *key, const json_t *obj, c
 	} else {
 		if (json_array_size(fins) == 0)
 			json_object_del(json_object_get(copy, "metadata"), "finalizers");
-		rc = gc_update(g, key, copy);
+		rc = gc_update(g, key, copy, NULL);
 	}
 	if (rc < 0)
 		LOG_ERROR("garbage collector: remove finalizer %s from %s: %s", name, key,
 		          err_msg());
 }
 
-/* Drop obj's references to the owners whose uids are in uids. */
-static void remove_refs(struct gc *g, const char *key, const json_t *obj, const struct strv *uids)
+/* Drop obj's references to the owners whose uids are in uids; waiter: the
+ * key of an owner to look at again if the write fails. */
+static void remove_refs(struct gc *g, const char *key, const json_t *obj, const struct strv *uids,
+                        const char *waiter)
 {
 	json_t *copy = json_deep_copy(obj), *refs = jx_get(copy, "metadata.ownerReferences");
 
@@ -306,23 +325,32 @@ static void remove_refs(struct gc *g, const char *key, const json_t *obj, const 
 			json_array_remove(refs, i);
 	if (json_array_size(refs) == 0)
 		json_object_del(json_object_get(copy, "metadata"), "ownerReferences");
-	if (gc_update(g, key, copy) < 0)
+	if (gc_update(g, key, copy, waiter) < 0) {
 		LOG_ERROR("garbage collector: remove owner references from %s: %s", key, err_msg());
+		if (waiter)
+			retry_later(g, waiter);
+	}
 }
 
-static void orphan_dependents(struct gc *g, const char *uid)
+/* The dependents of the owner at key lose their reference to it; how many
+ * still name it (their writes on the way: the owner hears when each lands,
+ * enqueue_owners, or fails, its waiter). */
+static size_t orphan_dependents(struct gc *g, const char *key, const char *uid)
 {
 	struct strv keys = STRV_INIT, one = STRV_INIT;
+	size_t n;
 
 	strv_push(&one, uid);
 	dependents_of(g, uid, &keys);
 	for (size_t i = 0; i < keys.n; i++) {
 		json_t *dep = cache_get(g->s->cache, keys.v[i]);
 		if (dep)
-			remove_refs(g, keys.v[i], dep, &one);
+			remove_refs(g, keys.v[i], dep, &one, key);
 	}
-	strv_free(&keys);
+	n = keys.n;
 	strv_free(&one);
+	strv_free(&keys);
+	return n;
 }
 
 static bool blocks(const json_t *dep, const char *uid)
@@ -387,7 +415,7 @@ static void collect(struct gc *g, const char *key, const json_t *obj)
 		free(okey);
 	}
 	if (gone.n && solid) {
-		remove_refs(g, key, obj, &gone);
+		remove_refs(g, key, obj, &gone, NULL);
 	} else if (gone.n) {
 		/* Upstream's choice of policy: the foreground when an owner
 		 * waits and this object has dependents to wait for in turn,
@@ -399,7 +427,7 @@ static void collect(struct gc *g, const char *key, const json_t *obj)
 			policy = "Orphan";
 		else if (has_finalizer(obj, FINALIZER_FOREGROUND))
 			policy = "Foreground";
-		struct gc_write *w = gc_write(g, key);
+		struct gc_write *w = gc_write(g, key, NULL);
 		if (!delete_internal_then(g->s, key, -1, policy, on_written, w))
 			gc_write_free(w);
 	}
@@ -414,8 +442,8 @@ static void attempt(struct gc *g, const char *key)
 		return;
 	if (being_deleted(obj)) {
 		if (has_finalizer(obj, FINALIZER_ORPHAN)) {
-			orphan_dependents(g, jx_str(obj, "metadata.uid"));
-			if ((obj = cache_get(g->s->cache, key)))
+			if (orphan_dependents(g, key, jx_str(obj, "metadata.uid")) == 0 &&
+			    (obj = cache_get(g->s->cache, key)))
 				remove_finalizer(g, key, obj, FINALIZER_ORPHAN);
 		} else if (has_finalizer(obj, FINALIZER_FOREGROUND)) {
 			delete_dependents(g, key, obj);

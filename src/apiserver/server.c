@@ -839,6 +839,7 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 		abort();
 	s->o = *o;
 	s->loop = loop;
+	s->store = o->store; /* ours now, whatever happens next */
 	register_metrics(s);
 	/* Without a listener (in-process requests only) there is no TLS. */
 	if (o->secure_port >= 0 && (!o->tls_cert_file || !o->tls_private_key_file)) {
@@ -853,7 +854,9 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 		tls_server_offer_h2(s->tls);
 	if (satoken_init(s) < 0 || proxy_init(s) < 0)
 		goto fail;
-	if (o->etcd) {
+	if (s->store) {
+		/* given */
+	} else if (o->etcd) {
 		s->store = store_etcd_open(&o->etcd_opts, loop);
 	} else {
 		if (file_mkdirs(o->data_dir, 0700) < 0)
@@ -868,7 +871,8 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 	cache_set_loop(s->cache, loop);
 	if (cache_load(s->cache) < 0)
 		goto fail;
-	LOG_INFO("Loaded storage (%s): revision %" PRId64, o->etcd ? "etcd3" : "sqlite",
+	LOG_INFO("Loaded storage (%s): revision %" PRId64,
+		 o->store ? "given" : o->etcd ? "etcd3" : "sqlite",
 		 cache_rev(s->cache));
 	seed_defaults(s);
 	/* A shared store's cache hears of the seeds' writes through its watch:

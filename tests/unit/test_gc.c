@@ -35,6 +35,14 @@ static int setup(void **state)
 	return 0;
 }
 
+static int setup_remote(void **state)
+{
+	struct testenv *e = calloc(1, sizeof(*e));
+	testenv_start_inproc_remote(e, "gc-remote");
+	*state = e;
+	return 0;
+}
+
 static int teardown(void **state)
 {
 	testenv_stop(*state);
@@ -286,6 +294,42 @@ static void test_orphan_while_the_owner_is_held(void **state)
 	json_decref(d);
 }
 
+/*
+ * On a shared store (etcd) the collector's writes may land in any order. An
+ * owner orphaning its dependents keeps its finalizer until their writes
+ * have landed: were its own deletion to land first, a dependent still
+ * naming it would be collected as the dependent of an absent owner (seen
+ * once in the etcd run of test_delete_orphan_keeps_dependents). Here the
+ * collector's writes are held and landed newest first.
+ */
+static void test_orphan_waits_for_its_dependents_writes(void **state)
+{
+	struct testenv *e = *state;
+	json_t *a = cm(e, "or-a", NULL, NULL), *d, *got;
+
+	d = cm(e, "or-d", NULL, json_pack("[o]", ref_to(a, true)));
+	testenv_store_hold(e->remote, 1); /* the DELETE's own write lands */
+	assert_int_equal(del(e, CMS "/or-a", "Orphan", &got), 200);
+	assert_true(has_finalizer(got, "orphan"));
+	json_decref(got);
+	testenv_pump(e, 3);
+	/* The dependent's write alone: the owner's waits for it. */
+	assert_int_equal(testenv_store_held(e->remote), 1);
+	assert_string_equal(testenv_store_held_key(e->remote, 0, NULL), "/registry/configmaps/default/or-d");
+	while (testenv_store_held(e->remote)) {
+		testenv_store_land(e->remote, testenv_store_held(e->remote) - 1);
+		testenv_pump(e, 3);
+	}
+	testenv_store_hold(e->remote, SIZE_MAX);
+	got = get(e, CMS "/or-d");
+	assert_non_null(got);
+	assert_null(jx_get(got, "metadata.ownerReferences"));
+	json_decref(got);
+	assert_false(exists(e, CMS "/or-a"));
+	json_decref(a);
+	json_decref(d);
+}
+
 /* Two owners, one deleted: the dependent stays, naming the living one. */
 static void test_a_living_owner_keeps_its_dependent(void **state)
 {
@@ -384,6 +428,8 @@ int main(void)
 	    cmocka_unit_test(test_foreground_keeps_the_owners_finalizers),
 	    cmocka_unit_test(test_bound_pod_graceful_under_any_policy),
 	    cmocka_unit_test(test_orphan_while_the_owner_is_held),
+	    cmocka_unit_test_setup_teardown(test_orphan_waits_for_its_dependents_writes,
+	                                    setup_remote, teardown),
 	    cmocka_unit_test(test_a_living_owner_keeps_its_dependent),
 	    cmocka_unit_test(test_owner_of_another_uid_is_absent),
 	    cmocka_unit_test(test_delete_answers_as_upstream),

@@ -3,10 +3,13 @@
 #include "controllers/controllers.h"
 #include "pki/cluster.h"
 #include "pki/pki.h"
+#include "storage/store.h"
 
 #include "base/alloc.h"
 #include "base/b64.h"
 #include "base/clock.h"
+#include "base/err.h"
+#include "base/hmap.h"
 #include "base/jx.h"
 #include "base/log.h"
 
@@ -37,26 +40,31 @@ void testenv_quiet_logs(void)
 		log_set_fd(open("/dev/null", O_WRONLY | O_CLOEXEC));
 }
 
-static void start(struct testenv *e, const char *tag, bool listen,
+static void start(struct testenv *e, const char *tag, bool listen, bool remote,
                   void (*tune)(struct apiserver_opts *o));
 
 void testenv_start(struct testenv *e, const char *tag)
 {
-	start(e, tag, true, NULL);
+	start(e, tag, true, false, NULL);
 }
 
 void testenv_start_inproc(struct testenv *e, const char *tag)
 {
-	start(e, tag, false, NULL);
+	start(e, tag, false, false, NULL);
+}
+
+void testenv_start_inproc_remote(struct testenv *e, const char *tag)
+{
+	start(e, tag, false, true, NULL);
 }
 
 void testenv_start_inproc_tuned(struct testenv *e, const char *tag,
                                 void (*tune)(struct apiserver_opts *o))
 {
-	start(e, tag, false, tune);
+	start(e, tag, false, false, tune);
 }
 
-static void start(struct testenv *e, const char *tag, bool listen,
+static void start(struct testenv *e, const char *tag, bool listen, bool remote,
                   void (*tune)(struct apiserver_opts *o))
 {
 	struct cluster_pki_opts po = {.cluster_name = "kubernetes",
@@ -83,10 +91,19 @@ static void start(struct testenv *e, const char *tag, bool listen,
 	ao.bootstrap_token_file = testenv_path(e, "pki/bootstrap-token", tok, sizeof(tok));
 	ao.service_account_signing_key_file = testenv_path(e, "pki/sa.key", sak, sizeof(sak));
 	ao.service_account_key_file = testenv_path(e, "pki/sa.pub", sap, sizeof(sap));
+	if (remote) {
+		e->remote = testenv_store_new(e->loop);
+		ao.store = testenv_store_base(e->remote);
+	}
 	if (tune)
 		tune(&ao);
 	e->api = apiserver_new(e->loop, &ao);
 	assert_non_null(e->api);
+	/* The seeds (the default namespace, the RBAC policy) are durable, and
+	 * so shown to readers, before a test reads: a loaded machine's disk
+	 * may take longer than a first request (test_rest once read no
+	 * "default" namespace). */
+	testenv_pump(e, 1);
 	if (!listen)
 		return;
 	snprintf(e->server, sizeof(e->server), "https://127.0.0.1:%d", apiserver_port(e->api));
@@ -215,6 +232,12 @@ static void on_idle(evutil_socket_t fd, short what, void *arg)
 
 /* The wait is an event of our own, removed after each round, so no stale
  * wake-up can end a later round early. */
+/* Writes the test holds (e->remote) are on their way only when it says. */
+static size_t held(const struct testenv *e)
+{
+	return e->remote ? testenv_store_held(e->remote) : 0;
+}
+
 void testenv_pump(struct testenv *e, int quiet)
 {
 	struct event_base *base = loop_base(e->loop);
@@ -229,7 +252,7 @@ void testenv_pump(struct testenv *e, int quiet)
 		event_base_loop(base, EVLOOP_ONCE);
 		evtimer_del(tick);
 		/* A commit on the store's thread is work the loop will hear of. */
-		rounds = idle && !apiserver_writes_inflight(e->api) ? rounds + 1 : 0;
+		rounds = idle && apiserver_writes_inflight(e->api) <= held(e) ? rounds + 1 : 0;
 	}
 	event_free(tick);
 }
@@ -399,4 +422,216 @@ void testenv_cm_stop(struct testenv *e, struct kubeconfig *kc, struct controller
 	kubeconfig_free(kc);
 	testenv_stop(e);
 	clock_use_real();
+}
+
+/* ---- a remote store in memory ------------------------------------------------ */
+
+struct ts_value {
+	char *value;
+	size_t len;
+	int64_t mod;
+};
+
+struct ts_write {
+	struct testenv_store *ts;
+	struct store_op op;
+	store_done_fn done;
+	void *arg;
+};
+
+struct testenv_store {
+	struct store base; /* first: the store interface's pointer is ours */
+	struct loop *loop;
+	struct hmap kv; /* key → struct ts_value* */
+	int64_t rev;
+	struct store_watcher watcher;
+	uint64_t writes;
+	size_t pass;         /* writes that may still land before holding */
+	struct ts_write **held;
+	size_t nheld;
+	size_t queued; /* writes deferred to the loop's next turn, not landed */
+};
+
+static void ts_value_free(void *p)
+{
+	struct ts_value *v = p;
+	free(v->value);
+	free(v);
+}
+
+static int ts_cmp_keys(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int ts_load(struct store *s, store_each_fn each, void *arg, int64_t *rev)
+{
+	struct testenv_store *ts = (struct testenv_store *)s;
+	const char **keys = calloc(hmap_len(&ts->kv) + 1, sizeof(*keys));
+	size_t n = 0;
+	const char *k;
+	void *v;
+
+	assert_non_null(keys);
+	for (size_t i = 0; hmap_next(&ts->kv, &i, &k, &v);)
+		keys[n++] = k;
+	qsort(keys, n, sizeof(*keys), ts_cmp_keys);
+	for (size_t i = 0; i < n; i++) {
+		struct ts_value *val = hmap_get(&ts->kv, keys[i]);
+		each(arg, keys[i], val->value, val->len, val->mod);
+	}
+	free(keys);
+	*rev = ts->rev;
+	return 0;
+}
+
+/* etcd's txn: compare the key's mod revision, then put or delete. */
+static void ts_land(struct ts_write *w)
+{
+	struct testenv_store *ts = w->ts;
+	struct ts_value *cur = hmap_get(&ts->kv, w->op.key);
+	int64_t mod = cur ? cur->mod : 0;
+	struct store_event ev = {.type = w->op.type, .key = w->op.key};
+
+	if (mod != w->op.expect || (w->op.type == STORE_DELETE && !cur)) {
+		err_set(ERR_CONFLICT, "the key changed under the write");
+		w->done(w->arg, ERR_CONFLICT, ts->rev);
+	} else {
+		ev.rev = ++ts->rev;
+		if (w->op.type == STORE_PUT) {
+			struct ts_value *v = calloc(1, sizeof(*v));
+			assert_non_null(v);
+			*v = (struct ts_value){w->op.value, w->op.len, ts->rev};
+			w->op.value = NULL;
+			if ((cur = hmap_put(&ts->kv, w->op.key, v)))
+				ts_value_free(cur);
+			ev.value = v->value;
+			ev.len = v->len;
+		} else {
+			ts_value_free(hmap_del(&ts->kv, w->op.key));
+		}
+		ts->writes++;
+		if (ts->watcher.event)
+			ts->watcher.event(ts->watcher.arg, &ev);
+		w->done(w->arg, 0, ev.rev);
+	}
+	free(w->op.key);
+	free(w->op.value);
+	free(w);
+}
+
+static void ts_land_deferred(void *arg)
+{
+	struct ts_write *w = arg;
+	w->ts->queued--;
+	ts_land(w);
+}
+
+static void ts_write(struct store *s, struct store_op *ops, size_t n, store_done_fn done,
+                     void *arg)
+{
+	struct testenv_store *ts = (struct testenv_store *)s;
+	struct ts_write *w = calloc(1, sizeof(*w));
+
+	assert_non_null(w);
+	assert_int_equal(n, 1); /* the cache writes one key at a time to a remote store */
+	*w = (struct ts_write){ts, ops[0], done, arg};
+	free(ops);
+	if (ts->pass == 0) {
+		ts->held = realloc(ts->held, (ts->nheld + 1) * sizeof(*ts->held));
+		assert_non_null(ts->held);
+		ts->held[ts->nheld++] = w;
+		return;
+	}
+	if (ts->pass != SIZE_MAX)
+		ts->pass--;
+	ts->queued++;
+	loop_defer(ts->loop, ts_land_deferred, w);
+}
+
+static void ts_stats(struct store *s, uint64_t *writes, uint64_t *commits)
+{
+	struct testenv_store *ts = (struct testenv_store *)s;
+	*writes = *commits = ts->writes;
+}
+
+static void ts_watch(struct store *s, int64_t after, const struct store_watcher *w)
+{
+	struct testenv_store *ts = (struct testenv_store *)s;
+	/* No history is kept: the cache watches from what it loaded. */
+	assert_int_equal(after, ts->rev);
+	ts->watcher = *w;
+}
+
+static void ts_current_rev(struct store *s, void (*cb)(void *arg, int err, int64_t rev), void *arg)
+{
+	struct testenv_store *ts = (struct testenv_store *)s;
+	cb(arg, 0, ts->rev);
+}
+
+static void ts_close(struct store *s)
+{
+	struct testenv_store *ts = (struct testenv_store *)s;
+
+	/* As etcd's close: what was sent lands, and is answered. */
+	while (ts->queued)
+		loop_poll(ts->loop);
+	while (ts->nheld)
+		testenv_store_land(ts, 0);
+	free(ts->held);
+	hmap_free_values(&ts->kv, ts_value_free);
+	free(ts);
+}
+
+static const struct store_ops ts_ops = {
+    .load = ts_load,
+    .write = ts_write,
+    .stats = ts_stats,
+    .close = ts_close,
+    .watch = ts_watch,
+    .current_rev = ts_current_rev,
+};
+
+struct testenv_store *testenv_store_new(struct loop *loop)
+{
+	struct testenv_store *ts = calloc(1, sizeof(*ts));
+	assert_non_null(ts);
+	ts->base.ops = &ts_ops;
+	ts->loop = loop;
+	ts->pass = SIZE_MAX;
+	return ts;
+}
+
+struct store *testenv_store_base(struct testenv_store *ts)
+{
+	return &ts->base;
+}
+
+void testenv_store_hold(struct testenv_store *ts, size_t pass)
+{
+	ts->pass = pass;
+}
+
+size_t testenv_store_held(const struct testenv_store *ts)
+{
+	return ts->nheld;
+}
+
+const char *testenv_store_held_key(const struct testenv_store *ts, size_t i, bool *is_delete)
+{
+	assert_true(i < ts->nheld);
+	if (is_delete)
+		*is_delete = ts->held[i]->op.type == STORE_DELETE;
+	return ts->held[i]->op.key;
+}
+
+void testenv_store_land(struct testenv_store *ts, size_t i)
+{
+	struct ts_write *w;
+
+	assert_true(i < ts->nheld);
+	w = ts->held[i];
+	memmove(&ts->held[i], &ts->held[i + 1], (ts->nheld - i - 1) * sizeof(*ts->held));
+	ts->nheld--;
+	ts_land(w);
 }

@@ -21,6 +21,8 @@
 
 #include <jansson.h>
 
+struct testenv_store;
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -31,6 +33,7 @@ struct testenv {
 	struct apiserver *api;
 	struct kubeconfig admin_kc; /* admin.conf, pointed at server */
 	struct rest_client *admin;
+	struct testenv_store *remote; /* testenv_start_inproc_remote's store */
 	void **kept; /* testenv_keep's, freed by testenv_stop */
 	size_t nkept;
 };
@@ -76,10 +79,37 @@ struct testenv_result testenv_call_ct(struct testenv *e, const char *method, con
  * same code HTTPS requests go through.
  */
 void testenv_start_inproc(struct testenv *e, const char *tag);
+/* The same on a remote store in memory (e->remote, the server's): the
+ * cache as it runs on etcd, with writes the test can hold. */
+void testenv_start_inproc_remote(struct testenv *e, const char *tag);
 /* The same with tune adjusting the API server's options first (a smaller
  * watch window, say). */
 void testenv_start_inproc_tuned(struct testenv *e, const char *tag,
                                 void (*tune)(struct apiserver_opts *o));
+
+/* ---- a remote store in memory ------------------------------------------------ */
+
+/*
+ * What etcd is to the cache, in memory: it assigns revisions, each write is
+ * a compare-and-swap on the key's mod revision, and the cache hears of every
+ * write through the store's watch. A write lands at the loop's next turn, in
+ * order — unless the test holds it, to land it later in an order of its
+ * choosing (as writes on separate etcd requests may).
+ * testenv_start_inproc_remote gives one to its API server
+ * (apiserver_opts.store), which owns it and lands what is still held when
+ * it closes it.
+ */
+struct testenv_store *testenv_store_new(struct loop *loop);
+struct store *testenv_store_base(struct testenv_store *ts);
+/* Let the next `pass` writes land as usual, then hold every one after
+ * (SIZE_MAX: hold none again). */
+void testenv_store_hold(struct testenv_store *ts, size_t pass);
+/* Writes held so far, not landed. */
+size_t testenv_store_held(const struct testenv_store *ts);
+/* The key of held write i (0: the oldest) and whether it is a delete. */
+const char *testenv_store_held_key(const struct testenv_store *ts, size_t i, bool *is_delete);
+/* Held write i lands now: its watch event and its answer, before returning. */
+void testenv_store_land(struct testenv_store *ts, size_t i);
 
 struct testenv_reply {
 	int status;

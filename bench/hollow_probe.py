@@ -423,25 +423,37 @@ def latency_line(hist0, hist1, min_count):
     return "; ".join(r for _, r in sorted(rows, reverse=True))
 
 
+def group_ticks(pids):
+    """proc_ticks of a group of processes (a+b+c), as one."""
+    threads, total = {}, 0
+    for pid in pids:
+        t, n = proc_ticks(pid)
+        threads.update(t)
+        total += n
+    return threads, total
+
+
 def cmd_cpu(a):
+    # name=PID, or name=PID+PID+... for processes counted as one (the
+    # kubelet processes a size is split over).
     pids = []
     for item in a.pids.split(","):
         name, pid = item.split("=")
-        pids.append((name, int(pid)))
+        pids.append((name, [int(p) for p in pid.split("+")]))
     api = Api(a.server, a.dir) if a.server else None
     m0, h0 = scrape(api) if api else ({}, {})
     tcp0 = tcp_opens()
     b0, i0 = machine_ticks()
-    p0 = {name: proc_ticks(pid) for name, pid in pids}
+    p0 = {name: group_ticks(pid) for name, pid in pids}
     w0 = time.time()
     peak_rss = {name: 0 for name, _ in pids}
     while time.time() < w0 + a.seconds:
         time.sleep(min(1.0, max(0.0, w0 + a.seconds - time.time())))
         for name, pid in pids:
-            peak_rss[name] = max(peak_rss[name], vmrss_kib(pid))
+            peak_rss[name] = max(peak_rss[name], sum(vmrss_kib(p) for p in pid))
     w = time.time() - w0
     b1, i1 = machine_ticks()
-    p1 = {name: proc_ticks(pid) for name, pid in pids}
+    p1 = {name: group_ticks(pid) for name, pid in pids}
     m1, h1 = scrape(api) if api else ({}, {})
     tcp1 = tcp_opens()
     ours = 0.0
@@ -451,8 +463,9 @@ def cmd_cpu(a):
         ours += cores
         per = sorted(((t1[t] - t0.get(t, 0)) / CLK_TCK / w, t) for t in t1)
         busy = ["%.3f" % c for c, _ in reversed(per) if c >= 0.0005]
-        print("RESULT cpu %s pid=%d cores=%.3f (threads: %s) VmRSS=%.1fMiB" %
-              (name, pid, cores, " ".join(busy) or "idle", vmrss_kib(pid) / 1024.0))
+        print("RESULT cpu %s pid=%s cores=%.3f (threads: %s) VmRSS=%.1fMiB" %
+              (name, "+".join(map(str, pid)), cores, " ".join(busy) or "idle",
+               sum(vmrss_kib(p) for p in pid) / 1024.0))
     machine = (b1 - b0) / CLK_TCK / w
     print("RESULT cpu window=%.1fs machine_busy=%.2f cores of %d, other_processes=%.2f cores"
           % (w, machine, os.cpu_count(), max(0.0, machine - ours)))

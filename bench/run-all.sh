@@ -25,9 +25,9 @@
 # measurements, 100 hollow nodes, QUIET_WAIT 5 unless set), LEASE_CLIENTS
 # ("64 256 1024", for both the apiserver and the etcd script), NODES (LIST size,
 # 5000, also under QUICK), SIZES (hollow nodes, "1000 5000"; QUICK runs 100),
-# BIG=1 (adds 10000 to SIZES; a kubelet process of 10,000 hollow nodes needs
-# ~20,300 descriptors: a size the hard limit cannot hold is left out, and its
-# row says so), UP_NODES (`cube up --nodes N` after the split
+# BIG=1 (adds 10000 to SIZES, run as 4 kubelet processes of PER_PROCESS=2500
+# nodes; a size whose kubelet process the descriptor hard limit cannot hold
+# is left out, and its row says so), UP_NODES (`cube up --nodes N` after the split
 # runs, 0 = skipped; QUICK runs 100), QUIET_WAIT (s each script waits for an
 # idle machine before a measurement; the scripts' own defaults unless set),
 # SKIP_BUILD=1 (use what $BUILD holds), KEEP=1 (keep the scripts' work dirs),
@@ -86,7 +86,10 @@ hollow_fit() {
 	fit=''
 	for h in $SIZES; do
 		d=$(mktemp -d /tmp/cube-run-all-fd.XXXXXX)
-		timeout 60 "$BUILD/cube" kubelet --hollow-nodes "$h" --root-dir "$d/nodes" \
+		# run-hollow-bench.sh splits a size into processes of PER_PROCESS.
+		p=$h
+		[ "$p" -le "${PER_PROCESS:-2500}" ] || p=${PER_PROCESS:-2500}
+		timeout 60 "$BUILD/cube" kubelet --hollow-nodes "$p" --root-dir "$d/nodes" \
 			--bootstrap-kubeconfig "$d/none.conf" --rotate-certificates --port 0 >"$d/out" 2>&1
 		if grep -q 'file descriptors' "$d/out"; then
 			why=$(sed -n 's/.*needs \([0-9]*\) file descriptors, but this process may open at most \([0-9]*\).*/needs \1 descriptors, the hard limit (ulimit -Hn) is \2/p' "$d/out" | head -1)

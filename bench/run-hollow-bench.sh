@@ -11,13 +11,19 @@
 #
 # Each size runs API server, controller manager and hollow kubelets as three
 # processes (so /proc tells their CPU and RSS apart) on a fresh `cube pki init`
-# directory; then `cube up --nodes UP_NODES` runs everything in one process.
+# directory — the kubelets as several processes of up to PER_PROCESS nodes
+# each above that, as `cube up` splits them: one process of 10,000 nodes
+# needs more descriptors than a 20,000 hard limit allows, and so would the
+# API server if every node bootstrapped at once (a node has two connections
+# until its certificate comes), so each process starts once the nodes before
+# it have their client certificates. Their CPU and RSS are added up. Then `cube up --nodes UP_NODES` runs everything in one process.
 # bench/hollow_probe.py measures: one admin watch on Nodes and one on CSRs,
 # timestamped on receipt, from t0 = just before the kubelet process starts.
 #
 # Knobs (environment): BUILD (build dir, default /tmp/build-hollow-bench),
 # SIZES ("100 500 1000"), UP_NODES (1000; 0 skips `cube up`), WINDOW (s of CPU
-# sampling after all are Ready, 60), SETTLE (s between all Ready and the window,
+# sampling after all are Ready, 60), PER_PROCESS (hollow nodes per kubelet
+# process, 2500), SETTLE (s between all Ready and the window,
 # 10), TIMEOUT (s to wait for Ready, 600), QUIET_WAIT (s to wait for an idle
 # machine, 120), KEEP=1 keeps the work directory.
 #
@@ -32,6 +38,7 @@ UP_NODES=${UP_NODES:-1000}
 WINDOW=${WINDOW:-60}
 SETTLE=${SETTLE:-10}
 TIMEOUT=${TIMEOUT:-600}
+PER_PROCESS=${PER_PROCESS:-2500}
 PY=/usr/bin/python3
 PROBE=$ROOT/bench/hollow_probe.py
 if [ "${QUICK:-0}" = 1 ]; then
@@ -41,12 +48,14 @@ fi
 WORK=$(mktemp -d /tmp/cube-hollow-bench.XXXXXX)
 LOG=$WORK/bench.log
 API_PID= CM_PID= KUBELET_PID= UP_PID= PROBE_PID=
+# KUBELET_PID: every kubelet process of the size running (space-separated).
 
 STOP_WAIT=100
 . "$ROOT/bench/lib.sh" # stop, start_apiserver
 
 stop_all() {
-	stop "$PROBE_PID" "$KUBELET_PID" "$UP_PID"
+	# shellcheck disable=SC2086 # the kubelet processes, one word each
+	stop "$PROBE_PID" $KUBELET_PID "$UP_PID"
 	stop "$CM_PID"
 	stop "$API_PID"
 	API_PID= CM_PID= KUBELET_PID= UP_PID= PROBE_PID=
@@ -92,6 +101,11 @@ wait_quiet() {
 }
 
 rss_mib() { awk '/^VmRSS:/{printf "%.1f", $2/1024}' "/proc/$1/status"; }
+# The kubelet processes' VmRSS added up, MiB.
+kubelets_rss_mib() {
+	# shellcheck disable=SC2086
+	for p in $KUBELET_PID; do cat "/proc/$p/status"; done | awk '/^VmRSS:/{s += $2} END {printf "%.1f", s/1024}'
+}
 
 # E (and F) lines in a klog file, and the most frequent messages.
 log_errors() { # NAME FILE
@@ -137,12 +151,21 @@ run_split() {
 	say ""
 	say "== $n hollow kubelets, three processes (apiserver pid $API_PID, port $port; controller-manager pid $CM_PID)"
 	say "RESULT idle_rss apiserver=$(rss_mib $API_PID)MiB controller-manager=$(rss_mib $CM_PID)MiB"
-	cmd="$CUBE kubelet --hollow-nodes $n --root-dir $dir/nodes --bootstrap-kubeconfig $dir/bootstrap-kubelet.conf --rotate-certificates --port 0"
-	say "\$ $cmd"
+	procs=$(((n + PER_PROCESS - 1) / PER_PROCESS))
+	cmd="$CUBE kubelet --root-dir $dir/nodes --bootstrap-kubeconfig $dir/bootstrap-kubelet.conf --rotate-certificates --port 0"
+	kpids='' i=0
+	while [ $i -lt $procs ]; do
+		first=$((i * PER_PROCESS)) count=$PER_PROCESS
+		[ $((first + count)) -le "$n" ] || count=$((n - first))
+		say "\$ $cmd --hollow-nodes $count --hollow-first-index $first"
+		kpids="$kpids,kubelet-$i=@$dir/kubelet-$i.pid"
+		i=$((i + 1))
+	done
+	[ "$procs" -gt 1 ] || kpids=",kubelet=@$dir/kubelet-0.pid"
 	rm -f "$dir/t0" "$dir/probe-ready"
 	"$PY" "$PROBE" ready --server "$server" --dir "$dir" --nodes "$n" --t0-file "$dir/t0" \
 		--ready-file "$dir/probe-ready" --timeout "$TIMEOUT" -v \
-		--pids "apiserver=$API_PID,controller-manager=$CM_PID,kubelet=@$dir/kubelet.pid" \
+		--pids "apiserver=$API_PID,controller-manager=$CM_PID$kpids" \
 		>"$dir/probe.out" 2>&1 &
 	PROBE_PID=$!
 	until [ -e "$dir/probe-ready" ]; do
@@ -150,28 +173,51 @@ run_split() {
 		sleep 0.05
 	done
 	date +%s.%N >"$dir/t0.tmp" && mv "$dir/t0.tmp" "$dir/t0"
-	$cmd 2>"$dir/kubelet.log" &
-	KUBELET_PID=$!
-	echo "$KUBELET_PID" >"$dir/kubelet.pid"
+	KUBELET_PID='' i=0
+	while [ $i -lt $procs ]; do
+		first=$((i * PER_PROCESS)) count=$PER_PROCESS
+		[ $((first + count)) -le "$n" ] || count=$((n - first))
+		if [ $i -gt 0 ]; then
+			# One bootstrap storm at a time (the descriptor budget).
+			w=0
+			until [ "$(find "$dir/nodes" -name kubelet-client-current.pem | wc -l)" -ge "$first" ]; do
+				w=$((w + 1))
+				[ $w -lt $((TIMEOUT * 2)) ] || break
+				sleep 0.5
+			done
+			say "# kubelet process $i started $(awk -v t0="$(cat "$dir/t0")" -v now="$(date +%s.%N)" 'BEGIN{printf "%.1f", now-t0}') s after t0, once $first nodes had their certificates"
+		fi
+		$cmd --hollow-nodes "$count" --hollow-first-index "$first" 2>"$dir/kubelet-$i.log" &
+		echo $! >"$dir/kubelet-$i.pid"
+		KUBELET_PID="$KUBELET_PID $!"
+		i=$((i + 1))
+	done
+	KUBELET_PID=${KUBELET_PID# }
 	rc=0
 	wait "$PROBE_PID" || rc=$?
 	PROBE_PID=
 	tee -a "$LOG" <"$dir/probe.out" | grep -v '^# t=' || true
-	kr=$(rss_mib $KUBELET_PID)
+	kr=$(kubelets_rss_mib)
 	say "RESULT rss_when_ready kubelet=${kr}MiB ($(echo "$kr $n" | awk '{printf "%.1f", $1*1024/$2}') KiB per hollow node) apiserver=$(rss_mib $API_PID)MiB controller-manager=$(rss_mib $CM_PID)MiB"
 	[ "$rc" = 0 ] || say "# NOT ALL READY within ${TIMEOUT}s"
 	sleep "$SETTLE"
 	say "# CPU over ${WINDOW}s, starting ${SETTLE}s after all were Ready:"
-	"$PY" "$PROBE" cpu --pids "apiserver=$API_PID,controller-manager=$CM_PID,kubelet=$KUBELET_PID" \
+	"$PY" "$PROBE" cpu --pids "apiserver=$API_PID,controller-manager=$CM_PID,kubelet=$(echo "$KUBELET_PID" | tr ' ' '+')" \
 		--seconds "$WINDOW" --server "$server" --dir "$dir" 2>&1 | tee -a "$LOG"
-	kr=$(rss_mib $KUBELET_PID)
+	kr=$(kubelets_rss_mib)
 	say "RESULT rss_after_window kubelet=${kr}MiB ($(echo "$kr $n" | awk '{printf "%.1f", $1*1024/$2}') KiB per hollow node) apiserver=$(rss_mib $API_PID)MiB"
-	say "RESULT fds kubelet=$(ls /proc/$KUBELET_PID/fd | wc -l) apiserver=$(ls /proc/$API_PID/fd | wc -l)"
+	# shellcheck disable=SC2086
+	say "RESULT fds kubelet=$(for p in $KUBELET_PID; do ls /proc/$p/fd; done | wc -l) apiserver=$(ls /proc/$API_PID/fd | wc -l)"
 	stop_all
-	for c in apiserver controller-manager kubelet; do log_errors "$c" "$dir/$c.log"; done
+	for c in apiserver controller-manager; do log_errors "$c" "$dir/$c.log"; done
+	i=0
+	while [ $i -lt $procs ]; do
+		log_errors "kubelet-$i" "$dir/kubelet-$i.log"
+		i=$((i + 1))
+	done
 	say "# reproduce: cube pki init --dir C; cube apiserver --cluster-dir C --data-dir C/data --bind-address 127.0.0.1 --secure-port 0 --port-file C/port &"
 	say "#   (point C/*.conf at the port); cube controller-manager --kubeconfig C/controller-manager.conf --use-service-account-credentials --cluster-signing-cert-file C/pki/ca.crt --cluster-signing-key-file C/pki/ca.key &"
-	say "#   cube kubelet --hollow-nodes $n --root-dir C/nodes --bootstrap-kubeconfig C/bootstrap-kubelet.conf --rotate-certificates --port 0 &"
+	say "#   cube kubelet --hollow-nodes $PER_PROCESS --hollow-first-index 0 --root-dir C/nodes --bootstrap-kubeconfig C/bootstrap-kubelet.conf --rotate-certificates --port 0 & (one per $PER_PROCESS of the $n nodes: --hollow-first-index $PER_PROCESS, ...)"
 	say "#   $PY bench/hollow_probe.py ready --server https://127.0.0.1:PORT --dir C --nodes $n --t0-file T0"
 }
 
@@ -225,4 +271,4 @@ echo
 echo "== summary (full log: $BUILD/hollow-bench.log) =="
 grep -E '^(RESULT|==|# NOT|# issued per|# cores per)' "$LOG" | sed 's/^RESULT /  /'
 echo
-echo "reproduce: BUILD=$BUILD SIZES=\"$SIZES\" UP_NODES=$UP_NODES WINDOW=$WINDOW SETTLE=$SETTLE $0"
+echo "reproduce: BUILD=$BUILD SIZES=\"$SIZES\" UP_NODES=$UP_NODES WINDOW=$WINDOW SETTLE=$SETTLE PER_PROCESS=$PER_PROCESS $0"

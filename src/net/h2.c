@@ -649,6 +649,7 @@ struct h2 *h2_new(struct loop *loop, struct bufferevent *bev, const struct h2_op
 {
 	struct h2 *h = calloc(1, sizeof(*h));
 	nghttp2_session_callbacks *cb = callbacks();
+	nghttp2_option *opt;
 	nghttp2_settings_entry iv[3];
 	size_t niv = 0;
 	int rc;
@@ -660,8 +661,17 @@ struct h2 *h2_new(struct loop *loop, struct bufferevent *bev, const struct h2_op
 	h->o = *o;
 	if (o->server && !h->o.max_streams)
 		h->o.max_streams = H2_SERVER_MAX_STREAMS;
-	rc = o->server ? nghttp2_session_server_new(&h->ng, cb, h)
-	               : nghttp2_session_client_new(&h->ng, cb, h);
+	/* nghttp2 keeps a server's closed streams for RFC 7540's priority
+	 * tree, as many as it allows open at once: on a kubelet's connection,
+	 * which lives for days, 100 streams, 24 KB (test_h2) — 240 MB for
+	 * 10,000 nodes. Nothing here uses priorities, so a stream goes when
+	 * it closes. */
+	if (nghttp2_option_new(&opt) != 0)
+		abort();
+	nghttp2_option_set_no_closed_streams(opt, 1);
+	rc = o->server ? nghttp2_session_server_new2(&h->ng, cb, h, opt)
+	               : nghttp2_session_client_new2(&h->ng, cb, h, opt);
+	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
 	if (rc != 0)
 		abort();

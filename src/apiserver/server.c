@@ -594,8 +594,25 @@ static const char *http_target(struct req *r)
 	return evhttp_request_get_uri(http_ev(r));
 }
 
+/*
+ * A LIST's body is its items' stored bytes, each a chain of its own, and
+ * TLS writes a chain at a time: one record and one send(2) per item — 5,000
+ * syscalls for 5,000 Nodes, half the server's time. Made contiguous (one
+ * copy of bytes that are about to be encrypted anyway), it goes out in
+ * records of 16 KiB. HTTP/2 needs none of this: its DATA frames are copies.
+ */
+static void coalesce(struct evbuffer *body)
+{
+	size_t len = body ? evbuffer_get_length(body) : 0;
+	int chains = len ? evbuffer_peek(body, -1, NULL, NULL, 0) : 0;
+
+	if (chains > 8 && len / (size_t)chains < 8192)
+		evbuffer_pullup(body, -1);
+}
+
 static void http_reply(struct req *r, int code, struct evbuffer *body)
 {
+	coalesce(body);
 	evhttp_send_reply(http_ev(r), code, NULL, body);
 }
 

@@ -2,7 +2,7 @@
 # run-hollow-bench.sh — issue 4's scale figures with hollow kubelets:
 #   time for N hollow kubelets to bootstrap (token -> CSR -> approved -> signed)
 #   and be Ready; CSRs issued per second meanwhile; memory per hollow node
-#   (kubelet process VmRSS / N); API server, controller manager and kubelet CPU
+#   (the kubelet processes' VmRSS / N); API server, controller manager and kubelet CPU
 #   while the N nodes heartbeat at the default frequencies (Lease renewed every
 #   10 s, status checked every 10 s and PATCHed every 5 min).
 #

@@ -435,6 +435,28 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
 		conn_drop(c, BEV_EVENT_ERROR);
 }
 
+/*
+ * evhttp writes a reply's headers into the connection's output and then
+ * moves the body's chains after them; TLS writes a chain at a time, so a
+ * small reply went out as two records in two send(2)s (a GET: two writes,
+ * where nginx makes one). Once the body has arrived behind the headers, a
+ * small reply is made one chain: one record, one write. A larger one goes
+ * as it is (the API server makes a large body contiguous itself). Not for
+ * HTTP/2, whose frames are copies into the buffer already.
+ */
+#define COALESCE_MAX (16u << 10)
+
+static void on_output(struct evbuffer *out, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct conn *c = arg;
+	size_t len = evbuffer_get_length(out);
+
+	if (c->h2 || !info->n_added || len > COALESCE_MAX ||
+	    evbuffer_peek(out, -1, NULL, NULL, 0) < 2)
+		return;
+	evbuffer_pullup(out, -1);
+}
+
 static struct bufferevent *make_bev(struct event_base *base, void *arg)
 {
 	struct httpd *h = arg;
@@ -451,6 +473,8 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
 		abort();
 	SSL_set_ex_data(ssl, conn_index, c);
 	c->watch = evbuffer_add_cb(bufferevent_get_input(c->bev), on_input, c);
+	if (!evbuffer_add_cb(bufferevent_get_output(c->bev), on_output, c))
+		abort();
 	h->nconns++;
 	if ((c->next = h->conns))
 		c->next->prev = c;

@@ -235,7 +235,13 @@ static void on_written(void *arg, int err, json_t *obj)
 	struct gc *g = w->s->gc;
 
 	(void)obj;
-	if (err == ERR_CONFLICT && g) {
+	if (!err && g) {
+		/* Landed, and in the index: the owner waiting for it looks
+		 * again (enqueue_owners cannot find an owner its reference
+		 * names by a kind this server does not serve). */
+		if (w->waiter)
+			enqueue(g, w->waiter);
+	} else if (err == ERR_CONFLICT && g) {
 		/* Another API server wrote the key first (a shared store): the
 		 * cache has its write now; look again. */
 		enqueue(g, w->key);
@@ -332,22 +338,38 @@ static void remove_refs(struct gc *g, const char *key, const json_t *obj, const 
 	}
 }
 
+static bool names_owner(const json_t *dep, const char *uid)
+{
+	json_t *ref;
+	size_t i;
+	json_array_foreach(jx_get(dep, "metadata.ownerReferences"), i, ref)
+	{
+		if (is(jx_str(ref, "uid"), uid))
+			return true;
+	}
+	return false;
+}
+
 /* The dependents of the owner at key lose their reference to it; how many
- * still name it (their writes on the way: the owner hears when each lands,
- * enqueue_owners, or fails, its waiter). */
+ * still name it (their writes on the way: the owner looks again as each
+ * completes, gc_write's waiter). One whose write is already on its way is
+ * waited for, not written again; one being deleted is as good as orphaned
+ * (upstream takes a 404 for success). */
 static size_t orphan_dependents(struct gc *g, const char *key, const char *uid)
 {
 	struct strv keys = STRV_INIT, one = STRV_INIT;
-	size_t n;
+	size_t n = 0;
 
 	strv_push(&one, uid);
 	dependents_of(g, uid, &keys);
 	for (size_t i = 0; i < keys.n; i++) {
 		json_t *dep = cache_get(g->s->cache, keys.v[i]);
-		if (dep)
+		if (!dep)
+			continue;
+		n++;
+		if (names_owner(dep, uid))
 			remove_refs(g, keys.v[i], dep, &one, key);
 	}
-	n = keys.n;
 	strv_free(&one);
 	strv_free(&keys);
 	return n;

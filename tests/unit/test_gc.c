@@ -294,6 +294,28 @@ static void test_orphan_while_the_owner_is_held(void **state)
 	json_decref(d);
 }
 
+/* A dependent naming its owner by a kind this server does not serve (the
+ * index finds it by uid): the owner is looked at again once the
+ * dependent's write lands, and goes. */
+static void test_orphan_of_an_unknown_kind(void **state)
+{
+	struct testenv *e = *state;
+	json_t *a = cm(e, "ou-a", NULL, NULL), *ref = ref_to(a, true), *d, *got;
+
+	json_object_set_new(ref, "apiVersion", json_string("example.com/v1"));
+	json_object_set_new(ref, "kind", json_string("Widget"));
+	d = cm(e, "ou-d", NULL, json_pack("[o]", ref));
+	assert_int_equal(del(e, CMS "/ou-a", "Orphan", &got), 200);
+	json_decref(got);
+	assert_false(exists(e, CMS "/ou-a"));
+	got = get(e, CMS "/ou-d");
+	assert_non_null(got);
+	assert_null(jx_get(got, "metadata.ownerReferences"));
+	json_decref(got);
+	json_decref(a);
+	json_decref(d);
+}
+
 /*
  * On a shared store (etcd) the collector's writes may land in any order. An
  * owner orphaning its dependents keeps its finalizer until their writes
@@ -428,6 +450,7 @@ int main(void)
 	    cmocka_unit_test(test_foreground_keeps_the_owners_finalizers),
 	    cmocka_unit_test(test_bound_pod_graceful_under_any_policy),
 	    cmocka_unit_test(test_orphan_while_the_owner_is_held),
+	    cmocka_unit_test(test_orphan_of_an_unknown_kind),
 	    cmocka_unit_test_setup_teardown(test_orphan_waits_for_its_dependents_writes,
 	                                    setup_remote, teardown),
 	    cmocka_unit_test(test_a_living_owner_keeps_its_dependent),

@@ -573,11 +573,14 @@ static void ts_close(struct store *s)
 {
 	struct testenv_store *ts = (struct testenv_store *)s;
 
-	/* As etcd's close: what was sent lands, and is answered. */
-	while (ts->queued)
-		loop_poll(ts->loop);
-	while (ts->nheld)
-		testenv_store_land(ts, 0);
+	/* As etcd's close: what was sent lands, and is answered — writes
+	 * the answers send too (called outside the loop: it runs here). */
+	while (ts->queued || ts->nheld) {
+		if (ts->nheld)
+			testenv_store_land(ts, 0);
+		else
+			loop_poll(ts->loop);
+	}
 	free(ts->held);
 	hmap_free_values(&ts->kv, ts_value_free);
 	free(ts);

@@ -338,13 +338,16 @@ static void remove_refs(struct gc *g, const char *key, const json_t *obj, const 
 	}
 }
 
-static bool names_owner(const json_t *dep, const char *uid)
+/* Whether dep names the owner uid, and (blocking) with blockOwnerDeletion. */
+static bool names_owner(const json_t *dep, const char *uid, bool blocking)
 {
 	json_t *ref;
 	size_t i;
+
 	json_array_foreach(jx_get(dep, "metadata.ownerReferences"), i, ref)
 	{
-		if (is(jx_str(ref, "uid"), uid))
+		if (is(jx_str(ref, "uid"), uid) &&
+		    (!blocking || json_is_true(json_object_get(ref, "blockOwnerDeletion"))))
 			return true;
 	}
 	return false;
@@ -367,23 +370,12 @@ static size_t orphan_dependents(struct gc *g, const char *key, const char *uid)
 		if (!dep)
 			continue;
 		n++;
-		if (names_owner(dep, uid))
+		if (names_owner(dep, uid, false))
 			remove_refs(g, keys.v[i], dep, &one, key);
 	}
 	strv_free(&one);
 	strv_free(&keys);
 	return n;
-}
-
-static bool blocks(const json_t *dep, const char *uid)
-{
-	json_t *ref;
-	size_t i;
-	json_array_foreach(
-	    jx_get(dep, "metadata.ownerReferences"), i,
-	    ref) if (is(jx_str(ref, "uid"), uid) &&
-	             json_is_true(json_object_get(ref, "blockOwnerDeletion"))) return true;
-	return false;
 }
 
 static void attempt(struct gc *g, const char *key);
@@ -402,7 +394,7 @@ static void delete_dependents(struct gc *g, const char *key, const json_t *obj)
 		if (dep && !being_deleted(dep))
 			attempt(g, keys.v[i]);
 		/* attempt may have deleted it, or dropped the reference. */
-		if ((dep = cache_get(g->s->cache, keys.v[i])) && blocks(dep, uid))
+		if ((dep = cache_get(g->s->cache, keys.v[i])) && names_owner(dep, uid, true))
 			blocked = true;
 	}
 	strv_free(&keys);

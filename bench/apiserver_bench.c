@@ -34,6 +34,8 @@
  *     --also-pid NAME=P the CPU of another process too (the store: etcd=P, a
  *                       second API server); up to 4
  *     --write-port N    watch: create the pods through the server on port N
+ *     --first-node N    lease: the first kubelet's node number (default 1), so
+ *                       that several client processes renew distinct Leases
  *     --duration S      measured seconds (lease, get, watch; default 10)
  *     --clients N       connections (lease 64, get 16, rss/list creation 32)
  *     --nodes N         Nodes to create (list, rss; default 5000)
@@ -90,7 +92,7 @@
 struct opts {
 	const char *cluster_dir, *host, *nginx_host, *body_out;
 	int port, pid, clients, nodes, pods, watchers, runs, nginx_port, nginx_pid, connect_max;
-	int write_port;
+	int write_port, first_node;
 	double duration, warmup, rate;
 };
 
@@ -300,15 +302,14 @@ static void samples_print(const char *what, struct samples *s)
 	       samples_ms(s, 0.5), samples_ms(s, 0.99), samples_ms(s, 1.0), s->n);
 }
 
-/* utime+stime of a process in seconds (pid 0: this one); -1 if unreadable. */
-static double proc_cpu_s(int pid)
+/* utime+stime in seconds of a /proc stat file; -1 if unreadable. */
+static double stat_cpu_s(const char *path)
 {
-	char path[64], buf[1024], *p;
+	char buf[1024], *p;
 	unsigned long long ut = 0, st = 0;
 	FILE *f;
 	size_t n;
 
-	snprintf(path, sizeof(path), pid ? "/proc/%d/stat" : "/proc/self/stat", pid);
 	if (!(f = fopen(path, "r")))
 		return -1;
 	n = fread(buf, 1, sizeof(buf) - 1, f);
@@ -319,6 +320,25 @@ static double proc_cpu_s(int pid)
 	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
 		return -1;
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* A process's (pid 0: this one). */
+static double proc_cpu_s(int pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), pid ? "/proc/%d/stat" : "/proc/self/stat", pid);
+	return stat_cpu_s(path);
+}
+
+/* A process's main thread: the API server's loop, which owns the cache and
+ * the store and serves every request (serving threads or not). */
+static double loop_cpu_s(int pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, pid);
+	return stat_cpu_s(path);
 }
 
 /* VmRSS of pid in MiB, or -1. */
@@ -366,14 +386,18 @@ static int nalso;
 /* CPU used by server, client and everything else over a measured interval. */
 struct cpu_mark {
 	int64_t mono;
-	double self, server, machine, also[ALSO_MAX];
+	double self, server, loop, machine, also[ALSO_MAX];
 };
 
 /* server_pid 0: no server to account for. */
 static struct cpu_mark cpu_mark(int server_pid)
 {
-	struct cpu_mark m = {clock_mono(), proc_cpu_s(0), server_pid ? proc_cpu_s(server_pid) : 0,
-			     machine_busy_s(), {0}};
+	struct cpu_mark m = {clock_mono(),
+			     proc_cpu_s(0),
+			     server_pid ? proc_cpu_s(server_pid) : 0,
+			     server_pid ? loop_cpu_s(server_pid) : 0,
+			     machine_busy_s(),
+			     {0}};
 	for (int i = 0; i < nalso; i++)
 		m.also[i] = proc_cpu_s(also[i].pid);
 	return m;
@@ -391,9 +415,12 @@ static void cpu_print(const char *what, int server_pid, struct cpu_mark from, do
 	double self = to.self - from.self, server = to.server - from.server, others = 0;
 
 	printf("  CPU %s: client %.2f cores", what, self / wall);
-	if (server_pid)
-		printf(", server %.2f cores (%.0f us per %s)", server / wall,
-		       ops > 0 ? server * 1e6 / ops : 0, op);
+	if (server_pid) {
+		double loop = to.loop - from.loop;
+		printf(", server %.2f cores (%.0f us per %s; its loop thread %.2f cores, %.0f us)",
+		       server / wall, ops > 0 ? server * 1e6 / ops : 0, op, loop / wall,
+		       ops > 0 ? loop * 1e6 / ops : 0);
+	}
 	for (int i = 0; i < nalso; i++) {
 		double t = to.also[i] - from.also[i];
 		printf(", %s %.2f cores (%.0f us per %s)", also[i].name, t / wall,
@@ -829,8 +856,8 @@ static void bench_lease(struct bench *b)
 	lb.k = calloc((size_t)lb.n, sizeof(*lb.k));
 	for (int i = 0; i < lb.n; i++) {
 		lb.k[i].lb = &lb;
-		lb.k[i].node = i + 1;
-		lb.k[i].id = node_ident(b, i + 1);
+		lb.k[i].node = b->o.first_node + i;
+		lb.k[i].id = node_ident(b, lb.k[i].node);
 	}
 	lb.phase_timer = loop_timer(b->loop, lease_go, &lb);
 	lb.ramp = (struct ramp){0, lb.n, 0, b->o.connect_max, lease_start, &lb};
@@ -1447,7 +1474,7 @@ static const char usage[] =
 	"         [--duration S] [--clients N] [--nodes N] [--pods N] [--watchers N]\n"
 	"         [--rate R] [--runs R] [--nginx-port P] [--nginx-pid P] [--body-out F]\n"
 	"         [--connect-max N] [--warmup S] [--host H] [--also-pid NAME=P]\n"
-	"         [--write-port N]\n";
+	"         [--write-port N] [--first-node N]\n";
 
 /* --also-pid NAME=PID */
 static void also_pid_add(const char *arg)
@@ -1472,13 +1499,13 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		{"nginx-port", required_argument, NULL, 'g'},  {"body-out", required_argument, NULL, 'b'},
 		{"connect-max", required_argument, NULL, 'm'}, {"nginx-pid", required_argument, NULL, 'N'},
 		{"also-pid", required_argument, NULL, 'A'},    {"write-port", required_argument, NULL, 'x'},
-		{NULL, 0, NULL, 0},
+		{"first-node", required_argument, NULL, 'F'},  {NULL, 0, NULL, 0},
 	};
 	int c;
 
 	*o = (struct opts){.host = "127.0.0.1", .nginx_host = "127.0.0.1", .duration = 10,
 			   .warmup = 1, .nodes = 5000, .pods = 50000, .watchers = 1000,
-			   .rate = 200, .runs = 5, .connect_max = 64};
+			   .rate = 200, .runs = 5, .connect_max = 64, .first_node = 1};
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -1499,6 +1526,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		case 'm': o->connect_max = atoi(optarg); break;
 		case 'N': o->nginx_pid = atoi(optarg); break;
 		case 'x': o->write_port = atoi(optarg); break;
+		case 'F': o->first_node = atoi(optarg); break;
 		case 'A': also_pid_add(optarg); break;
 		default: fputs(usage, stderr); exit(2);
 		}

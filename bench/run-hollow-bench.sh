@@ -25,7 +25,8 @@
 # sampling after all are Ready, 60), PER_PROCESS (hollow nodes per kubelet
 # process, 2500), SETTLE (s between all Ready and the window,
 # 10), TIMEOUT (s to wait for Ready, 600), QUIET_WAIT (s to wait for an idle
-# machine, 120), KEEP=1 keeps the work directory.
+# machine, 120), API_FLAGS (more `cube apiserver` flags, e.g. "--serving-threads
+# 2"), KEEP=1 keeps the work directory.
 #
 # All processes share the machine's cores with the probe and anything else
 # running; each CPU line says how busy the whole machine was.
@@ -133,7 +134,7 @@ run_split() {
 	dir=$WORK/split-$n
 	"$CUBE" pki init --dir "$dir" >/dev/null
 	"$CUBE" apiserver --cluster-dir "$dir" --data-dir "$dir/data" --bind-address 127.0.0.1 \
-		--secure-port 0 --port-file "$dir/port" 2>"$dir/apiserver.log" &
+		--secure-port 0 --port-file "$dir/port" ${API_FLAGS:-} 2>"$dir/apiserver.log" &
 	API_PID=$!
 	wait_port "$dir/port" "$dir/apiserver.log"
 	port=$(cat "$dir/port")

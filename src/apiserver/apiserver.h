@@ -62,6 +62,11 @@ struct apiserver_opts {
 	const char *kubelet_client_key;
 	const char *kubelet_certificate_authority;
 	const char *kubelet_preferred_address_types;
+	/* --serving-threads: threads that serve the secure port's connections
+	 * (TLS, HTTP/1.1, HTTP/2), the requests staying on the server's loop;
+	 * 0: that loop serves them too; -1: one per CPU but the loop's, from
+	 * 4 CPUs on (0 below). Never on the virtual clock. */
+	int serving_threads;
 };
 
 /* kubeadm's --service-account-issuer. */

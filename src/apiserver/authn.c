@@ -209,8 +209,10 @@ int authn_request(struct req *r)
 	}
 	if (auth && !strncmp(auth, "Bearer ", 7)) {
 		char why[512], q[600];
-		if (token_user(r->s, auth + 7, &r->user, why, sizeof(why)) == 0)
+		if (token_user(r->s, auth + 7, &r->user, why, sizeof(why)) == 0) {
+			r->by_token = true;
 			return 0;
+		}
 		user_info_free(&r->user);
 		/* Upstream's union of token authenticators: the bootstrap one's
 		 * "invalid bearer token", then the service account one's reason. */
@@ -237,16 +239,30 @@ int authn_request(struct req *r)
 	return ERR_UNAUTHORIZED;
 }
 
+static const struct tls_identity *cert_of(SSL *ssl)
+{
+	return ssl ? tls_peer_identity(ssl, clock_now()) : NULL;
+}
+
+bool authn_cert_credentials_ok(void *arg, SSL *ssl, const char *authorization)
+{
+	const struct tls_identity *id = cert_of(ssl);
+
+	(void)arg;
+	(void)authorization;
+	return id && id->present && id->verify_err == 0 && id->user && *id->user;
+}
+
 bool authn_credentials_ok(void *arg, SSL *ssl, const char *authorization)
 {
 	struct apiserver *s = arg;
-	const struct tls_identity *id = ssl ? tls_peer_identity(ssl, clock_now()) : NULL;
+	const struct tls_identity *id = cert_of(ssl);
 	struct user_info u = {0};
 	char why[512];
 	bool ok;
 
 	if (id && id->present)
-		return id->verify_err == 0 && id->user && *id->user;
+		return authn_cert_credentials_ok(arg, ssl, authorization);
 	if (!authorization || strncmp(authorization, "Bearer ", 7))
 		return false;
 	ok = token_user(s, authorization + 7, &u, why, sizeof(why)) == 0;

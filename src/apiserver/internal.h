@@ -39,6 +39,7 @@ struct apiserver {
 	struct gc *gc;      /* the garbage collector (gc.c) */
 	struct rv_wait *rv_waits;      /* reads held for a revision (read.c) */
 	struct proxy *proxy;           /* the way to the kubelets (proxy.c) */
+	struct relay *relay;           /* serving threads (relay.c), or NULL: httpd serves */
 };
 
 struct user_info {
@@ -108,6 +109,7 @@ struct req {
 	int code;
 	bool streaming;
 	bool dry_run; /* ?dryRun or a DeleteOptions body's dryRun: answer, store nothing */
+	bool by_token;   /* a bearer token authenticated the caller */
 	int write_tries; /* a shared store's writes lost to another server's (retry_lost_write) */
 	bool refreshed;  /* served again on a cache brought up to the store's revision */
 };
@@ -126,6 +128,9 @@ void req_serve(struct apiserver *s, const struct req_transport *tp, void *conn,
 	       struct evkeyvalq *out_headers, struct evbuffer *in_body);
 /* The transport's word that the client went away. */
 void req_client_gone(struct req *r);
+/* An HTTP/1.1 body of many small chains (a LIST's items) copied into 64
+ * KiB chains, which TLS sends as full records. */
+void http_coalesce(struct evbuffer *body);
 /* An input header (NULL when absent or the client is gone). */
 const char *req_header(struct req *r, const char *name);
 /* An output header (nothing once the client is gone). */
@@ -160,8 +165,18 @@ char *prefix_key(const struct resource *res, const char *ns);
 /* discovery.c: /version, /api, /apis, /api/v1, /apis/g/v, /openapi/v3 */
 bool discovery_serve(struct req *r);
 
+/* relay.c: the connections on n worker threads (see there), the requests
+ * on the server's loop. */
+struct relay *relay_start(struct apiserver *s, SSL_CTX *tls, const struct httpd_opts *o,
+			  size_t n);
+int relay_port(const struct relay *rl);
+void relay_stop(struct relay *rl); /* no connection is served any more */
+void relay_free(struct relay *rl);
+
 /* authn.c */
 int authn_request(struct req *r);
+/* A verified client certificate (what a serving thread can judge alone). */
+bool authn_cert_credentials_ok(void *arg, SSL *ssl, const char *authorization);
 /* httpd's credentials_ok: a verified client certificate or a valid bearer
  * token (anonymous access is not credentials: its bodies stay small). */
 bool authn_credentials_ok(void *arg, SSL *ssl, const char *authorization);

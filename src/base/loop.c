@@ -5,6 +5,10 @@
 
 #include <event2/thread.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <time.h>
@@ -19,7 +23,14 @@ struct loop {
 	struct event_base *base;
 	struct timer_set *timers;
 	struct event *tick;  /* armed for the set's earliest deadline */
-	struct event *wake;  /* made active by loop_defer from other threads */
+	/* Deferred work: the list, and an eventfd that other threads write
+	 * when they make it non-empty (the loop's own thread activates the
+	 * event instead). Not libevent's event_active across threads, which
+	 * takes the base's lock against its own thread on every call. */
+	struct event *wake;
+	int wake_fd;
+	pthread_t owner;      /* the thread that runs the loop (loop_run, loop_poll) */
+	bool owned;
 	pthread_mutex_t lock; /* guards the deferred list */
 	struct deferred *head, **tail;
 };
@@ -121,7 +132,12 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
 	struct loop *l = arg;
 	struct deferred *d;
+	uint64_t n;
 
+	/* Reset before taking the list: a write after this wakes us again. */
+	if (fd >= 0 && read(fd, &n, sizeof(n)) < 0) {
+		/* EAGAIN: activated by the loop's own thread */
+	}
 	pthread_mutex_lock(&l->lock);
 	d = l->head;
 	l->head = NULL;
@@ -144,7 +160,10 @@ struct loop *loop_new(void)
 		abort();
 	l->timers = timers_new();
 	l->tick = evtimer_new(l->base, on_tick, l);
-	l->wake = event_new(l->base, -1, 0, on_wake, l);
+	if ((l->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+	    !(l->wake = event_new(l->base, l->wake_fd, EV_READ | EV_PERSIST, on_wake, l)) ||
+	    event_add(l->wake, NULL) < 0)
+		abort();
 	pthread_mutex_init(&l->lock, NULL);
 	l->tail = &l->head;
 	timers_on_change(l->timers, on_timers_change, l);
@@ -158,6 +177,7 @@ void loop_free(struct loop *l)
 	on_wake(-1, 0, l); /* run what was deferred, so nothing leaks */
 	event_free(l->tick);
 	event_free(l->wake);
+	close(l->wake_fd);
 	timers_free(l->timers);
 	event_base_free(l->base);
 	pthread_mutex_destroy(&l->lock);
@@ -179,8 +199,17 @@ struct timer *loop_timer(struct loop *l, timer_cb cb, void *arg)
 	return timer_new(l->timers, cb, arg);
 }
 
+static void own(struct loop *l)
+{
+	pthread_mutex_lock(&l->lock);
+	l->owner = pthread_self();
+	l->owned = true;
+	pthread_mutex_unlock(&l->lock);
+}
+
 int loop_run(struct loop *l)
 {
+	own(l);
 	arm_tick(l);
 	/* NO_EXIT_ON_EMPTY: a loop waiting only for loop_defer is not done. */
 	if (event_base_loop(l->base, EVLOOP_NO_EXIT_ON_EMPTY) < 0)
@@ -190,6 +219,7 @@ int loop_run(struct loop *l)
 
 int loop_poll(struct loop *l)
 {
+	own(l);
 	timers_run(l->timers);
 	if (event_base_loop(l->base, EVLOOP_NONBLOCK) < 0)
 		return err_set(ERR_INTERNAL, "event loop failed");
@@ -205,14 +235,21 @@ void loop_stop(struct loop *l)
 void loop_defer(struct loop *l, void (*cb)(void *), void *arg)
 {
 	struct deferred *d = malloc(sizeof(*d));
+	bool was_empty, mine;
+
 	if (!d)
 		abort();
 	d->cb = cb;
 	d->arg = arg;
 	d->next = NULL;
 	pthread_mutex_lock(&l->lock);
+	was_empty = !l->head;
 	*l->tail = d;
 	l->tail = &d->next;
+	mine = l->owned && pthread_equal(l->owner, pthread_self());
 	pthread_mutex_unlock(&l->lock);
-	event_active(l->wake, 0, 0);
+	if (mine)
+		event_active(l->wake, EV_READ, 0);
+	else if (was_empty && write(l->wake_fd, &(uint64_t){1}, sizeof(uint64_t)) < 0)
+		abort(); /* an eventfd write fails only when its counter would overflow */
 }

@@ -196,6 +196,7 @@ static int api_start(struct component *c)
 	 * (metrics-server's usual setting). */
 	o.kubelet_preferred_address_types =
 	    "InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP";
+	o.serving_threads = -1;
 	if (cl->o.toleration_set[0])
 		o.not_ready_toleration_s = cl->o.toleration_s[0];
 	if (cl->o.toleration_set[1])

@@ -74,7 +74,14 @@ static const char usage[] =
 	"      --port-file F                   write the port actually bound (for --secure-port 0)\n"
 	"      --watch-window N                recent events kept, all resources together (default\n"
 	"                                      10000): how far back a watch may resume and a\n"
-	"                                      paged list stay one snapshot; older is 410 Expired\n";
+	"                                      paged list stay one snapshot; older is 410 Expired\n"
+	"      --serving-threads N             threads that serve the secure port's connections\n"
+	"                                      (TLS, HTTP/1.1 and HTTP/2), requests staying on\n"
+	"                                      the main loop with the cache and the store; 0: the\n"
+	"                                      main loop serves them too (default: one per CPU\n"
+	"                                      this process may use but the main loop's, from 4\n"
+	"                                      CPUs on; 0 below, where they cost more than\n"
+	"                                      they free)\n";
 
 static struct loop *main_loop;
 
@@ -113,6 +120,7 @@ int cmd_apiserver(int argc, char **argv)
 		{"bootstrap-token-file", required_argument, NULL, 'T'},
 		{"port-file", required_argument, NULL, 'P'},
 		{"watch-window", required_argument, NULL, 'W'},
+		{"serving-threads", required_argument, NULL, 0x120},
 		{"v", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -126,6 +134,7 @@ int cmd_apiserver(int argc, char **argv)
 	int c, rc = 0;
 
 	apiserver_opts_default(&o);
+	o.serving_threads = -1;
 	while ((c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -229,6 +238,15 @@ int cmd_apiserver(int argc, char **argv)
 				return cli_usage_error("apiserver",
 						       "--watch-window wants a number of events >= 1");
 			o.watch_window = (size_t)n;
+			break;
+		}
+		case 0x120: {
+			char *end;
+			long n = strtol(optarg, &end, 10);
+			if (!*optarg || *end || n < 0 || n > 256)
+				return cli_usage_error("apiserver",
+						       "--serving-threads wants a number from 0 to 256");
+			o.serving_threads = (int)n;
 			break;
 		}
 		case 'v': log_set_verbosity(atoi(optarg)); break;

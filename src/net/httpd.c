@@ -24,6 +24,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* Go's http.Server backs off on a failing accept from 5 ms, doubling to 1 s. */
 #define ACCEPT_BACKOFF_MIN_MS 5
@@ -49,9 +50,20 @@ struct httpd {
 	bool (*credentials_ok)(void *arg, SSL *ssl, const char *authorization);
 	size_t max_headers, max_conns, max_unauth;
 	int header_timeout_s, request_timeout_s;
-	size_t nconns;      /* connections alive */
-	struct conn *conns; /* ... on a list: they may outlive the server (below) */
-	struct hmap unauth; /* peer address → connections without credentials (intptr_t) */
+	struct conn *conns;      /* alive, on a list: they may outlive the server (below) */
+	struct httpd_counts *ct; /* shared by the servers of one port */
+};
+
+/*
+ * What the limits count, shared by every server on one port (httpd_opts.
+ * share: a server per thread), so that a limit is the port's whichever
+ * thread accepted. Taken once per connection, never per request.
+ */
+struct httpd_counts {
+	pthread_mutex_t lock;
+	int refs;                 /* servers sharing it */
+	size_t nconns;            /* connections alive */
+	struct hmap unauth;       /* peer address → connections without credentials (intptr_t) */
 	int64_t last_refusal_log; /* mono time of the last refusal logged */
 };
 
@@ -131,13 +143,26 @@ static size_t fd_budget(void)
 
 /* ---- connections ---------------------------------------------------------- */
 
-static void unauth_add(struct conn *c, intptr_t d)
+/* Under ct->lock. */
+static void unauth_add(struct httpd_counts *ct, const char *peer, intptr_t d)
 {
-	intptr_t n = (intptr_t)hmap_get(&c->h->unauth, c->peer) + d;
+	intptr_t n = (intptr_t)hmap_get(&ct->unauth, peer) + d;
 	if (n > 0)
-		hmap_put(&c->h->unauth, c->peer, (void *)n);
+		hmap_put(&ct->unauth, peer, (void *)n);
 	else
-		hmap_del(&c->h->unauth, c->peer);
+		hmap_del(&ct->unauth, peer);
+}
+
+/* A connection counted without credentials has shown them: it counts no
+ * more against its peer, and its limits go. */
+static void uncount(struct conn *c)
+{
+	struct httpd_counts *ct = c->h->ct;
+
+	pthread_mutex_lock(&ct->lock);
+	unauth_add(ct, c->peer, -1);
+	pthread_mutex_unlock(&ct->lock);
+	c->counted = false;
 }
 
 /* The SSL is freed (with evhttp's connection): so is what hangs off it. */
@@ -153,9 +178,12 @@ static void conn_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long
 	if (!c)
 		return;
 	if (c->h) {
+		struct httpd_counts *ct = c->h->ct;
+		pthread_mutex_lock(&ct->lock);
 		if (c->counted)
-			unauth_add(c, -1);
-		c->h->nconns--;
+			unauth_add(ct, c->peer, -1);
+		ct->nconns--;
+		pthread_mutex_unlock(&ct->lock);
 		if (c->prev)
 			c->prev->next = c->next;
 		else
@@ -198,14 +226,14 @@ static void arm(struct conn *c, int seconds)
 }
 
 /* Refusals are logged at most once a second (a storm of them would be a
- * flood of lines); true when this one may be. */
-static bool refusal_logged(struct httpd *h)
+ * flood of lines); true when this one may be. Under ct->lock. */
+static bool refusal_logged(struct httpd_counts *ct)
 {
 	int64_t now = clock_mono();
 
-	if (now - h->last_refusal_log < NS_PER_SEC)
+	if (now - ct->last_refusal_log < NS_PER_SEC)
 		return false;
-	h->last_refusal_log = now;
+	ct->last_refusal_log = now;
 	return true;
 }
 
@@ -231,16 +259,23 @@ static int peer_of(evutil_socket_t fd, char *ip, size_t n)
 /* The connection's first plaintext: who it is, and whether there is room. */
 static int conn_start(struct conn *c)
 {
+	struct httpd_counts *ct = c->h->ct;
+	size_t n;
+	bool log;
+
 	c->started = true;
 	peer_of(bufferevent_getfd(c->bev), c->peer, sizeof(c->peer));
-	if (c->h->nconns > c->h->max_conns) {
-		if (refusal_logged(c->h))
-			LOG_WARN("http: closing the connection from %s: %zu connections open, the "
-			         "limit is %zu",
-			         c->peer, c->h->nconns, c->h->max_conns);
-		return -1;
-	}
-	return 0;
+	pthread_mutex_lock(&ct->lock);
+	n = ct->nconns;
+	log = n > c->h->max_conns && refusal_logged(ct);
+	pthread_mutex_unlock(&ct->lock);
+	if (n <= c->h->max_conns)
+		return 0;
+	if (log)
+		LOG_WARN("http: closing the connection from %s: %zu connections open, the "
+		         "limit is %zu",
+		         c->peer, n, c->h->max_conns);
+	return -1;
 }
 
 /* The value of header name in head (n bytes), malloc'd, or NULL. */
@@ -284,16 +319,25 @@ static int judge(struct conn *c, const char *auth)
 		ok = SSL_get0_peer_certificate(ssl) && SSL_get_verify_result(ssl) == X509_V_OK;
 	c->held = false;
 	if (!ok) {
-		size_t unauth = (size_t)(intptr_t)hmap_get(&c->h->unauth, c->peer);
+		struct httpd_counts *ct = c->h->ct;
+		size_t unauth;
+		bool log = false;
+
+		pthread_mutex_lock(&ct->lock);
+		unauth = (size_t)(intptr_t)hmap_get(&ct->unauth, c->peer);
+		if (unauth >= c->h->max_unauth)
+			log = refusal_logged(ct);
+		else
+			unauth_add(ct, c->peer, 1);
+		pthread_mutex_unlock(&ct->lock);
 		if (unauth >= c->h->max_unauth) {
-			if (refusal_logged(c->h))
+			if (log)
 				LOG_WARN("http: closing the connection from %s: %zu of its "
 				         "connections show no credentials, the limit is %zu",
 				         c->peer, unauth, c->h->max_unauth);
 			return -1;
 		}
 		c->counted = true;
-		unauth_add(c, 1);
 	}
 	arm(c, c->h->request_timeout_s);
 	return 0;
@@ -475,7 +519,9 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
 	c->watch = evbuffer_add_cb(bufferevent_get_input(c->bev), on_input, c);
 	if (!evbuffer_add_cb(bufferevent_get_output(c->bev), on_output, c))
 		abort();
-	h->nconns++;
+	pthread_mutex_lock(&h->ct->lock);
+	h->ct->nconns++;
+	pthread_mutex_unlock(&h->ct->lock);
 	if ((c->next = h->conns))
 		c->next->prev = c;
 	h->conns = c;
@@ -556,12 +602,117 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	dispatch_in_scope(h, h1_call, req);
 }
 
+/* A listening socket on address:port that other sockets may bind too
+ * (SO_REUSEPORT): the kernel spreads new connections over them, a loop
+ * each. Go's backlog (the kernel's somaxconn), not libevent's 128. */
+static int listen_reuseport(const char *address, int port, evutil_socket_t *out)
+{
+	struct sockaddr_storage ss = {0};
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+	socklen_t sl;
+	int fd, e;
+
+	if (evutil_inet_pton(AF_INET, address, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+		sl = sizeof(*v4);
+	} else if (evutil_inet_pton(AF_INET6, address, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		sl = sizeof(*v6);
+	} else {
+		return err_set(ERR_INVALID, "listen on %s:%d: not an IP address", address, port);
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &(int){1}, sizeof(int)) < 0 ||
+	    bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, SOMAXCONN) < 0) {
+		e = errno;
+		if (fd >= 0)
+			close(fd);
+		return err_set(ERR_IO, "listen on %s:%d: %s", address, port, strerror(e));
+	}
+	*out = fd;
+	return 0;
+}
+
+/* Accept on fd (ours from now on). */
+static int accept_on(struct httpd *h, evutil_socket_t fd)
+{
+	if (!(h->sock = evhttp_accept_socket_with_handle(h->http, fd))) {
+		close(fd);
+		return err_set(ERR_IO, "listen on %s:%d: cannot accept", h->address, h->port);
+	}
+	return 0;
+}
+
+static int bind_new(struct httpd *h, const struct httpd_opts *o)
+{
+	struct sockaddr_storage ss;
+	ev_socklen_t sl = sizeof(ss);
+	evutil_socket_t fd;
+
+	snprintf(h->address, sizeof(h->address), "%s", o->bind_address);
+	if (o->reuse_port) {
+		if (listen_reuseport(o->bind_address, o->port, &fd) < 0 || accept_on(h, fd) < 0)
+			return -1;
+	} else if (!(h->sock = evhttp_bind_socket_with_handle(h->http, o->bind_address,
+	                                                      (ev_uint16_t)o->port))) {
+		return err_set(ERR_IO, "listen on %s:%d: %s", o->bind_address, o->port,
+		               evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	}
+	/* Without TCP_NODELAY a small reply waits 40 ms for a delayed ACK. Linux
+	 * hands the listener's setting to every accepted socket. */
+	setsockopt(evhttp_bound_socket_get_fd(h->sock), IPPROTO_TCP, TCP_NODELAY, &(int){1},
+	           sizeof(int));
+	if (getsockname(evhttp_bound_socket_get_fd(h->sock), (struct sockaddr *)&ss, &sl) == 0)
+		h->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+		                                         : ((struct sockaddr_in *)&ss)->sin_port);
+	if (!(h->ct = calloc(1, sizeof(*h->ct))))
+		abort();
+	pthread_mutex_init(&h->ct->lock, NULL);
+	h->ct->refs = 1;
+	return 0;
+}
+
+/* A socket of its own on first's address and port (first was made with
+ * reuse_port), and first's counts. */
+static int bind_shared(struct httpd *h, struct httpd *first)
+{
+	evutil_socket_t fd;
+
+	snprintf(h->address, sizeof(h->address), "%s", first->address);
+	h->port = first->port;
+	if (listen_reuseport(first->address, first->port, &fd) < 0 || accept_on(h, fd) < 0)
+		return -1;
+	setsockopt(evhttp_bound_socket_get_fd(h->sock), IPPROTO_TCP, TCP_NODELAY, &(int){1},
+	           sizeof(int));
+	h->ct = first->ct;
+	pthread_mutex_lock(&h->ct->lock);
+	h->ct->refs++;
+	pthread_mutex_unlock(&h->ct->lock);
+	return 0;
+}
+
+static void counts_release(struct httpd_counts *ct)
+{
+	bool last;
+
+	pthread_mutex_lock(&ct->lock);
+	last = --ct->refs == 0;
+	pthread_mutex_unlock(&ct->lock);
+	if (!last)
+		return;
+	hmap_free(&ct->unauth);
+	pthread_mutex_destroy(&ct->lock);
+	free(ct);
+}
+
 struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts *o,
                         httpd_handler handler, void *arg)
 {
 	struct httpd *h = calloc(1, sizeof(*h));
-	struct sockaddr_storage ss;
-	ev_socklen_t sl = sizeof(ss);
 
 	if (!h)
 		abort();
@@ -594,22 +745,17 @@ struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts
 	evhttp_set_max_headers_size(h->http, (ev_ssize_t)o->max_headers);
 	evhttp_set_timeout(h->http, h->idle_timeout_s);
 	evhttp_set_default_content_type(h->http, "application/json");
-	snprintf(h->address, sizeof(h->address), "%s", o->bind_address);
-	h->sock = evhttp_bind_socket_with_handle(h->http, o->bind_address, (ev_uint16_t)o->port);
-	if (!h->sock) {
-		err_set(ERR_IO, "listen on %s:%d: %s", o->bind_address, o->port,
-		        evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	if (o->share) {
+		if (bind_shared(h, o->share) < 0) {
+			evhttp_free(h->http);
+			free(h);
+			return NULL;
+		}
+	} else if (bind_new(h, o) < 0) {
 		evhttp_free(h->http);
 		free(h);
 		return NULL;
 	}
-	/* Without TCP_NODELAY a small reply waits 40 ms for a delayed ACK. Linux
-	 * hands the listener's setting to every accepted socket. */
-	setsockopt(evhttp_bound_socket_get_fd(h->sock), IPPROTO_TCP, TCP_NODELAY, &(int){1},
-	           sizeof(int));
-	if (getsockname(evhttp_bound_socket_get_fd(h->sock), (struct sockaddr *)&ss, &sl) == 0)
-		h->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-		                                         : ((struct sockaddr_in *)&ss)->sin_port);
 	h->listener = evhttp_bound_socket_get_listener(h->sock);
 	if (!(h->resume = evtimer_new(loop_base(loop), on_resume, h)))
 		abort();
@@ -634,7 +780,7 @@ void httpd_free(struct httpd *h)
 		c->h = NULL;
 		evtimer_del(c->deadline);
 	}
-	hmap_free(&h->unauth);
+	counts_release(h->ct);
 	if (h->resume)
 		event_free(h->resume);
 	free(h);
@@ -685,6 +831,26 @@ const char *httpd_h2_peer(struct h2_stream *s, char *buf, size_t n)
 
 	snprintf(buf, n, "%s:%d", ip, port);
 	return buf;
+}
+
+void httpd_credentials_shown(struct evhttp_request *req)
+{
+	struct conn *c = conn_of(req);
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+
+	if (!c || !c->h || !c->counted)
+		return;
+	uncount(c);
+	if (evcon)
+		evhttp_connection_set_max_body_size(evcon, (ev_ssize_t)c->h->max_body);
+}
+
+void httpd_h2_credentials_shown(struct h2_stream *s)
+{
+	struct conn *c = h2_session(s) ? h2_conn(s) : NULL;
+
+	if (c && c->h && c->counted)
+		uncount(c);
 }
 
 size_t httpd_unsent(struct evhttp_request *req)

@@ -26,8 +26,15 @@
  * The handler runs in the log scope current at httpd_new (base/log.h): a
  * hollow kubelet's server logs to that kubelet's file.
  *
+ * Several loops may serve one port: a server made with httpd_opts.share
+ * listens on the same address and port as the first one (made with
+ * reuse_port: the kernel spreads connections over the sockets), and the
+ * limits above count the port's connections whichever loop took them.
+ *
  * Ownership: the server is the caller's (httpd_free); the SSL_CTX is
- * borrowed and must outlive it. Threads: the loop's thread only.
+ * borrowed and must outlive it; a server shared must outlive those made
+ * with it. Threads: each server its loop's thread only; credentials_ok
+ * runs there too.
  */
 #ifndef CUBE_NET_HTTPD_H
 #define CUBE_NET_HTTPD_H
@@ -61,6 +68,11 @@ struct httpd_opts {
 	/* HTTP/2 requests go here when the handshake chose "h2" (the SSL_CTX
 	 * offers it: tls_server_offer_h2); NULL: HTTP/1.1 only. */
 	httpd_h2_handler h2_handler;
+	/* Listen with SO_REUSEPORT, so that servers made with share may too. */
+	bool reuse_port;
+	/* Listen on this server's address and port too (it was made with
+	 * reuse_port) and share its counts: a server per thread for one port. */
+	struct httpd *share;
 };
 
 /* Go's ReadHeaderTimeout of kube-apiserver; upstream's request timeout. */
@@ -84,6 +96,11 @@ SSL *httpd_ssl(struct evhttp_request *req);
 /* An HTTP/2 request's SSL and "ip:port" of its peer. */
 SSL *httpd_h2_ssl(struct h2_stream *s);
 const char *httpd_h2_peer(struct h2_stream *s, char *buf, size_t n);
+/* The connection showed credentials credentials_ok could not judge (a
+ * token the handler authenticated): it no longer counts against its peer,
+ * and its bodies may be as large as any. */
+void httpd_credentials_shown(struct evhttp_request *req);
+void httpd_h2_credentials_shown(struct h2_stream *s);
 /* Bytes of replies on req's connection not yet written to the socket. */
 size_t httpd_unsent(struct evhttp_request *req);
 /* How long a quiet stream may stay open (libevent 2.1 has no "never"). */

@@ -350,10 +350,15 @@ class CubeAPIServer:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         if self.port_file.exists():
             self.port_file.unlink()
+        # Two serving threads unless a test says otherwise: below 4 CPUs
+        # the default is none, and every suite here should go through the
+        # relay (src/apiserver/relay.c) as well as the in-process tests do.
+        threads = ([] if any(a.startswith("--serving-threads") for a in self.extra_args)
+                   else ["--serving-threads", "2"])
         argv = [self.cube, "apiserver", "--cluster-dir", self.dir,
                 "--data-dir", self.data_dir, "--bind-address", "127.0.0.1",
                 "--secure-port", "0", "--port-file", self.port_file, "-v", "3",
-                *self.extra_args]
+                *threads, *self.extra_args]
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([str(a) for a in argv], env=self.env,
                                      stdout=log, stderr=log,

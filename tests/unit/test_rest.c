@@ -21,6 +21,7 @@
 #include "base/jx.h"
 #include "base/loop.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,10 +62,51 @@ static void call(struct world *w, const char *method, const char *path, json_t *
 	spin_until(w, &r->done);
 }
 
+/* Threads of this process named cube-http-*: the serving threads. */
+static int serving_threads(void)
+{
+	char path[64], name[32];
+	int n = 0;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		FILE *f;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		if (fgets(name, sizeof(name), f) && !strncmp(name, "cube-http-", 10))
+			n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
 static int setup(void **state)
 {
 	struct world *w = calloc(1, sizeof(*w));
 	testenv_start(&w->env, "rest");
+	assert_int_equal(serving_threads(), 0);
+	*state = w;
+	return 0;
+}
+
+/* The connections on two serving threads (relay.c), the requests on the
+ * test's loop: every test again through the relay transport. */
+static void two_threads(struct apiserver_opts *o)
+{
+	o->serving_threads = 2;
+}
+
+static int setup_relay(void **state)
+{
+	struct world *w = calloc(1, sizeof(*w));
+	testenv_start_tuned(&w->env, "rest-relay", two_threads);
+	assert_int_equal(serving_threads(), 2);
 	*state = w;
 	return 0;
 }
@@ -498,10 +540,10 @@ static void test_hold_and_token(void **state)
 	json_t *token_req = json_pack("{s:s,s:s,s:{s:i}}", "apiVersion", "authentication.k8s.io/v1",
 				      "kind", "TokenRequest", "spec", "expirationSeconds", 600);
 	struct result made, tok;
-
 	json_t *sa = json_pack("{s:{s:s}}", "metadata", "name", "held");
 	json_t *review = json_pack("{s:s,s:s}", "apiVersion", "authentication.k8s.io/v1", "kind",
 				   "SelfSubjectReview");
+	unauthorized_seen = 0; /* the suite runs twice */
 	call(w, "POST", "/api/v1/namespaces/default/serviceaccounts", sa, &made);
 	json_decref(sa);
 	assert_int_equal(made.status, 201);
@@ -607,23 +649,29 @@ static void test_server_certificate_errors(void **state)
 	EVP_PKEY_free(key);
 }
 
+#define TESTS(X) \
+	X(test_requests) \
+	X(test_one_connection) \
+	X(test_more_than_a_connections_streams) \
+	X(test_shared_tls_context) \
+	X(test_streams_without_credentials) \
+	X(test_http1) \
+	X(test_stop_watch_from_on_end) \
+	X(test_free_client_from_callback) \
+	X(test_watch_and_rotation) \
+	X(test_stop_watch_from_owner) \
+	X(test_informer) \
+	X(test_hold_and_token) \
+	X(test_unreachable) \
+	X(test_server_certificate_errors)
+
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_requests, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_one_connection, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_more_than_a_connections_streams, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_shared_tls_context, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_streams_without_credentials, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_http1, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stop_watch_from_on_end, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_free_client_from_callback, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_watch_and_rotation, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stop_watch_from_owner, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_informer, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_hold_and_token, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_server_certificate_errors, setup, teardown),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+#define ON_LOOP(t) cmocka_unit_test_setup_teardown(t, setup, teardown),
+#define RELAYED(t) cmocka_unit_test_setup_teardown(t, setup_relay, teardown),
+	const struct CMUnitTest on_loop[] = {TESTS(ON_LOOP)};
+	const struct CMUnitTest relayed[] = {TESTS(RELAYED)};
+	int failed = cmocka_run_group_tests_name("served on the loop", on_loop, NULL, NULL);
+
+	return failed + cmocka_run_group_tests_name("served by two threads", relayed, NULL, NULL);
 }

@@ -48,6 +48,12 @@ void testenv_start(struct testenv *e, const char *tag)
 	start(e, tag, true, false, NULL);
 }
 
+void testenv_start_tuned(struct testenv *e, const char *tag,
+                         void (*tune)(struct apiserver_opts *o))
+{
+	start(e, tag, true, false, tune);
+}
+
 void testenv_start_inproc(struct testenv *e, const char *tag)
 {
 	start(e, tag, false, false, NULL);

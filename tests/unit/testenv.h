@@ -40,6 +40,9 @@ struct testenv {
 
 /* tag names the temporary directory (/tmp/cube-<tag>-XXXXXX). */
 void testenv_start(struct testenv *e, const char *tag);
+/* The same with the server's options changed by tune first. */
+void testenv_start_tuned(struct testenv *e, const char *tag,
+                         void (*tune)(struct apiserver_opts *o));
 /* Stops the server, frees everything (what testenv_keep kept too), removes
  * the directory (unless CUBE_TEST_KEEP is set). */
 void testenv_stop(struct testenv *e);

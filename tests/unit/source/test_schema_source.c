@@ -4,8 +4,8 @@
  * string "alias", protobuf field 99: add_field.cmake) and no other change,
  * and finds the field everywhere the table is read: the typed decoding and
  * fieldValidation=Strict of a real API server, its OpenAPI v2 and v3
- * documents, and the protobuf decoder. test_openapi and test_schema, linked
- * with the real table, see no such field.
+ * documents, and the protobuf decoder. test_openapi, linked with the real
+ * table, sees no such field (test_no_alias_field).
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -5,6 +5,7 @@
 #include "cube/cli.h"
 
 #include "net/secureserve.h"
+#include "net/mempool.h"
 
 #include "base/clock.h"
 #include "base/err.h"
@@ -254,6 +255,10 @@ int main(int argc, char **argv)
 	const char *env = getenv("CUBE_CLOCK_OFFSET");
 	int c;
 
+	/* Before OpenSSL or libevent allocates anything: the buffers they take
+	 * and give back on every read and write come from per-thread lists
+	 * (net/mempool.h). */
+	mempool_install();
 	/* As Go programs since 1.19: the soft limit a login shell hands out
 	 * (1,024) is not a daemon's. Commands that know their need check it
 	 * (cli_need_fds). */

@@ -214,6 +214,7 @@ int authn_request(struct req *r)
 			return 0;
 		}
 		user_info_free(&r->user);
+		r->token_refused = true;
 		/* Upstream's union of token authenticators: the bootstrap one's
 		 * "invalid bearer token", then the service account one's reason. */
 		if (*why) {

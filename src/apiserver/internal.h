@@ -110,6 +110,7 @@ struct req {
 	bool streaming;
 	bool dry_run; /* ?dryRun or a DeleteOptions body's dryRun: answer, store nothing */
 	bool by_token;   /* a bearer token authenticated the caller */
+	bool token_refused; /* ... or was refused (401) */
 	int write_tries; /* a shared store's writes lost to another server's (retry_lost_write) */
 	bool refreshed;  /* served again on a cache brought up to the store's revision */
 };
@@ -131,6 +132,9 @@ void req_client_gone(struct req *r);
 /* An HTTP/1.1 body of many small chains (a LIST's items) copied into 64
  * KiB chains, which TLS sends as full records. */
 void http_coalesce(struct evbuffer *body);
+/* The client of evhttp request ev went (its connection's close callback):
+ * free ev if libevent left it to us. */
+void http_forget_request(struct evhttp_request *ev);
 /* An input header (NULL when absent or the client is gone). */
 const char *req_header(struct req *r, const char *name);
 /* An output header (nothing once the client is gone). */

@@ -71,6 +71,7 @@ struct relay {
 	struct worker *w;
 	size_t n;
 	bool stopping; /* requests that reach the server now are dropped */
+	const struct log_scope *scope; /* the server's: the workers log in it */
 };
 
 struct xreq {
@@ -106,6 +107,7 @@ struct msg {
 	int code;           /* OP_REPLY */
 	int drain_s;        /* OP_END */
 	bool credentials;   /* the request authenticated with a token */
+	bool refused;       /* ... or its token was refused */
 	struct evkeyvalq headers; /* OP_REPLY, OP_START */
 	struct evbuffer *body;    /* OP_REPLY (NULL: none), OP_CHUNK */
 	size_t len;               /* OP_CHUNK: counted in x->pending */
@@ -151,7 +153,8 @@ static void move_headers(struct evkeyvalq *to, struct evkeyvalq *from)
 /*
  * The request's headers, taken from the connection's list rather than
  * copied (a copy is three allocations a header). evhttp still reads the
- * Connection header when it answers (keep-alive): that one is copied.
+ * Connection and Proxy-Connection headers when it answers (keep-alive):
+ * those are copied.
  */
 static void take_headers(struct evkeyvalq *to, struct evkeyvalq *from)
 {
@@ -159,7 +162,8 @@ static void take_headers(struct evkeyvalq *to, struct evkeyvalq *from)
 
 	for (kv = TAILQ_FIRST(from); kv; kv = next) {
 		next = TAILQ_NEXT(kv, next);
-		if (!evutil_ascii_strcasecmp(kv->key, "Connection")) {
+		if (!evutil_ascii_strcasecmp(kv->key, "Connection") ||
+		    !evutil_ascii_strcasecmp(kv->key, "Proxy-Connection")) {
 			evhttp_add_header(to, kv->key, kv->value);
 			continue;
 		}
@@ -215,10 +219,14 @@ static void streams_add(struct xreq *x)
 {
 	struct worker *w = x->w;
 
+	struct timeval tv = {0, UNSENT_SAMPLE_MS * 1000};
+
 	x->streaming = true;
 	x->prev = NULL;
 	if ((x->next = w->streams))
 		w->streams->prev = x;
+	else
+		event_add(w->sample, &tv); /* the first stream: look every so often */
 	w->streams = x;
 }
 
@@ -235,6 +243,8 @@ static void streams_remove(struct xreq *x)
 		w->streams = x->next;
 	if (x->next)
 		x->next->prev = x->prev;
+	if (!w->streams)
+		event_del(w->sample);
 }
 
 static void client_gone(void *arg);
@@ -263,13 +273,10 @@ static void lost(struct xreq *x)
 static void h1_closed(struct evhttp_connection *conn, void *arg)
 {
 	struct xreq *x = arg;
-	struct evhttp_request *ev = x->ev;
 
-	(void)conn;
-	x->ev = NULL; /* going with its connection */
-	/* A started stream is ended so that libevent can free the request. */
-	if (x->streaming)
-		evhttp_send_reply_end(ev);
+	evhttp_connection_set_closecb(conn, NULL, NULL);
+	http_forget_request(x->ev);
+	x->ev = NULL;
 	lost(x);
 }
 
@@ -328,6 +335,8 @@ static void reply_h1(struct xreq *x, struct msg *m)
 	case OP_REPLY:
 		if (m->credentials)
 			httpd_credentials_shown(x->ev);
+		if (m->refused)
+			httpd_credentials_refused(x->ev);
 		http_coalesce(m->body);
 		evhttp_connection_set_closecb(evhttp_request_get_connection(x->ev), NULL, NULL);
 		evhttp_send_reply(x->ev, m->code, NULL, m->body);
@@ -367,6 +376,8 @@ static void reply_h2(struct xreq *x, struct msg *m)
 	case OP_REPLY:
 		if (m->credentials)
 			httpd_h2_credentials_shown(st);
+		if (m->refused)
+			httpd_h2_credentials_refused(st);
 		h2_respond(st, m->code, m->body);
 		worker_done(x);
 		break;
@@ -427,6 +438,7 @@ static void send_msg(struct req *r, enum op op, int code, int drain_s, struct ev
 	m->code = code;
 	m->drain_s = drain_s;
 	m->credentials = r->by_token;
+	m->refused = r->token_refused;
 	TAILQ_INIT(&m->headers);
 	if (op == OP_REPLY || op == OP_START)
 		move_headers(&m->headers, &x->out);
@@ -537,13 +549,17 @@ static void client_gone(void *arg)
 
 /* ---- the workers --------------------------------------------------------------------- */
 
+static void stop_now(void *arg)
+{
+	loop_stop(arg);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	char name[16];
 
-	snprintf(name, sizeof(name), "cube-http-%zu", (size_t)(w - w->rl->w));
-	pthread_setname_np(pthread_self(), name);
+	/* What the worker logs goes where the server's lines go. */
+	log_scope_enter(w->rl->scope);
 	if (loop_run(w->loop) < 0)
 		LOG_ERROR("\"Serving thread failed\" err=\"%s\"", err_msg());
 	return NULL;
@@ -553,9 +569,9 @@ static void *worker_main(void *arg)
 static int worker_init(struct worker *w, SSL_CTX *tls, const struct httpd_opts *base)
 {
 	struct httpd_opts o = *base;
-	struct timeval tv = {0, UNSENT_SAMPLE_MS * 1000};
 
 	o.credentials_ok = authn_cert_credentials_ok;
+	o.bearer_unjudged = true; /* tokens need the cache: the loop judges them */
 	o.h2_handler = on_h2;
 	o.reuse_port = true;
 	if (w != w->rl->w)
@@ -563,8 +579,7 @@ static int worker_init(struct worker *w, SSL_CTX *tls, const struct httpd_opts *
 	w->loop = loop_new();
 	if (!(w->httpd = httpd_new(w->loop, tls, &o, on_h1, w)))
 		return -1;
-	if (!(w->sample = event_new(loop_base(w->loop), -1, EV_PERSIST, on_sample, w)) ||
-	    event_add(w->sample, &tv) < 0)
+	if (!(w->sample = event_new(loop_base(w->loop), -1, EV_PERSIST, on_sample, w)))
 		abort();
 	return 0;
 }
@@ -579,6 +594,7 @@ struct relay *relay_start(struct apiserver *s, SSL_CTX *tls, const struct httpd_
 		abort();
 	rl->s = s;
 	rl->n = n;
+	rl->scope = log_scope_current();
 	for (size_t i = 0; i < n; i++) {
 		rl->w[i].rl = rl;
 		if (worker_init(&rl->w[i], tls, o) < 0) {
@@ -593,9 +609,12 @@ struct relay *relay_start(struct apiserver *s, SSL_CTX *tls, const struct httpd_
 		sigdelset(&all, *f);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (size_t i = 0; i < n; i++) {
+		char name[16];
 		if (pthread_create(&rl->w[i].thread, NULL, worker_main, &rl->w[i]) != 0)
 			break;
 		rl->w[i].started = true;
+		snprintf(name, sizeof(name), "cube-http-%zu", i);
+		pthread_setname_np(rl->w[i].thread, name);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!rl->w[n - 1].started) {
@@ -622,9 +641,11 @@ void relay_stop(struct relay *rl)
 	if (!rl || rl->stopping)
 		return;
 	rl->stopping = true;
+	/* Deferred: a stop that came before the thread's loop_run would be
+	 * lost (libevent clears a loopbreak as its loop starts). */
 	for (size_t i = 0; i < rl->n; i++)
 		if (rl->w[i].started)
-			loop_stop(rl->w[i].loop);
+			loop_defer(rl->w[i].loop, stop_now, rl->w[i].loop);
 	for (size_t i = 0; i < rl->n; i++)
 		if (rl->w[i].started) {
 			pthread_join(rl->w[i].thread, NULL);

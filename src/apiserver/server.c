@@ -668,13 +668,23 @@ static void http_stream_end(struct req *r, int drain_s)
 	evhttp_send_reply_end(http_ev(r));
 }
 
+void http_forget_request(struct evhttp_request *ev)
+{
+	/* A request libevent detached from its failed connection (EOF,
+	 * timeout) is its handler's to free; one still attached goes with the
+	 * connection. Not evhttp_send_reply_end: on a connection being freed
+	 * it may send, and free the connection a second time. */
+	if (!evhttp_request_get_connection(ev))
+		evhttp_request_free(ev);
+}
+
 static void http_closed(struct evhttp_connection *conn, void *arg)
 {
 	struct req *r = arg;
-	(void)conn;
-	/* A started stream is ended so that libevent can free the request. */
-	if (r->streaming)
-		evhttp_send_reply_end(http_ev(r));
+
+	evhttp_connection_set_closecb(conn, NULL, NULL);
+	http_forget_request(http_ev(r));
+	r->conn = NULL;
 	req_client_gone(r);
 }
 

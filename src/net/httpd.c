@@ -48,6 +48,7 @@ struct httpd {
 	char address[64];
 	struct httpd *next_server; /* on the list of servers */
 	bool (*credentials_ok)(void *arg, SSL *ssl, const char *authorization);
+	bool bearer_unjudged;
 	size_t max_headers, max_conns, max_unauth;
 	int header_timeout_s, request_timeout_s;
 	struct conn *conns;      /* alive, on a list: they may outlive the server (below) */
@@ -86,6 +87,10 @@ struct conn {
 	bool started; /* first plaintext seen: peer known, counted */
 	bool held;    /* the first request's headers are still being read */
 	bool counted; /* counted in h->unauth under peer */
+	/* ... but showing a bearer token credentials_ok could not judge
+	 * (httpd_opts.bearer_unjudged): no pre-auth limits until a request
+	 * fails with it (httpd_credentials_refused). */
+	bool provisional;
 	/* HTTP/2 (ALPN "h2"): the session that took the bufferevent over from
 	 * evhttp, and evhttp's callbacks, given back for evhttp to end it. */
 	struct h2 *h2;
@@ -163,6 +168,7 @@ static void uncount(struct conn *c)
 	unauth_add(ct, c->peer, -1);
 	pthread_mutex_unlock(&ct->lock);
 	c->counted = false;
+	c->provisional = false;
 }
 
 /* The SSL is freed (with evhttp's connection): so is what hangs off it. */
@@ -338,6 +344,7 @@ static int judge(struct conn *c, const char *auth)
 			return -1;
 		}
 		c->counted = true;
+		c->provisional = c->h->bearer_unjudged && auth && !strncmp(auth, "Bearer ", 7);
 	}
 	arm(c, c->h->request_timeout_s);
 	return 0;
@@ -350,7 +357,7 @@ static int inspect(struct conn *c)
 	int rc = judge(c, auth);
 
 	free(auth);
-	if (rc == 0 && c->counted) {
+	if (rc == 0 && c->counted && !c->provisional) {
 		/* evhttp's callback argument is its connection. It checks a body
 		 * against the limit once its read callback — deferred, so after
 		 * this — has parsed the headers. */
@@ -374,7 +381,7 @@ static long h2_admit(void *arg, struct h2_stream *s)
 	if (c->held &&
 	    judge(c, evhttp_find_header(h2_in_headers(s), "Authorization")) < 0)
 		return -1;
-	if (!c->counted)
+	if (!c->counted || c->provisional)
 		return 0;
 	/* Without credentials, a few requests at a time: what a client's
 	 * first moment asks at once (a kubelet's registration, its Lease and
@@ -724,6 +731,7 @@ struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts
 	h->idle_timeout_s = o->idle_timeout_s > 0 ? o->idle_timeout_s : 300;
 	h->max_body = o->max_body;
 	h->credentials_ok = o->credentials_ok;
+	h->bearer_unjudged = o->bearer_unjudged;
 	h->max_headers = o->max_headers;
 	h->header_timeout_s =
 	    o->header_timeout_s > 0 ? o->header_timeout_s : HTTPD_HEADER_TIMEOUT_S;
@@ -851,6 +859,26 @@ void httpd_h2_credentials_shown(struct h2_stream *s)
 
 	if (c && c->h && c->counted)
 		uncount(c);
+}
+
+void httpd_credentials_refused(struct evhttp_request *req)
+{
+	struct conn *c = conn_of(req);
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+
+	if (!c || !c->provisional)
+		return;
+	c->provisional = false;
+	if (evcon)
+		evhttp_connection_set_max_body_size(evcon, HTTPD_PREAUTH_MAX_BODY);
+}
+
+void httpd_h2_credentials_refused(struct h2_stream *s)
+{
+	struct conn *c = h2_session(s) ? h2_conn(s) : NULL;
+
+	if (c)
+		c->provisional = false;
 }
 
 size_t httpd_unsent(struct evhttp_request *req)

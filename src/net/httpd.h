@@ -61,6 +61,12 @@ struct httpd_opts {
 	/* Does this connection show credentials (ssl, the Authorization header
 	 * or NULL)? NULL: a verified client certificate does. */
 	bool (*credentials_ok)(void *arg, SSL *ssl, const char *authorization);
+	/* credentials_ok cannot judge bearer tokens (the handler does): a
+	 * connection that shows one counts against its peer, but without the
+	 * pre-auth limits on its bodies and streams until the handler says
+	 * the token failed (httpd_credentials_refused) — or that it worked
+	 * (httpd_credentials_shown: it counts no more). */
+	bool bearer_unjudged;
 	int header_timeout_s;                /* 0: HTTPD_HEADER_TIMEOUT_S */
 	int request_timeout_s;               /* 0: HTTPD_REQUEST_TIMEOUT_S */
 	size_t max_connections;              /* 0: the fd limit less a reserve */
@@ -101,6 +107,10 @@ const char *httpd_h2_peer(struct h2_stream *s, char *buf, size_t n);
  * and its bodies may be as large as any. */
 void httpd_credentials_shown(struct evhttp_request *req);
 void httpd_h2_credentials_shown(struct h2_stream *s);
+/* A bearer token on a connection judged with bearer_unjudged failed: the
+ * pre-auth limits apply to it from now on. */
+void httpd_credentials_refused(struct evhttp_request *req);
+void httpd_h2_credentials_refused(struct h2_stream *s);
 /* Bytes of replies on req's connection not yet written to the socket. */
 size_t httpd_unsent(struct evhttp_request *req);
 /* How long a quiet stream may stay open (libevent 2.1 has no "never"). */

@@ -532,25 +532,36 @@ static void on_unauthorized(void *arg)
 /* A derived client holds its requests until it has a token, sends them in
  * order when the hold is lifted (a cancelled one is dropped), and reports
  * a 401 on a request that carried a token. */
-static void test_hold_and_token(void **state)
+/* A service account "name" in default and a token for it (the caller's:
+ * json_decref the result's body; the token is at status.token). */
+static void sa_token(struct world *w, const char *name, struct result *tok)
 {
-	struct world *w = *state;
-	struct rest_client *c = rest_client_derive(w->env.admin, "test/held");
-	struct result a, b, cancelled, bad;
 	json_t *token_req = json_pack("{s:s,s:s,s:{s:i}}", "apiVersion", "authentication.k8s.io/v1",
 				      "kind", "TokenRequest", "spec", "expirationSeconds", 600);
-	struct result made, tok;
-	json_t *sa = json_pack("{s:{s:s}}", "metadata", "name", "held");
-	json_t *review = json_pack("{s:s,s:s}", "apiVersion", "authentication.k8s.io/v1", "kind",
-				   "SelfSubjectReview");
-	unauthorized_seen = 0; /* the suite runs twice */
+	json_t *sa = json_pack("{s:{s:s}}", "metadata", "name", name);
+	struct result made;
+	char path[128];
+
 	call(w, "POST", "/api/v1/namespaces/default/serviceaccounts", sa, &made);
 	json_decref(sa);
 	assert_int_equal(made.status, 201);
 	json_decref(made.body);
-	call(w, "POST", "/api/v1/namespaces/default/serviceaccounts/held/token", token_req, &tok);
-	assert_int_equal(tok.status, 201);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/default/serviceaccounts/%s/token", name);
+	call(w, "POST", path, token_req, tok);
+	assert_int_equal(tok->status, 201);
 	json_decref(token_req);
+}
+
+static void test_hold_and_token(void **state)
+{
+	struct world *w = *state;
+	struct rest_client *c = rest_client_derive(w->env.admin, "test/held");
+	struct result a, b, cancelled, bad, tok;
+	json_t *review = json_pack("{s:s,s:s}", "apiVersion", "authentication.k8s.io/v1", "kind",
+				   "SelfSubjectReview");
+
+	unauthorized_seen = 0; /* the suite runs twice */
+	sa_token(w, "held", &tok);
 
 	memset(&a, 0, sizeof(a));
 	memset(&b, 0, sizeof(b));
@@ -584,6 +595,60 @@ static void test_hold_and_token(void **state)
 	json_decref(a.body);
 	json_decref(b.body);
 	json_decref(bad.body);
+	json_decref(tok.body);
+	rest_client_free(c);
+}
+
+/* A server stopped as soon as it has started: its serving threads may not
+ * have reached their loops yet, and must stop all the same (libevent
+ * forgets a loop break that comes before the loop). */
+static void test_stop_at_once(void **state)
+{
+	struct world *w = *state;
+	char crt[128], key[128], ca[128], data[128];
+	struct apiserver_opts o;
+
+	apiserver_opts_default(&o);
+	o.bind_address = "127.0.0.1";
+	o.secure_port = 0;
+	o.serving_threads = 2;
+	o.tls_cert_file = testenv_path(&w->env, "pki/apiserver.crt", crt, sizeof(crt));
+	o.tls_private_key_file = testenv_path(&w->env, "pki/apiserver.key", key, sizeof(key));
+	o.client_ca_file = testenv_path(&w->env, "pki/ca.crt", ca, sizeof(ca));
+	o.data_dir = testenv_path(&w->env, "data-at-once", data, sizeof(data));
+	for (int i = 0; i < 50; i++) {
+		struct apiserver *s = apiserver_new(w->env.loop, &o);
+		assert_non_null(s);
+		apiserver_free(s);
+	}
+}
+
+/* A connection that shows a bearer token is not held to the limits of one
+ * without credentials: its first request may have a large body (served
+ * on the loop, the token is judged as the connection is; relayed, the
+ * serving thread cannot judge it and must not refuse it either). */
+static void test_token_connection_first_body(void **state)
+{
+	struct world *w = *state;
+	struct rest_client *c = rest_client_derive(w->env.admin, "test/token-body");
+	size_t big = 100 << 10;
+	char *data = malloc(big + 1);
+	json_t *cm;
+	struct result tok, r;
+
+	sa_token(w, "bulky", &tok);
+	memset(data, 'x', big);
+	data[big] = '\0';
+	cm = json_pack("{s:s,s:s,s:{s:s},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+		       "metadata", "name", "bulky", "data", "k", data);
+	free(data);
+	rest_set_token(c, jx_str(tok.body, "status.token"));
+	memset(&r, 0, sizeof(r));
+	rest_do(c, "POST", "/api/v1/namespaces/default/configmaps", cm, on_result, &r);
+	json_decref(cm);
+	spin_until(w, &r.done);
+	assert_int_equal(r.status, 403); /* authenticated, and no binding: not 413 */
+	json_decref(r.body);
 	json_decref(tok.body);
 	rest_client_free(c);
 }
@@ -662,6 +727,8 @@ static void test_server_certificate_errors(void **state)
 	X(test_stop_watch_from_owner) \
 	X(test_informer) \
 	X(test_hold_and_token) \
+	X(test_token_connection_first_body) \
+	X(test_stop_at_once) \
 	X(test_unreachable) \
 	X(test_server_certificate_errors)
 

@@ -14,9 +14,9 @@
 #include "base/log.h"
 
 #include <event2/buffer.h>
-#include <sched.h>
 #include <event2/keyvalq_struct.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <sys/queue.h>
 #include <stdlib.h>

@@ -5,13 +5,13 @@
 
 #include <event2/thread.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-#include <signal.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 struct deferred {
 	void (*cb)(void *arg);

@@ -23,7 +23,7 @@
  * (httpd's credentials_ok), but a bearer token needs the server's state; a
  * connection with only a token counts as one without credentials until a
  * request on it authenticates, and its answer lifts the count
- * (httpd_credentials_shown).
+ * (httpd_credentials_judged).
  *
  * Threads: relay_start, relay_stop and relay_free on the server's loop
  * thread; the transport's operations there too; everything on a worker's
@@ -42,7 +42,6 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <event2/util.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -87,8 +86,7 @@ struct xreq {
 	enum evhttp_cmd_type method;
 	char *target;
 	char peer[64];
-	bool has_id;
-	struct tls_identity id;
+	struct tls_identity id; /* the client certificate's, as judged then */
 	struct evkeyvalq in, out; /* out: the server's until it answers */
 	struct evbuffer *body;
 	/* The server's side (its thread): the request, until it is done. */
@@ -106,8 +104,7 @@ struct msg {
 	enum op op;
 	int code;           /* OP_REPLY */
 	int drain_s;        /* OP_END */
-	bool credentials;   /* the request authenticated with a token */
-	bool refused;       /* ... or its token was refused */
+	int token;          /* OP_REPLY, OP_START: its token worked (1), was refused (-1), or none (0) */
 	struct evkeyvalq headers; /* OP_REPLY, OP_START */
 	struct evbuffer *body;    /* OP_REPLY (NULL: none), OP_CHUNK */
 	size_t len;               /* OP_CHUNK: counted in x->pending */
@@ -124,12 +121,7 @@ static void xunref(struct xreq *x)
 	if (atomic_fetch_sub(&x->refs, 1) != 1)
 		return;
 	free(x->target);
-	if (x->has_id) {
-		free(x->id.verify_msg);
-		free(x->id.desc);
-		free(x->id.user);
-		strv_free(&x->id.groups);
-	}
+	tls_identity_clear(&x->id);
 	evhttp_clear_headers(&x->in);
 	evhttp_clear_headers(&x->out);
 	if (x->body)
@@ -154,40 +146,18 @@ static void move_headers(struct evkeyvalq *to, struct evkeyvalq *from)
  * The request's headers, taken from the connection's list rather than
  * copied (a copy is three allocations a header). evhttp still reads the
  * Connection and Proxy-Connection headers when it answers (keep-alive):
- * those are copied.
+ * those are given back.
  */
 static void take_headers(struct evkeyvalq *to, struct evkeyvalq *from)
 {
-	struct evkeyval *kv, *next;
+	static const char *const kept[] = {"Connection", "Proxy-Connection"};
 
-	for (kv = TAILQ_FIRST(from); kv; kv = next) {
-		next = TAILQ_NEXT(kv, next);
-		if (!evutil_ascii_strcasecmp(kv->key, "Connection") ||
-		    !evutil_ascii_strcasecmp(kv->key, "Proxy-Connection")) {
-			evhttp_add_header(to, kv->key, kv->value);
-			continue;
-		}
-		TAILQ_REMOVE(from, kv, next);
-		TAILQ_INSERT_TAIL(to, kv, next);
+	move_headers(to, from);
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+		const char *v = evhttp_find_header(to, kept[i]);
+		if (v)
+			evhttp_add_header(from, kept[i], v);
 	}
-}
-
-static void copy_identity(struct xreq *x, SSL *ssl)
-{
-	const struct tls_identity *id = ssl ? tls_peer_identity(ssl, clock_now()) : NULL;
-
-	if (!id)
-		return;
-	x->has_id = true;
-	x->id.present = id->present;
-	x->id.verify_err = id->verify_err;
-	x->id.not_after_ns = id->not_after_ns;
-	if ((id->verify_msg && !(x->id.verify_msg = strdup(id->verify_msg))) ||
-	    (id->desc && !(x->id.desc = strdup(id->desc))) ||
-	    (id->user && !(x->id.user = strdup(id->user))))
-		abort();
-	for (size_t i = 0; i < id->groups.n; i++)
-		strv_push(&x->id.groups, id->groups.v[i]);
 }
 
 static struct xreq *xreq_new(struct worker *w, enum evhttp_cmd_type method, const char *target,
@@ -204,7 +174,8 @@ static struct xreq *xreq_new(struct worker *w, enum evhttp_cmd_type method, cons
 	TAILQ_INIT(&x->out);
 	take_headers(&x->in, in);
 	evbuffer_add_buffer(x->body, body);
-	copy_identity(x, ssl);
+	if (ssl)
+		tls_identity_copy(&x->id, tls_peer_identity(ssl, clock_now()));
 	return x;
 }
 
@@ -218,7 +189,6 @@ static void hand_over(struct xreq *x)
 static void streams_add(struct xreq *x)
 {
 	struct worker *w = x->w;
-
 	struct timeval tv = {0, UNSENT_SAMPLE_MS * 1000};
 
 	x->streaming = true;
@@ -333,10 +303,6 @@ static void reply_h1(struct xreq *x, struct msg *m)
 	move_headers(evhttp_request_get_output_headers(x->ev), &m->headers);
 	switch (m->op) {
 	case OP_REPLY:
-		if (m->credentials)
-			httpd_credentials_shown(x->ev);
-		if (m->refused)
-			httpd_credentials_refused(x->ev);
 		http_coalesce(m->body);
 		evhttp_connection_set_closecb(evhttp_request_get_connection(x->ev), NULL, NULL);
 		evhttp_send_reply(x->ev, m->code, NULL, m->body);
@@ -344,8 +310,6 @@ static void reply_h1(struct xreq *x, struct msg *m)
 		worker_done(x);
 		break;
 	case OP_START:
-		if (m->credentials)
-			httpd_credentials_shown(x->ev);
 		evhttp_send_reply_start(x->ev, 200, "OK");
 		httpd_stream_no_timeout(x->ev);
 		streams_add(x);
@@ -374,16 +338,10 @@ static void reply_h2(struct xreq *x, struct msg *m)
 	move_headers(h2_out_headers(st), &m->headers);
 	switch (m->op) {
 	case OP_REPLY:
-		if (m->credentials)
-			httpd_h2_credentials_shown(st);
-		if (m->refused)
-			httpd_h2_credentials_refused(st);
 		h2_respond(st, m->code, m->body);
 		worker_done(x);
 		break;
 	case OP_START:
-		if (m->credentials)
-			httpd_h2_credentials_shown(st);
 		h2_respond(st, 200, NULL);
 		streams_add(x);
 		break;
@@ -405,6 +363,11 @@ static void deliver(void *arg)
 
 	if (m->op == OP_CHUNK)
 		atomic_fetch_sub(&x->pending, m->len);
+	/* What the loop made of the connection's token, before the answer. */
+	if (m->token && x->ev)
+		httpd_credentials_judged(x->ev, m->token > 0);
+	else if (m->token && x->st)
+		httpd_h2_credentials_judged(x->st, m->token > 0);
 	/* A client that went is owed nothing more. */
 	if (x->ev)
 		reply_h1(x, m);
@@ -437,8 +400,8 @@ static void send_msg(struct req *r, enum op op, int code, int drain_s, struct ev
 	m->op = op;
 	m->code = code;
 	m->drain_s = drain_s;
-	m->credentials = r->by_token;
-	m->refused = r->token_refused;
+	if (op == OP_REPLY || op == OP_START)
+		m->token = r->by_token ? 1 : r->token_refused ? -1 : 0;
 	TAILQ_INIT(&m->headers);
 	if (op == OP_REPLY || op == OP_START)
 		move_headers(&m->headers, &x->out);
@@ -460,8 +423,7 @@ static void relay_attach(struct req *r)
 
 static const struct tls_identity *relay_identity(struct req *r)
 {
-	struct xreq *x = xreq_of(r);
-	return x->has_id ? &x->id : NULL;
+	return &xreq_of(r)->id;
 }
 
 static const char *relay_peer(struct req *r, char *buf, size_t n)
@@ -548,11 +510,6 @@ static void client_gone(void *arg)
 }
 
 /* ---- the workers --------------------------------------------------------------------- */
-
-static void stop_now(void *arg)
-{
-	loop_stop(arg);
-}
 
 static void *worker_main(void *arg)
 {
@@ -641,11 +598,10 @@ void relay_stop(struct relay *rl)
 	if (!rl || rl->stopping)
 		return;
 	rl->stopping = true;
-	/* Deferred: a stop that came before the thread's loop_run would be
-	 * lost (libevent clears a loopbreak as its loop starts). */
+	/* A worker may not have reached loop_run yet. */
 	for (size_t i = 0; i < rl->n; i++)
 		if (rl->w[i].started)
-			loop_defer(rl->w[i].loop, stop_now, rl->w[i].loop);
+			loop_stop_pending(rl->w[i].loop);
 	for (size_t i = 0; i < rl->n; i++)
 		if (rl->w[i].started) {
 			pthread_join(rl->w[i].thread, NULL);

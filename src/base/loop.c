@@ -232,6 +232,16 @@ void loop_stop(struct loop *l)
 	event_base_loopbreak(l->base);
 }
 
+static void stop_now(void *arg)
+{
+	loop_stop(arg);
+}
+
+void loop_stop_pending(struct loop *l)
+{
+	loop_defer(l, stop_now, l);
+}
+
 void loop_defer(struct loop *l, void (*cb)(void *), void *arg)
 {
 	struct deferred *d = malloc(sizeof(*d));

@@ -36,6 +36,10 @@ int loop_run(struct loop *l);
 int loop_poll(struct loop *l);
 /* Ask a running loop to return; safe from any thread and from signal-free contexts. */
 void loop_stop(struct loop *l);
+/* The same for a loop whose loop_run may not have begun yet (a thread just
+ * started): libevent forgets a break that comes before its loop, so this
+ * one is deferred and taken when the loop runs. Not from signal handlers. */
+void loop_stop_pending(struct loop *l);
 /*
  * Run cb(arg) on the loop's thread at its next turn. Safe from any thread:
  * this is how a worker thread posts a result back (DESIGN.md §3).

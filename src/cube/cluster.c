@@ -145,17 +145,12 @@ static int component_run(struct component *c, struct cluster *cl)
 	return 0;
 }
 
-static void stop_now(void *arg)
-{
-	loop_stop(arg);
-}
-
 static void component_halt(struct component *c)
 {
 	if (!c->th)
 		return;
-	/* Deferred, so a stop that races the start of loop_run is not lost. */
-	loop_defer(c->loop, stop_now, c->loop);
+	/* The thread may not have reached loop_run yet. */
+	loop_stop_pending(c->loop);
 	pthread_join(c->th, NULL);
 	c->th = 0;
 	pthread_mutex_destroy(&c->mu);

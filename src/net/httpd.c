@@ -88,8 +88,8 @@ struct conn {
 	bool held;    /* the first request's headers are still being read */
 	bool counted; /* counted in h->unauth under peer */
 	/* ... but showing a bearer token credentials_ok could not judge
-	 * (httpd_opts.bearer_unjudged): no pre-auth limits until a request
-	 * fails with it (httpd_credentials_refused). */
+	 * (httpd_opts.bearer_unjudged): no pre-auth limits until the handler
+	 * refuses it (httpd_credentials_judged). */
 	bool provisional;
 	/* HTTP/2 (ALPN "h2"): the session that took the bufferevent over from
 	 * evhttp, and evhttp's callbacks, given back for evhttp to end it. */
@@ -669,10 +669,6 @@ static int bind_new(struct httpd *h, const struct httpd_opts *o)
 		return err_set(ERR_IO, "listen on %s:%d: %s", o->bind_address, o->port,
 		               evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	}
-	/* Without TCP_NODELAY a small reply waits 40 ms for a delayed ACK. Linux
-	 * hands the listener's setting to every accepted socket. */
-	setsockopt(evhttp_bound_socket_get_fd(h->sock), IPPROTO_TCP, TCP_NODELAY, &(int){1},
-	           sizeof(int));
 	if (getsockname(evhttp_bound_socket_get_fd(h->sock), (struct sockaddr *)&ss, &sl) == 0)
 		h->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
 		                                         : ((struct sockaddr_in *)&ss)->sin_port);
@@ -693,8 +689,6 @@ static int bind_shared(struct httpd *h, struct httpd *first)
 	h->port = first->port;
 	if (listen_reuseport(first->address, first->port, &fd) < 0 || accept_on(h, fd) < 0)
 		return -1;
-	setsockopt(evhttp_bound_socket_get_fd(h->sock), IPPROTO_TCP, TCP_NODELAY, &(int){1},
-	           sizeof(int));
 	h->ct = first->ct;
 	pthread_mutex_lock(&h->ct->lock);
 	h->ct->refs++;
@@ -753,17 +747,15 @@ struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts
 	evhttp_set_max_headers_size(h->http, (ev_ssize_t)o->max_headers);
 	evhttp_set_timeout(h->http, h->idle_timeout_s);
 	evhttp_set_default_content_type(h->http, "application/json");
-	if (o->share) {
-		if (bind_shared(h, o->share) < 0) {
-			evhttp_free(h->http);
-			free(h);
-			return NULL;
-		}
-	} else if (bind_new(h, o) < 0) {
+	if ((o->share ? bind_shared(h, o->share) : bind_new(h, o)) < 0) {
 		evhttp_free(h->http);
 		free(h);
 		return NULL;
 	}
+	/* Without TCP_NODELAY a small reply waits 40 ms for a delayed ACK. Linux
+	 * hands the listener's setting to every accepted socket. */
+	setsockopt(evhttp_bound_socket_get_fd(h->sock), IPPROTO_TCP, TCP_NODELAY, &(int){1},
+	           sizeof(int));
 	h->listener = evhttp_bound_socket_get_listener(h->sock);
 	if (!(h->resume = evtimer_new(loop_base(loop), on_resume, h)))
 		abort();
@@ -841,44 +833,30 @@ const char *httpd_h2_peer(struct h2_stream *s, char *buf, size_t n)
 	return buf;
 }
 
-void httpd_credentials_shown(struct evhttp_request *req)
+/* The handler judged a token credentials_ok could not (bearer_unjudged). */
+static void judged(struct conn *c, struct evhttp_connection *evcon, bool ok)
 {
-	struct conn *c = conn_of(req);
-	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-
-	if (!c || !c->h || !c->counted)
+	if (!c || !c->h)
 		return;
-	uncount(c);
-	if (evcon)
-		evhttp_connection_set_max_body_size(evcon, (ev_ssize_t)c->h->max_body);
-}
-
-void httpd_h2_credentials_shown(struct h2_stream *s)
-{
-	struct conn *c = h2_session(s) ? h2_conn(s) : NULL;
-
-	if (c && c->h && c->counted)
+	if (ok && c->counted) {
 		uncount(c);
-}
-
-void httpd_credentials_refused(struct evhttp_request *req)
-{
-	struct conn *c = conn_of(req);
-	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-
-	if (!c || !c->provisional)
-		return;
-	c->provisional = false;
-	if (evcon)
-		evhttp_connection_set_max_body_size(evcon, HTTPD_PREAUTH_MAX_BODY);
-}
-
-void httpd_h2_credentials_refused(struct h2_stream *s)
-{
-	struct conn *c = h2_session(s) ? h2_conn(s) : NULL;
-
-	if (c)
+		if (evcon)
+			evhttp_connection_set_max_body_size(evcon, (ev_ssize_t)c->h->max_body);
+	} else if (!ok && c->provisional) {
 		c->provisional = false;
+		if (evcon)
+			evhttp_connection_set_max_body_size(evcon, HTTPD_PREAUTH_MAX_BODY);
+	}
+}
+
+void httpd_credentials_judged(struct evhttp_request *req, bool ok)
+{
+	judged(conn_of(req), evhttp_request_get_connection(req), ok);
+}
+
+void httpd_h2_credentials_judged(struct h2_stream *s, bool ok)
+{
+	judged(h2_session(s) ? h2_conn(s) : NULL, NULL, ok);
 }
 
 size_t httpd_unsent(struct evhttp_request *req)

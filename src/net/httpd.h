@@ -63,9 +63,8 @@ struct httpd_opts {
 	bool (*credentials_ok)(void *arg, SSL *ssl, const char *authorization);
 	/* credentials_ok cannot judge bearer tokens (the handler does): a
 	 * connection that shows one counts against its peer, but without the
-	 * pre-auth limits on its bodies and streams until the handler says
-	 * the token failed (httpd_credentials_refused) — or that it worked
-	 * (httpd_credentials_shown: it counts no more). */
+	 * pre-auth limits on its bodies and streams until the handler has
+	 * judged the token (httpd_credentials_judged). */
 	bool bearer_unjudged;
 	int header_timeout_s;                /* 0: HTTPD_HEADER_TIMEOUT_S */
 	int request_timeout_s;               /* 0: HTTPD_REQUEST_TIMEOUT_S */
@@ -102,15 +101,12 @@ SSL *httpd_ssl(struct evhttp_request *req);
 /* An HTTP/2 request's SSL and "ip:port" of its peer. */
 SSL *httpd_h2_ssl(struct h2_stream *s);
 const char *httpd_h2_peer(struct h2_stream *s, char *buf, size_t n);
-/* The connection showed credentials credentials_ok could not judge (a
- * token the handler authenticated): it no longer counts against its peer,
- * and its bodies may be as large as any. */
-void httpd_credentials_shown(struct evhttp_request *req);
-void httpd_h2_credentials_shown(struct h2_stream *s);
-/* A bearer token on a connection judged with bearer_unjudged failed: the
- * pre-auth limits apply to it from now on. */
-void httpd_credentials_refused(struct evhttp_request *req);
-void httpd_h2_credentials_refused(struct h2_stream *s);
+/* The handler judged a bearer token credentials_ok could not
+ * (bearer_unjudged) on req's connection: ok, it counts against its peer no
+ * more and its bodies may be as large as any; refused, the pre-auth limits
+ * apply to it from now on. */
+void httpd_credentials_judged(struct evhttp_request *req, bool ok);
+void httpd_h2_credentials_judged(struct h2_stream *s, bool ok);
 /* Bytes of replies on req's connection not yet written to the socket. */
 size_t httpd_unsent(struct evhttp_request *req);
 /* How long a quiet stream may stay open (libevent 2.1 has no "never"). */

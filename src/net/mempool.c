@@ -74,7 +74,7 @@ static size_t class_holding(size_t u)
 	return NO_CLASS;
 }
 
-void *mempool_malloc(size_t n)
+static void *mempool_malloc(size_t n)
 {
 	size_t c = class_of(n);
 	struct freelists *fl = c != NO_CLASS ? my_lists() : NULL;
@@ -86,7 +86,7 @@ void *mempool_malloc(size_t n)
 	return malloc(c != NO_CLASS ? classes[c] : n);
 }
 
-void mempool_free(void *p)
+static void mempool_free(void *p)
 {
 	size_t c = p ? class_holding(malloc_usable_size(p)) : NO_CLASS;
 	struct freelists *fl = c != NO_CLASS ? my_lists() : NULL;
@@ -98,7 +98,7 @@ void mempool_free(void *p)
 	free(p);
 }
 
-void *mempool_realloc(void *p, size_t n)
+static void *mempool_realloc(void *p, size_t n)
 {
 	if (!p)
 		return mempool_malloc(n);

@@ -39,10 +39,6 @@
 /* OpenSSL's and libevent's allocations through the pool: true, or false
  * when OpenSSL had already allocated (then OpenSSL keeps its own). */
 bool mempool_install(void);
-/* The pool's own functions (what the hooks call). */
-void *mempool_malloc(size_t n);
-void *mempool_realloc(void *p, size_t n);
-void mempool_free(void *p);
 /* Allocations served from a free list, this process. */
 size_t mempool_reused(void);
 

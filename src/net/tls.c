@@ -18,15 +18,34 @@
 static int ctx_roots_idx = -1, ssl_ident_idx = -1;
 static pthread_once_t idx_once = PTHREAD_ONCE_INIT;
 
+void tls_identity_clear(struct tls_identity *id)
+{
+	free(id->user);
+	free(id->desc);
+	free(id->verify_msg);
+	strv_free(&id->groups);
+	memset(id, 0, sizeof(*id));
+}
+
+void tls_identity_copy(struct tls_identity *to, const struct tls_identity *from)
+{
+	*to = (struct tls_identity){.present = from->present,
+				    .verify_err = from->verify_err,
+				    .not_after_ns = from->not_after_ns};
+	if ((from->verify_msg && !(to->verify_msg = strdup(from->verify_msg))) ||
+	    (from->desc && !(to->desc = strdup(from->desc))) ||
+	    (from->user && !(to->user = strdup(from->user))))
+		abort();
+	for (size_t i = 0; i < from->groups.n; i++)
+		strv_push(&to->groups, from->groups.v[i]);
+}
+
 static void ident_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
 {
 	struct tls_identity *id = ptr;
 	if (!id)
 		return;
-	free(id->user);
-	free(id->desc);
-	free(id->verify_msg);
-	strv_free(&id->groups);
+	tls_identity_clear(id);
 	free(id);
 }
 

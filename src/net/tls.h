@@ -65,5 +65,9 @@ struct tls_identity {
  * Returns a borrowed pointer valid while the SSL lives.
  */
 const struct tls_identity *tls_peer_identity(SSL *ssl, int64_t now_ns);
+/* A copy of from into to (its strings its own), for another thread; and
+ * what a copy holds, freed. */
+void tls_identity_copy(struct tls_identity *to, const struct tls_identity *from);
+void tls_identity_clear(struct tls_identity *id);
 
 #endif

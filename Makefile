@@ -24,10 +24,15 @@ $(BUILD_ASAN)/Makefile: | deps
 asan: deps $(BUILD_ASAN)/Makefile
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 
-# Every test: the unit and e2e suites on the normal build, then the unit
-# suite again under ASan+UBSan.
+# The e2e suites mostly wait (tests/CMakeLists.txt): twice as many at once
+# as there are CPUs.
+E2E_JOBS   ?= $(shell echo $$(( $(JOBS) * 2 )))
+
+# Every test: the unit suite, then the e2e suites on the normal build, then
+# the unit suite again under ASan+UBSan.
 test: build asan
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -L e2e -j $(E2E_JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -L unit -j $(JOBS)
@@ -36,7 +41,7 @@ unit: build
 	cd $(BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
 
 e2e: build
-	cd $(BUILD) && ctest --output-on-failure -L e2e
+	cd $(BUILD) && ctest --output-on-failure -L e2e -j $(E2E_JOBS)
 
 demo: build
 	scripts/demo.sh $(BUILD)/cube

@@ -271,8 +271,10 @@ struct qdec {
 
 static void qd_reserve(struct qdec *x, size_t n)
 {
-	if (n + 1 <= x->cap)
+	if (n < x->cap)
 		return;
+	if (n > SIZE_MAX / 4) /* a quantity is bounded far below this */
+		abort();
 	x->cap = (n + 1) * 2;
 	if (!(x->d = realloc(x->d, x->cap)))
 		abort();

@@ -241,9 +241,9 @@ json_t *rbac_rules_for(struct apiserver *s, const struct user_info *u, const cha
 /* resourceCoversAll, for one resource. */
 static bool resource_covered(const json_t *set, const char *res)
 {
-	const char *slash = strchr(res, '/');
+	const char *slash = res ? strchr(res, '/') : NULL;
 	char star[256];
-	if (has(set, "*") || has(set, res))
+	if (has(set, "*") || (res && has(set, res)))
 		return true;
 	if (!slash)
 		return false;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <time.h>
 
 /* Frames wait in nghttp2 while this much is queued for the socket: a slow
@@ -43,6 +44,11 @@ struct h2 {
 	int depth;     /* callbacks of this session on the stack */
 	bool doomed;   /* h2_free from inside one: the outermost frees */
 	bool free_bev; /* ... and the bufferevent with it (h2_free_with_bev) */
+	bool creating; /* nghttp2 is making the session: its large block is the frame buffer */
+	void *framebuf; /* nghttp2's outbound frame buffer, page-aligned */
+	size_t framebuf_len;
+	bool framebuf_dirty;       /* written since its pages last went back */
+	int64_t framebuf_released; /* mono, when they last did */
 };
 
 struct h2_stream {
@@ -159,6 +165,89 @@ static void shutdown_session(struct h2 *h, const char *why)
 
 /* Queue what nghttp2 has to send, up to the high-water mark; a session
  * whose GOAWAY exchange is done closes once the socket has it all. */
+/*
+ * nghttp2's outbound frame buffer is one ~16 KiB block a session, taken
+ * when the session is made, written as frames go out and dead once they
+ * have (every frame, DATA too, is copied through it: mem_send). A
+ * kubelet's connection idles between heartbeats, so at 10,000 nodes those
+ * blocks were 160 MiB at each end, resident for the few bytes last
+ * written. Its whole pages go back to the kernel when nghttp2 has nothing
+ * more to send; the next frame finds them zeroed. Not more often than every FRAMEBUF_GAP: a busy connection
+ * would pay a syscall and a page fault a reply (a kubelet's writes are
+ * seconds apart, so it gives them back after each).
+ */
+#define FRAMEBUF_MIN ((size_t)16 << 10)
+#define FRAMEBUF_GAP (100 * NS_PER_MS)
+#define PAGE_BYTES ((size_t)4096)
+
+/* The whole pages inside the block: [*from, *to). */
+static void framebuf_pages(const struct h2 *h, uintptr_t *from, uintptr_t *to)
+{
+	*from = ((uintptr_t)h->framebuf + PAGE_BYTES - 1) & ~(uintptr_t)(PAGE_BYTES - 1);
+	*to = ((uintptr_t)h->framebuf + h->framebuf_len) & ~(uintptr_t)(PAGE_BYTES - 1);
+}
+
+static void framebuf_release(struct h2 *h)
+{
+	uintptr_t from, to;
+	int64_t now;
+
+	if (!h->framebuf || !h->framebuf_dirty)
+		return;
+	now = wire_mono();
+	if (now - h->framebuf_released < FRAMEBUF_GAP)
+		return;
+	h->framebuf_dirty = false;
+	h->framebuf_released = now;
+	framebuf_pages(h, &from, &to);
+	if (to > from)
+		madvise((void *)from, to - from, MADV_DONTNEED);
+}
+
+/* A page more than asked, so that the block's whole pages hold all of
+ * nghttp2's 16 KiB. Not page-aligned: aligned blocks fragment the heap. */
+static void *ng_malloc(size_t n, void *arg)
+{
+	struct h2 *h = arg;
+	void *p;
+
+	if (!h->creating || h->framebuf || n < FRAMEBUF_MIN)
+		return malloc(n);
+	n += PAGE_BYTES;
+	if (!(p = malloc(n)))
+		return NULL;
+	h->framebuf = p;
+	h->framebuf_len = n;
+	h->framebuf_dirty = true; /* whatever the heap had there */
+	return p;
+}
+
+static void ng_free(void *p, void *arg)
+{
+	struct h2 *h = arg;
+	if (p && p == h->framebuf)
+		h->framebuf = NULL;
+	free(p);
+}
+
+static void *ng_calloc(size_t nmemb, size_t size, void *arg)
+{
+	(void)arg;
+	return calloc(nmemb, size);
+}
+
+/* nghttp2 takes its buffers with realloc(NULL, n). It never grows the
+ * frame buffer; if a later version does, the block stops being ours. */
+static void *ng_realloc(void *p, size_t n, void *arg)
+{
+	struct h2 *h = arg;
+	if (!p)
+		return ng_malloc(n, arg);
+	if (p == h->framebuf)
+		h->framebuf = NULL;
+	return realloc(p, n);
+}
+
 static void flush(struct h2 *h)
 {
 	struct evbuffer *out;
@@ -173,8 +262,11 @@ static void flush(struct h2 *h)
 			shutdown_session(h, nghttp2_strerror((int)n));
 			return;
 		}
-		if (n == 0)
+		if (n == 0) {
+			framebuf_release(h);
 			break;
+		}
+		h->framebuf_dirty = true;
 		evbuffer_add(out, data, (size_t)n);
 	}
 	if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng) &&
@@ -653,6 +745,7 @@ struct h2 *h2_new(struct loop *loop, struct bufferevent *bev, const struct h2_op
 	nghttp2_settings_entry iv[3];
 	size_t niv = 0;
 	int rc;
+	nghttp2_mem mem = {h, ng_malloc, ng_free, ng_calloc, ng_realloc};
 
 	if (!h)
 		abort();
@@ -669,8 +762,10 @@ struct h2 *h2_new(struct loop *loop, struct bufferevent *bev, const struct h2_op
 	if (nghttp2_option_new(&opt) != 0)
 		abort();
 	nghttp2_option_set_no_closed_streams(opt, 1);
-	rc = o->server ? nghttp2_session_server_new2(&h->ng, cb, h, opt)
-	               : nghttp2_session_client_new2(&h->ng, cb, h, opt);
+	h->creating = true;
+	rc = o->server ? nghttp2_session_server_new3(&h->ng, cb, h, opt, &mem)
+	               : nghttp2_session_client_new3(&h->ng, cb, h, opt, &mem);
+	h->creating = false;
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
 	if (rc != 0)
@@ -784,6 +879,23 @@ bool h2_can_open(const struct h2 *h)
 size_t h2_open_streams(const struct h2 *h)
 {
 	return h->nstreams;
+}
+
+size_t h2_frame_buffer_resident(const struct h2 *h)
+{
+	unsigned char in[64];
+	uintptr_t from, to;
+	size_t pages, n = 0;
+
+	if (!h->framebuf)
+		return 0;
+	framebuf_pages(h, &from, &to);
+	pages = (to - from) / PAGE_BYTES;
+	if (pages > sizeof(in) || mincore((void *)from, to - from, in) != 0)
+		return h->framebuf_len;
+	for (size_t i = 0; i < pages; i++)
+		n += (in[i] & 1) * PAGE_BYTES;
+	return n;
 }
 
 void *h2_arg(const struct h2 *h)

@@ -192,7 +192,11 @@ def test_kubelets_in_two_processes(up):
         u.logs("cube")[-3000:]
 
     def refaulted():
+        # The restarted process's nodes are missing from the status until
+        # it answers the supervisor.
         st = {n["name"]: n for n in supervisor(u, "status")["nodes"]}
+        if not {"node-0", "node-1", "node-2"} <= st.keys():
+            return False
         return st["node-1"]["partitioned"] and st["node-2"]["clockSkewSeconds"] == 90 and \
             not st["node-0"]["partitioned"]
     wait_for(refaulted, 30, "node-1 partitioned and node-2 skewed again after the restart")

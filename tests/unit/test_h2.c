@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 struct pair {
 	struct loop *loop;
@@ -87,6 +88,9 @@ static void on_request(void *arg, struct h2_stream *s)
 	                  h2_method(s) == EVHTTP_REQ_POST ? "POST" : "GET");
 	evbuffer_add_printf(b, "%s %s", h2_path(s),
 	                    evhttp_find_header(h2_in_headers(s), "accept") ?: "-");
+	if (!strcmp(h2_path(s), "/big")) /* four frame buffers' worth */
+		for (int i = 0; i < 64; i++)
+			evbuffer_add_printf(b, "%01023d", i);
 	h2_respond(s, 200, b);
 	evbuffer_free(b);
 }
@@ -224,6 +228,42 @@ static void test_closed_streams_are_not_kept(void **state)
 	}
 	assert_int_equal(p->requests, 303);
 	assert_in_range(mallinfo2().uordblks, 0, before + 15000);
+	pair_free(p);
+}
+
+/*
+ * An idle connection does not keep nghttp2's ~16 KiB outbound frame
+ * buffer in memory at either end: its pages go back once everything due is
+ * sent (10,000 kubelets: 160 MiB at each end), at most every 100 ms of real
+ * time. A reply larger than the buffer went through it whole, and the next
+ * ones, on zeroed pages, are still right.
+ */
+static void test_idle_frame_buffers_go_back(void **state)
+{
+	struct pair *p = pair_new(&(struct h2_opts){0}, &(struct h2_opts){0});
+	struct reply r;
+
+	(void)state;
+	assert_non_null(get(p, "/warm-up", &r)); /* the settings exchanged */
+	spin_until(p, &r.closed, 5);
+	usleep(110 * 1000);
+	assert_non_null(get(p, "/big", &r));
+	spin_until(p, &r.closed, 5);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(h2_frame_buffer_resident(p->srv), 0);
+	assert_int_equal(h2_frame_buffer_resident(p->cli), 0);
+	/* At once: a busy connection keeps them... */
+	assert_non_null(get(p, "/big", &r));
+	spin_until(p, &r.closed, 5);
+	assert_int_equal(r.status, 200);
+	assert_int_not_equal(h2_frame_buffer_resident(p->srv), 0);
+	/* ... and gives them back after the next reply past the gap. */
+	usleep(110 * 1000);
+	assert_non_null(get(p, "/once-more", &r));
+	spin_until(p, &r.closed, 5);
+	assert_string_equal(r.body, "/once-more application/json");
+	assert_int_equal(h2_frame_buffer_resident(p->srv), 0);
+	assert_int_equal(h2_frame_buffer_resident(p->cli), 0);
 	pair_free(p);
 }
 
@@ -481,6 +521,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_request_reply),
 	    cmocka_unit_test(test_closed_streams_are_not_kept),
+	    cmocka_unit_test(test_idle_frame_buffers_go_back),
 	    cmocka_unit_test(test_multiplexed_and_streamed),
 	    cmocka_unit_test(test_body_limit),
 	    cmocka_unit_test(test_cancel_reaches_the_handler),

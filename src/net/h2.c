@@ -45,7 +45,7 @@ struct h2 {
 	bool doomed;   /* h2_free from inside one: the outermost frees */
 	bool free_bev; /* ... and the bufferevent with it (h2_free_with_bev) */
 	bool creating; /* nghttp2 is making the session: its large block is the frame buffer */
-	void *framebuf; /* nghttp2's outbound frame buffer, page-aligned */
+	void *framebuf; /* nghttp2's outbound frame buffer (ng_malloc) */
 	size_t framebuf_len;
 	bool framebuf_dirty;       /* written since its pages last went back */
 	int64_t framebuf_released; /* mono, when they last did */
@@ -163,8 +163,6 @@ static void shutdown_session(struct h2 *h, const char *why)
 		h->o.on_close(h->o.arg, why);
 }
 
-/* Queue what nghttp2 has to send, up to the high-water mark; a session
- * whose GOAWAY exchange is done closes once the socket has it all. */
 /*
  * nghttp2's outbound frame buffer is one ~16 KiB block a session, taken
  * when the session is made, written as frames go out and dead once they
@@ -172,9 +170,10 @@ static void shutdown_session(struct h2 *h, const char *why)
  * kubelet's connection idles between heartbeats, so at 10,000 nodes those
  * blocks were 160 MiB at each end, resident for the few bytes last
  * written. Its whole pages go back to the kernel when nghttp2 has nothing
- * more to send; the next frame finds them zeroed. Not more often than every FRAMEBUF_GAP: a busy connection
- * would pay a syscall and a page fault a reply (a kubelet's writes are
- * seconds apart, so it gives them back after each).
+ * more to send; the next frame finds them zeroed. Not more often than
+ * every FRAMEBUF_GAP: a busy connection would pay a syscall and a page
+ * fault a reply (a kubelet's writes are seconds apart, so it gives them
+ * back after each).
  */
 #define FRAMEBUF_MIN ((size_t)16 << 10)
 #define FRAMEBUF_GAP (100 * NS_PER_MS)
@@ -248,6 +247,8 @@ static void *ng_realloc(void *p, size_t n, void *arg)
 	return realloc(p, n);
 }
 
+/* Queue what nghttp2 has to send, up to the high-water mark; a session
+ * whose GOAWAY exchange is done closes once the socket has it all. */
 static void flush(struct h2 *h)
 {
 	struct evbuffer *out;

@@ -796,6 +796,64 @@ static void test_certificate_condition(void **state)
 	assert_true(node_ready(w, "node-0"));
 }
 
+static char *node_rv(struct world *w)
+{
+	json_t *node = get(w, "/api/v1/nodes/node-0");
+	char *rv = strdup(jx_str(node, "metadata.resourceVersion") ?: "");
+	json_decref(node);
+	return rv;
+}
+
+/*
+ * nodeStatusHasChanged: a status that differs from the Node's only in its
+ * heartbeat times is not written until nodeStatusReportFrequency (5 min)
+ * has passed since the last write; a field someone else changed is written
+ * back at the next sync (every 10 s).
+ */
+static void test_status_written_when_changed(void **state)
+{
+	struct world *w = *state;
+	struct kubelet_config c;
+	json_t *patch;
+	struct result r;
+	char *rv, *now;
+
+	w->client_ttl_ns = 3600 * NS_PER_SEC;
+	config(w, &c, "node-0");
+	start(w, &c);
+	assert_true(wait_for(w, node_ready, "node-0", 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	advance(w, 15 * NS_PER_SEC, NS_PER_SEC);
+	rv = node_rv(w);
+	advance(w, 60 * NS_PER_SEC, NS_PER_SEC); /* six syncs */
+	now = node_rv(w);
+	assert_string_equal(now, rv);
+	free(now);
+
+	/* Someone else says it is not Ready: the next sync says it is again. */
+	patch = json_pack("{s:{s:[{s:s,s:s,s:s}]}}", "status", "conditions", "type", "Ready",
+			  "status", "False", "reason", "SomeoneElse");
+	r = testenv_call_ct(&w->env, "PATCH", "/api/v1/nodes/node-0/status",
+			    "application/strategic-merge-patch+json", patch);
+	json_decref(patch);
+	assert_int_equal(r.status, 200);
+	json_decref(r.body);
+	assert_false(node_ready(w, "node-0"));
+	assert_true(wait_for(w, node_ready, "node-0", NS_PER_SEC, 11 * NS_PER_SEC));
+
+	/* Unchanged again: nothing until five minutes after that write. */
+	free(rv);
+	rv = node_rv(w);
+	advance(w, 4 * NS_PER_MIN, 5 * NS_PER_SEC);
+	now = node_rv(w);
+	assert_string_equal(now, rv);
+	free(now);
+	advance(w, 70 * NS_PER_SEC, 5 * NS_PER_SEC);
+	now = node_rv(w);
+	assert_string_not_equal(now, rv);
+	free(now);
+	free(rv);
+}
+
 /* Without certificateCondition there is no such condition. */
 static void test_certificate_condition_off(void **state)
 {
@@ -1272,6 +1330,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bootstrap_rotation_and_pods, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_static_certificate_expires, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_certificate_condition, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_status_written_when_changed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_certificate_condition_off, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rotating_expired_exits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stuck_approver, setup, teardown),

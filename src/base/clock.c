@@ -24,12 +24,20 @@ struct timer {
 	void *arg;
 	const struct log_scope *scope; /* current when the timer was made */
 	int64_t deadline;
-	uint64_t seq;    /* arming order: breaks ties between equal deadlines */
 	ptrdiff_t index; /* position in the heap, -1 when not armed */
 };
 
+/* A heap slot carries its timer's key: ordering the heap reads the slots
+ * only, not the timers (a hollow kubelets process has tens of thousands
+ * of them, cold). */
+struct slot {
+	int64_t deadline;
+	uint64_t seq; /* arming order: breaks ties between equal deadlines */
+	struct timer *t;
+};
+
 struct timer_set {
-	struct timer **heap;
+	struct slot *heap;
 	size_t len, cap;
 	uint64_t seq;
 	void (*on_change)(void *arg);
@@ -145,58 +153,58 @@ int clock_advance(int64_t d_ns)
 
 /* ---- the heap ---------------------------------------------------------- */
 
-static bool before(const struct timer *a, const struct timer *b)
+static bool before(const struct slot *a, const struct slot *b)
 {
 	return a->deadline < b->deadline || (a->deadline == b->deadline && a->seq < b->seq);
 }
 
-static void heap_place(struct timer_set *s, size_t i, struct timer *t)
+static void heap_place(struct timer_set *s, size_t i, struct slot v)
 {
-	s->heap[i] = t;
-	t->index = (ptrdiff_t)i;
+	s->heap[i] = v;
+	v.t->index = (ptrdiff_t)i;
 }
 
 static void heap_up(struct timer_set *s, size_t i)
 {
-	struct timer *t = s->heap[i];
+	struct slot v = s->heap[i];
 	while (i > 0) {
 		size_t parent = (i - 1) / 2;
-		if (!before(t, s->heap[parent]))
+		if (!before(&v, &s->heap[parent]))
 			break;
 		heap_place(s, i, s->heap[parent]);
 		i = parent;
 	}
-	heap_place(s, i, t);
+	heap_place(s, i, v);
 }
 
 static void heap_down(struct timer_set *s, size_t i)
 {
-	struct timer *t = s->heap[i];
+	struct slot v = s->heap[i];
 	for (;;) {
 		size_t c = 2 * i + 1;
 		if (c >= s->len)
 			break;
-		if (c + 1 < s->len && before(s->heap[c + 1], s->heap[c]))
+		if (c + 1 < s->len && before(&s->heap[c + 1], &s->heap[c]))
 			c++;
-		if (!before(s->heap[c], t))
+		if (!before(&s->heap[c], &v))
 			break;
 		heap_place(s, i, s->heap[c]);
 		i = c;
 	}
-	heap_place(s, i, t);
+	heap_place(s, i, v);
 }
 
 static void heap_remove(struct timer_set *s, struct timer *t)
 {
 	size_t i = (size_t)t->index;
-	struct timer *last = s->heap[--s->len];
+	struct slot last = s->heap[--s->len];
 
 	t->index = -1;
-	if (last == t)
+	if (last.t == t)
 		return;
 	heap_place(s, i, last);
 	heap_up(s, i);
-	heap_down(s, (size_t)last->index);
+	heap_down(s, (size_t)last.t->index);
 }
 
 struct timer_set *timers_new(void)
@@ -245,7 +253,7 @@ void timers_on_change(struct timer_set *s, void (*cb)(void *), void *arg)
 
 int64_t timers_next(const struct timer_set *s)
 {
-	return s->len ? s->heap[0]->deadline : INT64_MAX;
+	return s->len ? s->heap[0].deadline : INT64_MAX;
 }
 
 int timers_count(const struct timer_set *s)
@@ -259,8 +267,8 @@ int timers_run(struct timer_set *s)
 	int fired = 0;
 
 	/* A callback may arm, cancel or free timers, this one included. */
-	while (s->len && s->heap[0]->deadline <= now) {
-		struct timer *t = s->heap[0];
+	while (s->len && s->heap[0].deadline <= now) {
+		struct timer *t = s->heap[0].t;
 		const struct log_scope *prev = log_scope_enter(t->scope);
 		heap_remove(s, t);
 		t->cb(t->arg); /* may free t */
@@ -310,9 +318,7 @@ void timer_at(struct timer *t, int64_t deadline)
 			abort();
 	}
 	t->deadline = deadline;
-	t->seq = s->seq++;
-	s->heap[s->len] = t;
-	t->index = (ptrdiff_t)s->len++;
+	heap_place(s, s->len++, (struct slot){deadline, s->seq++, t});
 	heap_up(s, (size_t)t->index);
 	if (s->on_change && timers_next(s) < old_next)
 		s->on_change(s->on_change_arg);

@@ -11,6 +11,8 @@
 #include "base/loop.h"
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define T0 (INT64_C(1796032800) * NS_PER_SEC) /* 2026-11-30T10:00:00Z */
@@ -113,6 +115,69 @@ static void test_cancel_and_rearm(void **state)
 	assert_int_equal(rec.seen_now[0], T0 + 1 * NS_PER_SEC);
 	timer_free(ta);
 	timer_free(tb);
+	timers_free(set);
+}
+
+/*
+ * Many timers, armed, moved and cancelled at random, some on the same
+ * deadline: they fire in (deadline, last arming) order, each once.
+ */
+struct many {
+	struct timer *t;
+	int64_t deadline;
+	unsigned armed_at; /* the arming's place in the whole test */
+	bool armed;
+	int fired;
+};
+
+static struct many *last_fired;
+static int out_of_order;
+
+static void fire_many(void *arg)
+{
+	struct many *m = arg;
+	if (last_fired && (last_fired->deadline > m->deadline ||
+	                   (last_fired->deadline == m->deadline && last_fired->armed_at > m->armed_at)))
+		out_of_order++;
+	last_fired = m;
+	m->fired++;
+}
+
+static void test_many_timers_in_order(void **state)
+{
+	enum { N = 1000 };
+	struct timer_set *set = timers_new();
+	static struct many m[N];
+	unsigned seed = 42, arming = 0;
+	int armed = 0;
+
+	(void)state;
+	last_fired = NULL;
+	out_of_order = 0;
+	for (int i = 0; i < N; i++)
+		m[i] = (struct many){.t = timer_new(set, fire_many, &m[i])};
+	for (int round = 0; round < 5 * N; round++) {
+		struct many *x = &m[rand_r(&seed) % N];
+		if (rand_r(&seed) % 4 == 0) {
+			timer_cancel(x->t);
+			x->armed = false;
+		} else {
+			/* Deadlines 1..50 s: many share one. */
+			x->deadline = clock_mono() + (1 + rand_r(&seed) % 50) * NS_PER_SEC;
+			timer_at(x->t, x->deadline);
+			x->armed = true;
+			x->armed_at = arming++;
+		}
+	}
+	for (int i = 0; i < N; i++)
+		armed += m[i].armed;
+	assert_int_equal(timers_count(set), armed);
+	assert_int_equal(clock_advance(60 * NS_PER_SEC), armed);
+	assert_int_equal(out_of_order, 0);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(m[i].fired, m[i].armed ? 1 : 0);
+		timer_free(m[i].t);
+	}
 	timers_free(set);
 }
 
@@ -278,6 +343,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_timers_fire_in_deadline_order, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_and_rearm, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_timers_in_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_periodic_timer_rearms_inside_advance, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_timers_across_sets_interleave, setup,

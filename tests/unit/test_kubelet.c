@@ -50,6 +50,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "testassert.h"
+
 #define CSRS "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 #define LEASE "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/"
 
@@ -1341,5 +1343,5 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hollow_control, setup, teardown),
 		cmocka_unit_test(test_config_document_round_trips),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return run_tests_in_part(tests);
 }

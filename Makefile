@@ -31,8 +31,8 @@ E2E_JOBS   ?= $(shell echo $$(( $(JOBS) * 2 )))
 # Every test: the unit suite, then the e2e suites on the normal build, then
 # the unit suite again under ASan+UBSan.
 test: build asan
-	cd $(BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
-	cd $(BUILD) && ctest --output-on-failure -L e2e -j $(E2E_JOBS)
+	cd $(BUILD) && { ctest --output-on-failure -L unit -j $(JOBS); u=$$?; \
+	  ctest --output-on-failure -L e2e -j $(E2E_JOBS) && [ $$u = 0 ]; }
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -L unit -j $(JOBS)

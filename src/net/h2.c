@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Frames wait in nghttp2 while this much is queued for the socket: a slow
  * reader holds back its own streams, not the process's memory. */
@@ -49,6 +50,7 @@ struct h2 {
 	size_t framebuf_len;
 	bool framebuf_dirty;       /* written since its pages last went back */
 	int64_t framebuf_released; /* mono, when they last did */
+	bool release_due;          /* dirty within the gap: the timer releases it */
 };
 
 struct h2_stream {
@@ -171,19 +173,38 @@ static void shutdown_session(struct h2 *h, const char *why)
  * blocks were 160 MiB at each end, resident for the few bytes last
  * written. Its whole pages go back to the kernel when nghttp2 has nothing
  * more to send; the next frame finds them zeroed. Not more often than
- * every FRAMEBUF_GAP: a busy connection would pay a syscall and a page
- * fault a reply (a kubelet's writes are seconds apart, so it gives them
- * back after each).
+ * every FRAMEBUF_GAP, or a busy connection would pay a syscall and a page
+ * fault a reply: a write within the gap leaves the pages to the session's
+ * timer, at the gap's end.
+ *
+ * This holds because flush copies every chunk mem_send returns before it
+ * asks again, and mem_send returns 0 only with nothing half-sent. A data
+ * source with NGHTTP2_DATA_FLAG_NO_COPY would break that (its frame header
+ * waits in the buffer): do not use one here.
  */
 #define FRAMEBUF_MIN ((size_t)16 << 10)
 #define FRAMEBUF_GAP (100 * NS_PER_MS)
-#define PAGE_BYTES ((size_t)4096)
+
+/* The system's page size: madvise rounds to it, and on a 64 KiB-page
+ * system a 4 KiB guess would reach past the block. */
+static size_t page_bytes(void)
+{
+	static size_t page;
+	if (!page) {
+		long n = sysconf(_SC_PAGESIZE);
+		page = n > 0 ? (size_t)n : 4096;
+	}
+	return page;
+}
+
+static void arm(struct h2 *h);
 
 /* The whole pages inside the block: [*from, *to). */
 static void framebuf_pages(const struct h2 *h, uintptr_t *from, uintptr_t *to)
 {
-	*from = ((uintptr_t)h->framebuf + PAGE_BYTES - 1) & ~(uintptr_t)(PAGE_BYTES - 1);
-	*to = ((uintptr_t)h->framebuf + h->framebuf_len) & ~(uintptr_t)(PAGE_BYTES - 1);
+	uintptr_t page = page_bytes();
+	*from = ((uintptr_t)h->framebuf + page - 1) & ~(page - 1);
+	*to = ((uintptr_t)h->framebuf + h->framebuf_len) & ~(page - 1);
 }
 
 static void framebuf_release(struct h2 *h)
@@ -194,17 +215,25 @@ static void framebuf_release(struct h2 *h)
 	if (!h->framebuf || !h->framebuf_dirty)
 		return;
 	now = wire_mono();
-	if (now - h->framebuf_released < FRAMEBUF_GAP)
+	if (now - h->framebuf_released < FRAMEBUF_GAP) {
+		/* Too soon: the timer comes back for it at the end of the gap. */
+		if (!h->release_due) {
+			h->release_due = true;
+			arm(h);
+		}
 		return;
+	}
 	h->framebuf_dirty = false;
+	h->release_due = false;
 	h->framebuf_released = now;
 	framebuf_pages(h, &from, &to);
 	if (to > from)
 		madvise((void *)from, to - from, MADV_DONTNEED);
 }
 
-/* A page more than asked, so that the block's whole pages hold all of
- * nghttp2's 16 KiB. Not page-aligned: aligned blocks fragment the heap. */
+/* A page more than asked, so that 16 KiB of the block lie in whole pages
+ * (its first bytes, where every frame starts, share a page with other
+ * blocks and stay). Not page-aligned: aligned blocks fragment the heap. */
 static void *ng_malloc(size_t n, void *arg)
 {
 	struct h2 *h = arg;
@@ -212,7 +241,7 @@ static void *ng_malloc(size_t n, void *arg)
 
 	if (!h->creating || h->framebuf || n < FRAMEBUF_MIN)
 		return malloc(n);
-	n += PAGE_BYTES;
+	n += page_bytes();
 	if (!(p = malloc(n)))
 		return NULL;
 	h->framebuf = p;
@@ -353,6 +382,8 @@ static void arm(struct h2 *h)
 	if (h->o.idle_timeout_s > 0 && !h->nstreams &&
 	    h->idle_since + h->o.idle_timeout_s * NS_PER_SEC < at)
 		at = h->idle_since + h->o.idle_timeout_s * NS_PER_SEC;
+	if (h->release_due && h->framebuf_released + FRAMEBUF_GAP < at)
+		at = h->framebuf_released + FRAMEBUF_GAP;
 	if (at == INT64_MAX) {
 		evtimer_del(h->timer);
 	} else {
@@ -372,6 +403,13 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	/* Frames due go out first: the buffer is released once they have. */
+	if (h->release_due && now - h->framebuf_released >= FRAMEBUF_GAP) {
+		if (nghttp2_session_want_write(h->ng))
+			h->release_due = false; /* the flush that sends them releases */
+		else
+			framebuf_release(h);
+	}
 	if (h->o.idle_timeout_s > 0 && !h->nstreams &&
 	    now - h->idle_since >= h->o.idle_timeout_s * NS_PER_SEC) {
 		h2_close(h, NULL);
@@ -891,11 +929,11 @@ size_t h2_frame_buffer_resident(const struct h2 *h)
 	if (!h->framebuf)
 		return 0;
 	framebuf_pages(h, &from, &to);
-	pages = (to - from) / PAGE_BYTES;
+	pages = (to - from) / page_bytes();
 	if (pages > sizeof(in) || mincore((void *)from, to - from, in) != 0)
 		return h->framebuf_len;
 	for (size_t i = 0; i < pages; i++)
-		n += (in[i] & 1) * PAGE_BYTES;
+		n += (in[i] & 1) * page_bytes();
 	return n;
 }
 

@@ -186,15 +186,12 @@ static void shutdown_session(struct h2 *h, const char *why)
 #define FRAMEBUF_GAP (100 * NS_PER_MS)
 
 /* The system's page size: madvise rounds to it, and on a 64 KiB-page
- * system a 4 KiB guess would reach past the block. */
+ * system a 4 KiB guess would reach past the block. (glibc answers from
+ * the auxiliary vector: no syscall.) */
 static size_t page_bytes(void)
 {
-	static size_t page;
-	if (!page) {
-		long n = sysconf(_SC_PAGESIZE);
-		page = n > 0 ? (size_t)n : 4096;
-	}
-	return page;
+	long n = sysconf(_SC_PAGESIZE);
+	return n > 0 ? (size_t)n : 4096;
 }
 
 static void arm(struct h2 *h);

@@ -138,14 +138,6 @@ static const char *json_kind(const json_t *v)
 	}
 }
 
-/* Go's == on two decoded values; a missing value is nil and equals nil. */
-static bool value_equal(const json_t *a, const json_t *b)
-{
-	if (!a || !b)
-		return !a && !b;
-	return json_equal((json_t *)a, (json_t *)b);
-}
-
 /* ---------------------------- merge patch ---------------------------- */
 
 static json_t *pruned_copy(const json_t *v)
@@ -760,8 +752,8 @@ static int elem_types(const json_t *a, const json_t *b, int *type)
 static bool same_item(const json_t *a, const json_t *b, const char *key)
 {
 	if (!key)
-		return value_equal(a, b);
-	return value_equal(json_object_get(a, key), json_object_get(b, key));
+		return jx_equal(a, b);
+	return jx_equal(json_object_get(a, key), json_object_get(b, key));
 }
 
 /* Go's index(): the first position of item in order, or -1. */
@@ -977,7 +969,7 @@ static int smp_list(json_t *orig, json_t *patch, const struct smp_field *f, bool
 				goto fail;
 			}
 			for (size_t j = json_array_size(base); j-- > 0;)
-				if (value_equal(json_object_get(json_array_get(base, j), key), v))
+				if (jx_equal(json_object_get(json_array_get(base, j), key), v))
 					json_array_remove(base, j);
 		} else if (d && !strcmp(d, "replace")) {
 			replace = true;
@@ -1023,7 +1015,7 @@ static int smp_list(json_t *orig, json_t *patch, const struct smp_field *f, bool
 			goto fail;
 		}
 		for (j = 0; j < n; j++)
-			if (value_equal(json_object_get(json_array_get(base, j), key), v))
+			if (jx_equal(json_object_get(json_array_get(base, j), key), v))
 				break;
 		rc = smp_map(j < n ? json_array_get(base, j) : NULL, x, sub(f), &m);
 		if (rc) {

@@ -1249,7 +1249,7 @@ static bool same_map(const json_t *a, const json_t *b)
 		a = NULL;
 	if (json_is_null(b))
 		b = NULL;
-	return (!a && !b) || (a && b && json_equal(a, b));
+	return jx_equal(a, b);
 }
 
 /* ValidateConfigMapUpdate / ValidateSecretUpdate: once immutable is true

@@ -23,8 +23,7 @@ struct timer {
 	timer_cb cb;
 	void *arg;
 	const struct log_scope *scope; /* current when the timer was made */
-	int64_t deadline;
-	ptrdiff_t index; /* position in the heap, -1 when not armed */
+	ptrdiff_t index; /* position in the heap (its slot has the deadline), -1 when not armed */
 };
 
 /* A heap slot carries its timer's key: ordering the heap reads the slots
@@ -317,7 +316,6 @@ void timer_at(struct timer *t, int64_t deadline)
 		if (!s->heap)
 			abort();
 	}
-	t->deadline = deadline;
 	heap_place(s, s->len++, (struct slot){deadline, s->seq++, t});
 	heap_up(s, (size_t)t->index);
 	if (s->on_change && timers_next(s) < old_next)
@@ -336,5 +334,5 @@ bool timer_pending(const struct timer *t)
 
 int64_t timer_deadline(const struct timer *t)
 {
-	return t->index >= 0 ? t->deadline : INT64_MAX;
+	return t->index >= 0 ? t->set->heap[t->index].deadline : INT64_MAX;
 }

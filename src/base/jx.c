@@ -173,6 +173,13 @@ json_t *jx_condition(const json_t *status, const char *type)
 	return jx_condition_in(json_object_get(status, "conditions"), type);
 }
 
+bool jx_equal(const json_t *a, const json_t *b)
+{
+	if (!a || !b)
+		return !a && !b;
+	return json_equal((json_t *)a, (json_t *)b);
+}
+
 void jx_del(json_t *root, const char *path)
 {
 	const char *dot = strrchr(path, '.');

@@ -45,6 +45,10 @@ int jx_cmp_strings(const void *a, const void *b);
  * (the supervisor's control words). */
 json_t *jx_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* json_equal where a missing value (NULL) equals another missing one:
+ * Go's == on two decoded values, nil included. */
+bool jx_equal(const json_t *a, const json_t *b);
+
 /* Remove the member at path (absent: nothing to do). */
 void jx_del(json_t *root, const char *path);
 

@@ -244,25 +244,26 @@ static json_t *build_status(struct heartbeat *h, const json_t *old_status)
 		"", "operatingSystem", "linux", "architecture", "amd64");
 }
 
-/* Two conditions alike but for their heartbeats (either may be NULL). */
-static bool same_condition(const json_t *a, const json_t *b)
+/* Each of a's fields but its heartbeat is the same in b. */
+static bool heartbeat_aside_in(const json_t *a, const json_t *b)
 {
 	const char *k;
 	json_t *v;
 
-	if (!a || !b)
-		return a == b;
 	json_object_foreach((json_t *)a, k, v)
 	{
-		if (strcmp(k, "lastHeartbeatTime") && !json_equal(v, json_object_get(b, k)))
-			return false;
-	}
-	json_object_foreach((json_t *)b, k, v)
-	{
-		if (strcmp(k, "lastHeartbeatTime") && !json_object_get(a, k))
+		if (strcmp(k, "lastHeartbeatTime") && !jx_equal(v, json_object_get(b, k)))
 			return false;
 	}
 	return true;
+}
+
+/* Two conditions alike but for their heartbeats (either may be NULL). */
+static bool same_condition(const json_t *a, const json_t *b)
+{
+	if (!a || !b)
+		return a == b;
+	return heartbeat_aside_in(a, b) && heartbeat_aside_in(b, a);
 }
 
 /* What nodeStatusHasChanged compares: the kubelet's fields, heartbeats
@@ -275,9 +276,8 @@ static bool status_changed(const json_t *old_status, const json_t *new_status)
 					    "Ready", "ClientCertificateExpiring", NULL};
 
 	for (size_t i = 0; keys[i]; i++) {
-		const json_t *a = json_object_get(old_status, keys[i]);
-		const json_t *b = json_object_get(new_status, keys[i]);
-		if (!a != !b || (a && !json_equal(a, b)))
+		if (!jx_equal(json_object_get(old_status, keys[i]),
+			      json_object_get(new_status, keys[i])))
 			return true;
 	}
 	for (size_t i = 0; types[i]; i++)

@@ -921,16 +921,15 @@ size_t h2_frame_buffer_resident(const struct h2 *h)
 {
 	unsigned char in[64];
 	uintptr_t from, to;
-	size_t pages, n = 0;
+	size_t page = page_bytes(), n = 0;
 
 	if (!h->framebuf)
 		return 0;
 	framebuf_pages(h, &from, &to);
-	pages = (to - from) / page_bytes();
-	if (pages > sizeof(in) || mincore((void *)from, to - from, in) != 0)
+	if ((to - from) / page > sizeof(in) || mincore((void *)from, to - from, in) != 0)
 		return h->framebuf_len;
-	for (size_t i = 0; i < pages; i++)
-		n += (in[i] & 1) * page_bytes();
+	for (size_t i = 0; i < (to - from) / page; i++)
+		n += (in[i] & 1) * page;
 	return n;
 }
 

@@ -60,22 +60,27 @@ static uint64_t sum_bytes(uint64_t sum, const char *d, size_t n)
 	return sum;
 }
 
-static void spin_until(struct pair *p, const int *flag, int seconds)
+/* Run the loop until *flag (NULL: never) or for ns, real time: these
+ * tests run on the real clock, as the sessions' timers do. */
+static void spin(struct pair *p, const int *flag, int64_t ns)
 {
-	int64_t deadline = clock_mono() + seconds * NS_PER_SEC;
-	while (!*flag && clock_mono() < deadline)
+	int64_t deadline = clock_mono() + ns;
+	while (!(flag && *flag) && clock_mono() < deadline)
 		event_base_loop(loop_base(p->loop), EVLOOP_ONCE | EVLOOP_NONBLOCK),
 		    nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+}
+
+static void spin_until(struct pair *p, const int *flag, int seconds)
+{
+	spin(p, flag, seconds * NS_PER_SEC);
 	assert_true(*flag);
 }
 
-/* Run the loop for ms of real time. */
-static void spin_for(struct pair *p, int ms)
+/* What the server answers /big after the request line: 64 KiB. */
+static void add_big_body(struct evbuffer *b)
 {
-	int64_t deadline = clock_mono() + ms * NS_PER_MS;
-	while (clock_mono() < deadline)
-		event_base_loop(loop_base(p->loop), EVLOOP_ONCE | EVLOOP_NONBLOCK),
-		    nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+	for (int i = 0; i < 64; i++)
+		evbuffer_add_printf(b, "%01023d", i);
 }
 
 static void srv_stream_closed(void *arg, struct h2_stream *s, const char *err)
@@ -110,8 +115,7 @@ static void on_request(void *arg, struct h2_stream *s)
 	evbuffer_add_printf(b, "%s %s", h2_path(s),
 	                    evhttp_find_header(h2_in_headers(s), "accept") ?: "-");
 	if (!strcmp(h2_path(s), "/big")) /* four frame buffers' worth */
-		for (int i = 0; i < 64; i++)
-			evbuffer_add_printf(b, "%01023d", i);
+		add_big_body(b);
 	h2_respond(s, 200, b);
 	evbuffer_free(b);
 }
@@ -254,26 +258,17 @@ static void test_closed_streams_are_not_kept(void **state)
 	pair_free(p);
 }
 
-/* The session's gap is real time (h2.c), whatever the process clock. */
-static int64_t real_mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * NS_PER_SEC + ts.tv_nsec;
-}
-
-/* What the server answers /big: the request line, then 64 KiB. */
+/* The whole reply to POST /big, as on_request makes it. */
 static uint64_t big_reply_sum(size_t *len)
 {
-	char chunk[1024];
-	uint64_t sum = sum_bytes(0, "/big application/json", 21);
+	struct evbuffer *b = evbuffer_new();
+	uint64_t sum;
 
-	*len = 21;
-	for (int i = 0; i < 64; i++) {
-		snprintf(chunk, sizeof(chunk), "%01023d", i);
-		sum = sum_bytes(sum, chunk, 1023);
-		*len += 1023;
-	}
+	evbuffer_add_printf(b, "/big application/json");
+	add_big_body(b);
+	*len = evbuffer_get_length(b);
+	sum = sum_bytes(0, (char *)evbuffer_pullup(b, -1), *len);
+	evbuffer_free(b);
 	return sum;
 }
 
@@ -314,25 +309,25 @@ static void test_idle_frame_buffers_go_back(void **state)
 	(void)state;
 	assert_non_null(get(p, "/warm-up", &r)); /* the settings exchanged */
 	spin_until(p, &r.closed, 5);
-	spin_for(p, 150);
+	spin(p, NULL, 150 * NS_PER_MS);
 	post_big(p, &r);
 	/* The server sent a WINDOW_UPDATE for the body, then the reply, within
 	 * the gap: its pages go back at the gap's end, by the timer. */
-	spin_for(p, 150);
+	spin(p, NULL, 150 * NS_PER_MS);
 	assert_int_equal(h2_frame_buffer_resident(p->srv), 0);
 	assert_int_equal(h2_frame_buffer_resident(p->cli), 0);
 	/* Two exchanges at once: right after the second the pages are still
 	 * there (when this machine managed both within the gap)... */
-	since = real_mono();
+	since = clock_mono();
 	post_big(p, &r);
 	post_big(p, &r);
-	if (real_mono() - since < 100 * NS_PER_MS) {
+	if (clock_mono() - since < 100 * NS_PER_MS) {
 		assert_int_not_equal(h2_frame_buffer_resident(p->srv), 0);
 		assert_int_not_equal(h2_frame_buffer_resident(p->cli), 0);
 	}
 	/* ... and gone once the connection has been quiet for the gap; the
 	 * next exchange, on zeroed pages, arrives byte for byte (post_big). */
-	spin_for(p, 150);
+	spin(p, NULL, 150 * NS_PER_MS);
 	assert_int_equal(h2_frame_buffer_resident(p->srv), 0);
 	assert_int_equal(h2_frame_buffer_resident(p->cli), 0);
 	post_big(p, &r);

@@ -132,6 +132,24 @@ static void test_condition_and_remove(void **state)
 	strv_free(&sv);
 }
 
+/* Missing equals missing; missing is not JSON null; values by content. */
+static void test_equal(void **state)
+{
+	json_t *one = json_pack("{s:i}", "a", 1), *same = json_pack("{s:i}", "a", 1);
+	json_t *null = json_null();
+
+	(void)state;
+	assert_true(jx_equal(NULL, NULL));
+	assert_false(jx_equal(NULL, null));
+	assert_false(jx_equal(one, NULL));
+	assert_true(jx_equal(one, same));
+	assert_true(jx_equal(null, null));
+	json_object_set_new(same, "a", json_integer(2));
+	assert_false(jx_equal(one, same));
+	json_decref(one);
+	json_decref(same);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -140,6 +158,7 @@ int main(void)
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_strv),
 		cmocka_unit_test(test_condition_and_remove),
+		cmocka_unit_test(test_equal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,7 +24,9 @@
  *          --write-port the pods are created through another API server on
  *          the same store (same cluster CA): a write through A seen on B.
  *   rss    the server's VmRSS idle, then after creating --nodes Nodes and
- *          --pods Pods through the API with --clients connections.
+ *          --pods Pods through the API with --clients connections, then
+ *          25 s later, unread: the cache keeps objects nobody read for two
+ *          of its 10 s sweeps as their text alone.
  *
  * Usage:
  *   apiserver_bench SUBCOMMAND --cluster-dir C [--port N] [--pid P] [flags]
@@ -1402,11 +1404,14 @@ static char *pod_body_cb(int i, void *arg)
 	return pod_body(name, 1 + i % g->nodes);
 }
 
+/* Two of the cache's sweeps (10 s apart) and a little. */
+#define UNREAD_S 25
+
 static void bench_rss(struct bench *b)
 {
 	struct pod_gen g = {(unsigned)(clock_now() / NS_PER_SEC) & 0xffffff,
 			    b->o.nodes > 0 ? b->o.nodes : 1};
-	double idle, nodes, pods;
+	double idle, nodes, pods, unread;
 
 	if (!b->o.pid)
 		die("rss needs --pid");
@@ -1421,8 +1426,13 @@ static void bench_rss(struct bench *b)
 	pods = proc_rss_mib(b->o.pid);
 	printf("  with %6d pods more %8.1f MiB  (%.1f KiB per object above idle)\n", b->o.pods,
 	       pods, (pods - idle) * 1024 / (b->o.nodes + b->o.pods));
-	printf("RESULT rss idle_mib=%.1f nodes=%d nodes_mib=%.1f pods=%d loaded_mib=%.1f\n", idle,
-	       b->o.nodes, nodes, b->o.pods, pods);
+	sleep(UNREAD_S);
+	unread = proc_rss_mib(b->o.pid);
+	printf("  %d s later, unread   %8.1f MiB  (%.1f KiB per object above idle)\n", UNREAD_S,
+	       unread, (unread - idle) * 1024 / (b->o.nodes + b->o.pods));
+	printf("RESULT rss idle_mib=%.1f nodes=%d nodes_mib=%.1f pods=%d loaded_mib=%.1f "
+	       "unread_mib=%.1f\n",
+	       idle, b->o.nodes, nodes, b->o.pods, pods, unread);
 }
 
 /* ---- main ------------------------------------------------------------------------- */

@@ -200,6 +200,27 @@ static int node_related_read(struct req *r, const json_t *obj, const char *node,
 }
 
 /* The Node authorizer (upstream's NodeAuthorizer.Authorize). */
+/* The kinds whose objects the Node authorizer relates to a node (pods, and
+ * what pods mount): it reads the object, not only the request. */
+static bool node_related_kind(const char *group, const char *res)
+{
+	return !*group && (is(res, "pods") || is(res, "secrets") || is(res, "configmaps") ||
+	                   is(res, "serviceaccounts") || is(res, "persistentvolumeclaims") ||
+	                   is(res, "persistentvolumes"));
+}
+
+static bool node_user(const struct req *r)
+{
+	const char *user = r->user.name;
+	return in_group(r, "system:nodes") && user && !strncmp(user, "system:node:", 12);
+}
+
+bool authz_reads_object(const struct req *r)
+{
+	return !in_group(r, "system:masters") && node_user(r) && r->res &&
+	       node_related_kind(r->res->group, res_name(r));
+}
+
 static int node_rules(struct req *r, const json_t *obj, const char *node, char **reason)
 {
 	const char *res = res_name(r), *group = r->res ? r->res->group : "";
@@ -212,8 +233,7 @@ static int node_rules(struct req *r, const json_t *obj, const char *node, char *
 		return node_pod(r, obj, node, reason);
 	if (is(group, "coordination.k8s.io") && is(res, "leases"))
 		return node_lease(r, node, reason);
-	if (!*group && (is(res, "secrets") || is(res, "configmaps") || is(res, "serviceaccounts") ||
-	                is(res, "persistentvolumeclaims") || is(res, "persistentvolumes")))
+	if (node_related_kind(group, res))
 		return node_related_read(r, obj, node, reason);
 	/* Not subdivided: upstream's NodeRules, the system:node role's. */
 	return node_static_rules_allow(r) ? 0 : deny(reason, NULL, NULL, NULL);
@@ -229,8 +249,7 @@ int authz_check(struct req *r, const json_t *obj, char **reason)
 	 * holds exactly what the bootstrap policy binds to them. */
 	if (in_group(r, "system:masters"))
 		return 0;
-	if (in_group(r, "system:nodes") && user && !strncmp(user, "system:node:", 12) &&
-	    node_rules(r, obj, user + 12, reason) == 0)
+	if (node_user(r) && node_rules(r, obj, user + 12, reason) == 0)
 		return 0;
 	/* Then RBAC: what bindings grant (the Node authorizer's reason, if
 	 * any, is kept for the message). */

@@ -694,8 +694,11 @@ static json_t *merge_for_sub(struct req *r, const json_t *old, json_t *body)
 	if (!sub) {
 		/* The main resource cannot change status where status has its own door. */
 		if (has_status_sub(r->res)) {
+			/* A copy: validation stamps the conditions it is given
+			 * (a CSR's), and the cached object is immutable. */
 			if (json_object_get(old, "status"))
-				json_object_set(out, "status", json_object_get(old, "status"));
+				json_object_set_new(out, "status",
+				                    json_deep_copy(json_object_get(old, "status")));
 			else
 				json_object_del(out, "status");
 		}

@@ -257,25 +257,40 @@ bool refresh_and_retry(struct req *r)
 
 /* ---- GET ------------------------------------------------------------------- */
 
+/* What authorizing a read of key needs of the object: itself where the
+ * authorizer looks into it, else nothing (a cold object stays text). */
+static const json_t *object_for_authz(struct req *r, const char *key)
+{
+	return authz_reads_object(r) ? cache_get_committed(r->s->cache, key) : NULL;
+}
+
 /* The committed object, authorized (again, after a wait: it may not be
- * the one seen before) unless the caller just did. */
+ * the one seen before) unless the caller just did. A plain JSON reply is
+ * the stored text, sent without parsing the object. */
 static void get_reply(struct req *r, bool authorize)
 {
 	char *key = object_key(r->res, r->ns, r->name);
-	json_t *obj = cache_get_committed(r->s->cache, key);
+	bool as_text = !is_scale(r) && !(r->want_table && !r->sub);
+	struct blob *text = NULL;
+	json_t *obj = NULL;
 
-	free(key);
-	if (authorize && authz_request(r, obj) < 0)
-		return;
-	if (!obj) {
+	if (authorize && authz_request(r, object_for_authz(r, key)) < 0)
+		goto out;
+	if (as_text)
+		text = cache_text(r->s->cache, key);
+	else
+		obj = cache_get_committed(r->s->cache, key);
+	if (!text && !obj)
 		req_not_found(r);
-		return;
-	}
-	if (is_scale(r)) {
+	else if (text)
+		req_reply_json(r, 200, text);
+	else if (is_scale(r))
 		req_reply(r, 200, scale_of(obj));
-		return;
-	}
-	reply_cached(r, 200, obj);
+	else
+		reply_cached(r, 200, obj);
+out:
+	blob_unref(text);
+	free(key);
 }
 
 static void get_after_wait(struct req *r)
@@ -286,7 +301,7 @@ static void get_after_wait(struct req *r)
 void handle_get(struct req *r)
 {
 	char *key = object_key(r->res, r->ns, r->name);
-	json_t *obj = cache_get_committed(r->s->cache, key);
+	const json_t *obj = object_for_authz(r, key);
 	int64_t rv;
 
 	free(key);

@@ -1,5 +1,6 @@
 #include "storage/cache.h"
 
+#include "base/alloc.h"
 #include "base/blob.h"
 #include "base/clock.h"
 #include "base/err.h"
@@ -37,6 +38,7 @@ struct cache_watch {
 struct pending {
 	struct cache *c;
 	struct cache_event ev;
+	struct blob *prev_json;     /* ev.prev's text, or NULL (made when needed) */
 	cache_done_fn done;
 	void *arg;
 	bool silent;                /* settles nothing anyone saw: no event */
@@ -46,6 +48,7 @@ struct pending {
 /* A key with writes on their way to disk: what readers see meanwhile. */
 struct shadow {
 	json_t *committed; /* the durable state; NULL: absent */
+	struct blob *json; /* committed's text, once made; else NULL */
 	size_t pending;    /* the key's writes not yet durable */
 	struct pending *head, *tail; /* them, in submission (= completion) order */
 };
@@ -68,12 +71,41 @@ struct rwrite {
  * durability. */
 #define RWAIT_NS (5 * NS_PER_SEC)
 
-/* A committed object's JSON text, made once and sent by every reader. */
-struct wire {
-	json_t *obj; /* the object it is the text of (a reference: no other
-	              * object can take its address while the entry lives) */
-	struct blob *json;
+/*
+ * A key's latest state. Its committed text is made once and sent by every
+ * reader. An object at rest (no write in flight) that nobody has read
+ * since the last sweep and that nothing else holds is kept as that text
+ * alone, and parsed again when it is next read: jansson's tree is 3 to 8
+ * times the text (a Node 7.6x, a Lease 8x, a CSR 3x), and most objects of
+ * a large cluster sit unread for minutes (a Node between status reports,
+ * an issued CSR).
+ */
+struct entry {
+	json_t *obj;       /* the state, parsed (a reference); NULL while cold */
+	struct blob *json; /* the committed state's text: obj's when obj is set
+	                    * (so no other object can take obj's address while
+	                    * it is kept), the object's when cold; NULL when not
+	                    * made yet or while obj is a write not yet durable */
+	bool read;         /* handed out or written since the last sweep */
 };
+
+/*
+ * An event in the window, kept as text: its objects are parsed again for
+ * the rare reader of the past (a watch resuming from a revision, a list at
+ * one) and let go by the next sweep. Kept parsed, the window held two
+ * trees per event (a node's Lease ten times over at 1,000 nodes).
+ */
+struct past {
+	enum cache_event_type type;
+	int64_t rev;
+	char *key;
+	struct blob *json;      /* the new state's text */
+	struct blob *prev_json; /* the state before's, or NULL: none */
+	json_t *obj, *prev;     /* parsed for a reader since the last sweep, or NULL */
+};
+
+/* How often cold objects are let go: one not read for 10 to 20 s. */
+#define SWEEP_NS (10 * NS_PER_SEC)
 
 struct cache {
 	struct store *store;
@@ -82,17 +114,17 @@ struct cache {
 	size_t nrwaits;
 	struct timer *watchdog; /* cache_set_loop: answers writes the watch is late with */
 	struct timer *reload;   /* ... and loads again after a failed reload */
+	struct timer *sweeper;  /* cache_set_loop: cache_sweep every SWEEP_NS */
 	void (*progress)(void *arg);
 	void *progress_arg;
-	struct hmap objs;    /* key → json_t* (latest state, the writers' view) */
+	struct hmap objs;    /* key → struct entry* (latest state, the writers' view) */
 	struct hmap dirs;    /* a key's directory ("/registry/pods/default/") → struct hmap*
 	                        of its keys: a list reads one kind, not every object */
 	struct hmap shadows; /* key → struct shadow*, while writes are in flight */
-	struct hmap wires;   /* key → struct wire*: the committed object's JSON */
 	int64_t rev;         /* last revision handed out */
 	int64_t committed;   /* last revision durable: every event up to it dispatched */
 	int64_t gone_rev; /* events at or before this may be missing from the window */
-	struct cache_event *ring;
+	struct past *ring;
 	size_t window, head, len;
 	struct wlist unindexed;
 	struct hmap by_node; /* spec.nodeName → struct wlist* (none empty) */
@@ -169,21 +201,69 @@ static void dirs_build(struct cache *c)
 		dir_add(c, k);
 }
 
-/* Every change to which keys exist goes through these two. */
-static json_t *objs_put(struct cache *c, const char *key, json_t *obj)
+static struct entry *entry_new(json_t *obj, struct blob *json)
 {
-	json_t *prev = hmap_put(&c->objs, key, obj);
-	if (!prev)
-		dir_add(c, key);
-	return prev;
+	struct entry *e = xcalloc(1, sizeof(*e));
+	e->obj = obj;
+	e->json = json;
+	return e;
 }
 
-static json_t *objs_del(struct cache *c, const char *key)
+static void entry_free(void *v)
 {
-	json_t *prev = hmap_del(&c->objs, key);
-	if (prev)
+	struct entry *e = v;
+	json_decref(e->obj);
+	blob_unref(e->json);
+	free(e);
+}
+
+/* e's object (borrowed), parsed again if it was cold; NULL for no entry. */
+static json_t *entry_obj(struct entry *e)
+{
+	if (!e)
+		return NULL;
+	if (!e->obj) {
+		e->obj = jx_parse(e->json->data, e->json->len);
+		/* Text this cache made, or loaded and parsed once already. */
+		CUBE_ASSERT(e->obj);
+	}
+	e->read = true;
+	return e->obj;
+}
+
+static void objs_clear(struct hmap *objs)
+{
+	hmap_free_values(objs, entry_free);
+}
+
+/*
+ * Every change to which keys exist goes through these two. key's latest
+ * state becomes obj, with its committed text json or NULL (both
+ * references taken); the state it replaces is let go.
+ */
+static void objs_put(struct cache *c, const char *key, json_t *obj, struct blob *json)
+{
+	struct entry *e = hmap_get(&c->objs, key);
+
+	if (e) {
+		json_decref(e->obj);
+		blob_unref(e->json);
+	} else {
+		hmap_put(&c->objs, key, e = entry_new(NULL, NULL));
+		dir_add(c, key);
+	}
+	e->obj = obj;
+	e->json = json;
+	e->read = true;
+}
+
+static void objs_del(struct cache *c, const char *key)
+{
+	struct entry *e = hmap_del(&c->objs, key);
+	if (e) {
 		dir_del(c, key);
-	return prev;
+		entry_free(e);
+	}
 }
 
 /* Calls fn for each key in objs that may lie under prefix: those of every
@@ -218,6 +298,16 @@ struct cache *cache_new(struct store *store, size_t window)
 	return c;
 }
 
+static void past_clear(struct past *p)
+{
+	free(p->key);
+	json_decref(p->obj);
+	json_decref(p->prev);
+	blob_unref(p->json);
+	blob_unref(p->prev_json);
+	memset(p, 0, sizeof(*p));
+}
+
 static void event_clear(struct cache_event *ev)
 {
 	free((char *)ev->key);
@@ -228,39 +318,6 @@ static void event_clear(struct cache_event *ev)
 }
 
 /* ---- the objects' JSON, made once ------------------------------------------------- */
-
-static void wire_free(void *v)
-{
-	struct wire *w = v;
-	json_decref(w->obj);
-	blob_unref(w->json);
-	free(w);
-}
-
-/* json (a new reference, taken) is obj's text; obj is key's committed state. */
-static void wire_put(struct cache *c, const char *key, json_t *obj, struct blob *json)
-{
-	struct wire *w = malloc(sizeof(*w));
-	if (!w)
-		abort();
-	w->obj = json_incref(obj);
-	w->json = json;
-	w = hmap_put(&c->wires, key, w);
-	if (w)
-		wire_free(w);
-}
-
-static void wire_del(struct cache *c, const char *key)
-{
-	struct wire *w = hmap_del(&c->wires, key);
-	if (w)
-		wire_free(w);
-}
-
-static void wires_clear(struct cache *c)
-{
-	hmap_free_values(&c->wires, wire_free);
-}
 
 static struct blob *serialize(const json_t *obj)
 {
@@ -276,17 +333,108 @@ static struct blob *serialize(const json_t *obj)
 
 struct blob *cache_json(struct cache *c, const char *key, const json_t *obj)
 {
-	struct wire *w = hmap_get(&c->wires, key);
-	struct blob *b;
+	struct shadow *sh = hmap_get(&c->shadows, key);
+	struct entry *e = hmap_get(&c->objs, key);
+	struct blob **text = NULL, *b;
 
-	if (w && w->obj == obj)
-		return blob_ref(w->json);
-	b = serialize(obj);
-	/* Only the committed state is kept: an older version, a copy or an
+	/* Only the committed state's is kept: an older version, a copy or an
 	 * object from elsewhere is made for this reader alone. */
-	if (obj == cache_get_committed(c, key))
-		wire_put(c, key, (json_t *)obj, blob_ref(b));
+	if (sh && sh->committed == obj)
+		text = &sh->json;
+	else if (!sh && e && e->obj == obj)
+		text = &e->json;
+	if (text && *text)
+		return blob_ref(*text);
+	b = serialize(obj);
+	if (text)
+		*text = blob_ref(b);
 	return b;
+}
+
+/* The version of key whose text is json, parsed (a new reference): the
+ * cache's own tree when it is that version, else parsed again. */
+static json_t *parse_version(const struct cache *c, const char *key, const struct blob *json)
+{
+	struct shadow *sh = hmap_get(&c->shadows, key);
+	struct entry *e = hmap_get(&c->objs, key);
+	json_t *obj;
+
+	if (sh && sh->json == json && sh->committed)
+		return json_incref(sh->committed);
+	if (!sh && e && e->json == json && e->obj)
+		return json_incref(e->obj);
+	obj = jx_parse(json->data, json->len);
+	CUBE_ASSERT(obj); /* text this cache made */
+	return obj;
+}
+
+/* A past event's objects, parsed for a reader until the next sweep. */
+static json_t *past_obj(const struct cache *c, struct past *p)
+{
+	if (!p->obj)
+		p->obj = parse_version(c, p->key, p->json);
+	return p->obj;
+}
+
+static json_t *past_prev(const struct cache *c, struct past *p)
+{
+	if (!p->prev && p->prev_json)
+		p->prev = parse_version(c, p->key, p->prev_json);
+	return p->prev;
+}
+
+struct blob *cache_text(struct cache *c, const char *key)
+{
+	struct shadow *sh = hmap_get(&c->shadows, key);
+	struct entry *e = hmap_get(&c->objs, key);
+
+	if (sh)
+		return sh->committed ? cache_json(c, key, sh->committed) : NULL;
+	if (!e)
+		return NULL;
+	return e->json ? blob_ref(e->json) : cache_json(c, key, e->obj);
+}
+
+void cache_sweep(struct cache *c)
+{
+	const char *k;
+	void *v;
+
+	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);) {
+		struct entry *e = v;
+		if (!e->obj)
+			continue;
+		if (e->read) {
+			e->read = false;
+			continue;
+		}
+		/* Letting go of a tree someone else holds (an event in the
+		 * window, a reader) frees nothing; a write not yet durable
+		 * has no text to fall back on. */
+		if (e->obj->refcount != 1 || hmap_get(&c->shadows, k))
+			continue;
+		if (!e->json)
+			e->json = serialize(e->obj);
+		json_decref(e->obj);
+		e->obj = NULL;
+	}
+	for (size_t i = 0; i < c->len; i++) {
+		struct past *p = &c->ring[(c->head + i) % c->window];
+		json_decref(p->obj);
+		json_decref(p->prev);
+		p->obj = p->prev = NULL;
+	}
+}
+
+size_t cache_parsed(const struct cache *c)
+{
+	const char *k;
+	void *v;
+	size_t n = 0;
+
+	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);)
+		n += ((struct entry *)v)->obj != NULL;
+	return n;
 }
 
 /* cache_free: every watcher of an index, then its lists. */
@@ -313,6 +461,7 @@ void cache_free(struct cache *c)
 		return;
 	timer_free(c->watchdog);
 	timer_free(c->reload);
+	timer_free(c->sweeper);
 	while (c->rwaits) {
 		struct rwrite *w = c->rwaits;
 		c->rwaits = w->next;
@@ -322,18 +471,16 @@ void cache_free(struct cache *c)
 		json_decref(w->obj);
 		free(w);
 	}
-	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);)
-		json_decref(v);
-	hmap_free(&c->objs);
+	objs_clear(&c->objs);
 	dirs_clear(c);
 	for (size_t i = 0; hmap_next(&c->shadows, &i, &k, &v);) {
 		json_decref(((struct shadow *)v)->committed);
+		blob_unref(((struct shadow *)v)->json);
 		free(v);
 	}
 	hmap_free(&c->shadows);
-	wires_clear(c);
 	for (size_t i = 0; i < c->len; i++)
-		event_clear(&c->ring[(c->head + i) % c->window]);
+		past_clear(&c->ring[(c->head + i) % c->window]);
 	free(c->ring);
 	c->freeing = true;
 	while (c->unindexed.head)
@@ -345,7 +492,7 @@ void cache_free(struct cache *c)
 }
 
 struct load_into {
-	struct hmap *map;
+	struct hmap *map; /* key → struct entry* */
 	bool stamp; /* a remote store keeps the revision out of the value */
 };
 
@@ -355,13 +502,18 @@ static void load_one(void *arg, const char *key, const char *value, size_t len, 
 {
 	struct load_into *l = arg;
 	json_t *obj = jx_parse(value, len);
+	struct entry *was;
 	if (!obj) {
 		LOG_ERROR("storage: skipping unreadable object %s: %s", key, err_msg());
 		return;
 	}
 	if (l->stamp)
 		set_rv(obj, rev);
-	json_decref(hmap_put(l->map, key, obj));
+	/* A local store holds the very text it was given (submit): the
+	 * readers' as well. A remote one's lacks the revision. */
+	was = hmap_put(l->map, key, entry_new(obj, l->stamp ? NULL : blob_new(value, len)));
+	if (was)
+		entry_free(was);
 }
 
 static void remote_event(void *arg, const struct store_event *ev);
@@ -394,9 +546,21 @@ static void on_reload(void *arg)
 	remote_reset(arg);
 }
 
+static void on_sweep(void *arg)
+{
+	struct cache *c = arg;
+
+	cache_sweep(c);
+	timer_after(c->sweeper, SWEEP_NS);
+}
+
 void cache_set_loop(struct cache *c, struct loop *loop)
 {
-	if (!c->remote || c->watchdog)
+	if (c->sweeper)
+		return;
+	c->sweeper = loop_timer(loop, on_sweep, c);
+	timer_after(c->sweeper, SWEEP_NS);
+	if (!c->remote)
 		return;
 	c->watchdog = loop_timer(loop, on_watchdog, c);
 	c->reload = loop_timer(loop, on_reload, c);
@@ -430,13 +594,13 @@ int64_t cache_committed_rev(const struct cache *c)
 
 json_t *cache_get(const struct cache *c, const char *key)
 {
-	return hmap_get(&c->objs, key);
+	return entry_obj(hmap_get(&c->objs, key));
 }
 
 json_t *cache_get_committed(const struct cache *c, const char *key)
 {
 	struct shadow *sh = hmap_get(&c->shadows, key);
-	return sh ? sh->committed : hmap_get(&c->objs, key);
+	return sh ? sh->committed : cache_get(c, key);
 }
 
 /* A key → object view of the state to list: borrowed objects, NULL for absent. */
@@ -501,7 +665,7 @@ static void view_free(struct view *v)
 
 static void add_latest(const struct cache *c, const char *key, void *v)
 {
-	view_add(v, key, hmap_get(&c->objs, key));
+	view_add(v, key, cache_get(c, key));
 }
 
 size_t cache_list(const struct cache *c, const char *prefix, const char *after, size_t limit,
@@ -573,16 +737,18 @@ int cache_list_at(const struct cache *c, int64_t rev, const char *prefix, const 
 		hmap_put(&at, v.keys[i], (void *)(uintptr_t)(i + 1));
 	/* Undo the events after rev, newest first: each key ends as it was then. */
 	for (size_t i = c->len; i-- > 0;) {
-		const struct cache_event *ev = &c->ring[(c->head + i) % c->window];
+		struct past *p = &c->ring[(c->head + i) % c->window];
+		json_t *was;
 		uintptr_t slot;
-		if (ev->rev <= rev)
+		if (p->rev <= rev)
 			break;
-		slot = (uintptr_t)hmap_get(&at, ev->key);
+		was = p->type == CACHE_ADDED ? NULL : past_prev(c, p);
+		slot = (uintptr_t)hmap_get(&at, p->key);
 		if (slot) {
-			v.vals[slot - 1] = ev->type == CACHE_ADDED ? NULL : ev->prev;
+			v.vals[slot - 1] = was;
 		} else {
-			view_add(&v, ev->key, ev->type == CACHE_ADDED ? NULL : ev->prev);
-			hmap_put(&at, ev->key, (void *)(uintptr_t)v.n);
+			view_add(&v, p->key, was);
+			hmap_put(&at, p->key, (void *)(uintptr_t)v.n);
 		}
 	}
 	*n = view_take(&v, prefix, start, inclusive, limit, out, more);
@@ -610,29 +776,32 @@ size_t cache_count(const struct cache *c, const char *prefix)
 	return t.n;
 }
 
-static void ring_push(struct cache *c, const struct cache_event *ev)
+/* ev, whose state before has the text prev_json (NULL: made here if
+ * needed), into the window as text. */
+static void ring_push(struct cache *c, const struct cache_event *ev, struct blob *prev_json)
 {
-	struct cache_event *slot;
+	struct past *slot;
 	if (c->len == c->window) {
 		slot = &c->ring[c->head];
 		c->gone_rev = slot->rev;
-		event_clear(slot);
+		past_clear(slot);
 		c->head = (c->head + 1) % c->window;
 		c->len--;
 	}
 	slot = &c->ring[(c->head + c->len) % c->window];
-	*slot = *ev;
-	if (!(slot->key = strdup(ev->key)))
-		abort();
-	json_incref(slot->obj);
-	json_incref(slot->prev);
-	blob_ref(slot->json);
+	*slot = (struct past){
+	    .type = ev->type,
+	    .rev = ev->rev,
+	    .key = xstrdup(ev->key),
+	    .json = ev->json ? blob_ref(ev->json) : serialize(ev->obj),
+	    .prev_json = prev_json ? blob_ref(prev_json) : ev->prev ? serialize(ev->prev) : NULL,
+	};
 	c->len++;
 }
 
-static bool watcher_wants(const struct cache_watch *w, const struct cache_event *ev)
+static bool watcher_wants(const struct cache_watch *w, int64_t rev, const char *key)
 {
-	return ev->rev > w->from_rev && strncmp(ev->key, w->prefix, w->prefix_len) == 0;
+	return rev > w->from_rev && strncmp(key, w->prefix, w->prefix_len) == 0;
 }
 
 static void unlink_free(struct cache_watch *w)
@@ -656,7 +825,7 @@ static void unlink_free(struct cache_watch *w)
 static void dispatch_list(struct wlist *l, const struct cache_event *ev)
 {
 	for (struct cache_watch *w = l ? l->head : NULL; w; w = w->next)
-		if (!w->dead && watcher_wants(w, ev))
+		if (!w->dead && watcher_wants(w, ev->rev, ev->key))
 			w->fn(w->arg, ev);
 }
 
@@ -694,10 +863,12 @@ static void set_rv(json_t *obj, int64_t rev);
  * prev, and its type (a MODIFIED of something absent is an ADDED; a DELETED
  * of it is nothing anyone saw).
  */
-static void rebase_successor(struct pending *n, const json_t *committed)
+static void rebase_successor(struct pending *n, const json_t *committed, struct blob *json)
 {
 	json_decref(n->ev.prev);
+	blob_unref(n->prev_json);
 	n->ev.prev = json_incref((json_t *)committed);
+	n->prev_json = blob_ref(json);
 	if (n->ev.type == CACHE_DELETED) {
 		if (!committed) {
 			n->silent = true;
@@ -711,9 +882,12 @@ static void rebase_successor(struct pending *n, const json_t *committed)
 	}
 }
 
-static void shadow_settle(struct cache *c, const char *key, bool durable, json_t *state)
+/* state (text json) is durable now, or the head write failed (durable false). */
+static void shadow_settle(struct cache *c, const char *key, bool durable, json_t *state,
+                          struct blob *json)
 {
 	struct shadow *sh = hmap_get(&c->shadows, key);
+	struct entry *e;
 
 	/* Every write in flight was queued on its key when submitted, and they
 	 * complete in submission order. */
@@ -722,22 +896,39 @@ static void shadow_settle(struct cache *c, const char *key, bool durable, json_t
 	if (!sh->head)
 		sh->tail = NULL;
 	if (!durable && sh->head)
-		rebase_successor(sh->head, sh->committed);
+		rebase_successor(sh->head, sh->committed, sh->json);
 	if (durable) {
 		json_decref(sh->committed);
+		blob_unref(sh->json);
 		sh->committed = json_incref(state);
+		sh->json = blob_ref(json);
 	} else if (sh->pending == 1) {
 		/* No later write builds on the failed one: the key is what the
 		 * disk has. (A later one carries it to disk as its own.) */
 		if (sh->committed)
-			json_decref(objs_put(c, key, json_incref(sh->committed)));
+			objs_put(c, key, json_incref(sh->committed), sh->json);
 		else
-			json_decref(objs_del(c, key));
+			objs_del(c, key);
+		sh->json = NULL;
 	}
 	if (--sh->pending == 0) {
+		/* At rest: the latest state is the committed one, text and all. */
+		e = hmap_get(&c->objs, key);
+		if (e && sh->committed && e->obj == sh->committed && !e->json) {
+			e->json = sh->json;
+			sh->json = NULL;
+		}
 		json_decref(sh->committed);
+		blob_unref(sh->json);
 		free(hmap_del(&c->shadows, key));
 	}
+}
+
+static void pending_free(struct pending *p)
+{
+	event_clear(&p->ev);
+	blob_unref(p->prev_json);
+	free(p);
 }
 
 static void on_durable(void *arg, int err, int64_t rev)
@@ -755,35 +946,31 @@ static void on_durable(void *arg, int err, int64_t rev)
 		snprintf(msg, sizeof(msg), "%s", err_msg());
 		LOG_ERROR("storage write of %s at revision %" PRId64 " failed: %s", p->ev.key,
 		          p->ev.rev, msg);
-		shadow_settle(c, p->ev.key, false, NULL);
+		shadow_settle(c, p->ev.key, false, NULL, NULL);
 		if (p->done) {
 			err_set(err, "%s", msg);
 			p->done(p->arg, err, NULL);
 		}
-		event_clear(&p->ev);
-		free(p);
+		pending_free(p);
 		return;
 	}
-	shadow_settle(c, p->ev.key, true, p->ev.type == CACHE_DELETED ? NULL : p->ev.obj);
+	/* The text the store was given is the readers' too. */
+	if (p->ev.type == CACHE_DELETED)
+		shadow_settle(c, p->ev.key, true, NULL, NULL);
+	else
+		shadow_settle(c, p->ev.key, true, p->ev.obj, p->ev.json);
 	/* Completions run in submission order (store.h): revisions only grow. */
 	CUBE_ASSERT(p->ev.rev > c->committed);
 	c->committed = p->ev.rev;
-	if (p->ev.type == CACHE_DELETED) {
-		wire_del(c, p->ev.key);
-		if (!p->silent)
-			p->ev.json = serialize(p->ev.obj);
-	} else {
-		/* The text the store was given is the readers' too. */
-		wire_put(c, p->ev.key, p->ev.obj, blob_ref(p->ev.json));
-	}
+	if (p->ev.type == CACHE_DELETED && !p->silent)
+		p->ev.json = serialize(p->ev.obj);
 	if (!p->silent) {
-		ring_push(c, &p->ev);
+		ring_push(c, &p->ev, p->prev_json);
 		dispatch(c, &p->ev);
 	}
 	if (p->done)
 		p->done(p->arg, 0, p->ev.obj);
-	event_clear(&p->ev);
-	free(p);
+	pending_free(p);
 	if (c->progress)
 		c->progress(c->progress_arg);
 }
@@ -892,7 +1079,7 @@ static void on_remote_written(void *arg, int err, int64_t rev)
 static int submit_remote(struct cache *c, enum cache_event_type type, const char *key,
 			 json_t *obj, cache_done_fn done, void *arg)
 {
-	json_t *prev = hmap_get(&c->objs, key);
+	json_t *prev = cache_get(c, key);
 	struct store_op *op = calloc(1, sizeof(*op));
 	struct rwrite *w = calloc(1, sizeof(*w));
 
@@ -941,6 +1128,8 @@ static void remote_event(void *arg, const struct store_event *sev)
 {
 	struct cache *c = arg;
 	struct cache_event ev = {.rev = sev->rev, .key = sev->key};
+	struct entry *e = sev->key ? hmap_get(&c->objs, sev->key) : NULL;
+	struct blob *prev_json = e ? blob_ref(e->json) : NULL;
 
 	if (sev->key && sev->type == STORE_PUT) {
 		if (!(ev.obj = jx_parse(sev->value, sev->len))) {
@@ -948,24 +1137,29 @@ static void remote_event(void *arg, const struct store_event *sev)
 				  sev->key, sev->rev, err_msg());
 		} else {
 			set_rv(ev.obj, sev->rev);
-			ev.prev = objs_put(c, sev->key, json_incref(ev.obj));
+			/* The value lacks the revision: the readers' text is made
+			 * here, once, for the window, the watchers and the GETs. */
+			ev.json = serialize(ev.obj);
+			ev.prev = json_incref(cache_get(c, sev->key));
+			objs_put(c, sev->key, json_incref(ev.obj), blob_ref(ev.json));
 			ev.type = ev.prev ? CACHE_MODIFIED : CACHE_ADDED;
 		}
-	} else if (sev->key && (ev.prev = objs_del(c, sev->key))) {
+	} else if (sev->key && (ev.prev = json_incref(cache_get(c, sev->key)))) {
+		objs_del(c, sev->key);
 		ev.type = CACHE_DELETED;
 		ev.obj = json_deep_copy(ev.prev);
 		set_rv(ev.obj, sev->rev);
-		wire_del(c, sev->key);
 		ev.json = serialize(ev.obj);
 	}
 	advance(c, sev->rev);
 	if (ev.obj) {
-		ring_push(c, &ev);
+		ring_push(c, &ev, prev_json);
 		dispatch(c, &ev);
 	}
 	json_decref(ev.obj);
 	json_decref(ev.prev);
 	blob_unref(ev.json);
+	blob_unref(prev_json);
 	rwaits_run(c);
 	if (c->progress)
 		c->progress(c->progress_arg);
@@ -978,13 +1172,13 @@ static void reset_diff(struct cache *c, struct hmap *fresh, int64_t rev)
 	void *v;
 
 	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);) {
-		json_t *now = hmap_get(fresh, k);
-		struct cache_event ev = {.rev = rev, .key = k, .obj = now, .prev = v};
-		if (now && rv_of(now) == rv_of(v))
+		json_t *now = entry_obj(hmap_get(fresh, k)), *was = entry_obj(v);
+		struct cache_event ev = {.rev = rev, .key = k, .obj = now, .prev = was};
+		if (now && rv_of(now) == rv_of(was))
 			continue;
 		ev.type = now ? CACHE_MODIFIED : CACHE_DELETED;
 		if (!now) {
-			ev.obj = json_deep_copy(v);
+			ev.obj = json_deep_copy(was);
 			set_rv(ev.obj, rev);
 		}
 		dispatch(c, &ev);
@@ -993,7 +1187,8 @@ static void reset_diff(struct cache *c, struct hmap *fresh, int64_t rev)
 	}
 	for (size_t i = 0; hmap_next(fresh, &i, &k, &v);)
 		if (!hmap_get(&c->objs, k)) {
-			struct cache_event ev = {.type = CACHE_ADDED, .rev = rev, .key = k, .obj = v};
+			struct cache_event ev = {.type = CACHE_ADDED, .rev = rev, .key = k,
+			                         .obj = entry_obj(v)};
 			dispatch(c, &ev);
 		}
 }
@@ -1008,15 +1203,11 @@ static void remote_reset(void *arg)
 	struct cache *c = arg;
 	struct hmap fresh = {0};
 	struct load_into l = {.map = &fresh, .stamp = true};
-	const char *k;
-	void *v;
 	int64_t rev = 0;
 
 	if (store_load(c->store, load_one, &l, &rev) < 0) {
 		LOG_ERROR("storage: reloading after a compaction failed: %s; again in 1s", err_msg());
-		for (size_t i = 0; hmap_next(&fresh, &i, &k, &v);)
-			json_decref(v);
-		hmap_free(&fresh);
+		objs_clear(&fresh);
 		if (c->reload)
 			timer_after(c->reload, NS_PER_SEC);
 		else
@@ -1026,14 +1217,11 @@ static void remote_reset(void *arg)
 	LOG_INFO("storage: reloaded at revision %" PRId64 " after the watch lost its history",
 		 rev);
 	reset_diff(c, &fresh, rev);
-	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);)
-		json_decref(v);
-	hmap_free(&c->objs);
+	objs_clear(&c->objs);
 	c->objs = fresh;
 	dirs_build(c);
-	wires_clear(c);
 	for (size_t i = 0; i < c->len; i++)
-		event_clear(&c->ring[(c->head + i) % c->window]);
+		past_clear(&c->ring[(c->head + i) % c->window]);
 	c->head = c->len = 0;
 	c->gone_rev = rev;
 	advance(c, rev);
@@ -1047,7 +1235,8 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
                   cache_done_fn done, void *arg)
 {
 	struct pending *p;
-	json_t *prev = hmap_get(&c->objs, key);
+	struct entry *e;
+	json_t *prev;
 	int64_t rev = c->rev + 1;
 	char *value = NULL;
 
@@ -1063,16 +1252,23 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
 			return err_set(ERR_TOOLARGE, "etcdserver: request is too large");
 		}
 	}
+	e = hmap_get(&c->objs, key);
+	prev = entry_obj(e);
 	struct shadow *sh = hmap_get(&c->shadows, key);
 	if (!sh) {
-		if (!(sh = calloc(1, sizeof(*sh))))
-			abort();
+		/* At rest until now: the latest state is the committed one. */
+		sh = xcalloc(1, sizeof(*sh));
 		sh->committed = json_incref(prev);
+		if (e) {
+			sh->json = e->json;
+			e->json = NULL;
+		}
 		hmap_put(&c->shadows, key, sh);
 	}
 	sh->pending++;
-	if (!(p = calloc(1, sizeof(*p))))
-		abort();
+	p = xcalloc(1, sizeof(*p));
+	/* prev's text: the last write in flight's, else the committed one. */
+	p->prev_json = blob_ref(!prev ? NULL : sh->tail ? sh->tail->ev.json : sh->json);
 	if (sh->tail)
 		sh->tail->next_same = p;
 	else
@@ -1085,14 +1281,14 @@ static int submit(struct cache *c, enum cache_event_type type, const char *key, 
 	p->ev.rev = c->rev = rev;
 	if (!(p->ev.key = strdup(key)))
 		abort();
-	p->ev.prev = prev; /* the map's reference moves to the event */
+	p->ev.prev = json_incref(prev);
 	if (type == CACHE_DELETED) {
 		p->ev.obj = json_deep_copy(prev);
 		objs_del(c, key);
 		set_rv(p->ev.obj, rev);
 	} else {
 		p->ev.obj = obj;
-		objs_put(c, key, json_incref(obj));
+		objs_put(c, key, json_incref(obj), NULL);
 		/* Serialised once: for the store, then every reader and watcher. */
 		p->ev.json = blob_new(value, strlen(value));
 	}
@@ -1172,9 +1368,13 @@ static struct cache_watch *watch_new(struct cache *c, const char *prefix, int64_
 	/* Replay first, then join a list: no event is seen twice or missed,
 	 * since nothing commits while we run on the loop. */
 	for (size_t i = 0; i < c->len; i++) {
-		const struct cache_event *ev = &c->ring[(c->head + i) % c->window];
-		if (watcher_wants(w, ev) && (map != &c->by_key || !strcmp(ev->key, index)))
-			fn(arg, ev);
+		struct past *p = &c->ring[(c->head + i) % c->window];
+		struct cache_event ev;
+		if (!watcher_wants(w, p->rev, p->key) || (map == &c->by_key && strcmp(p->key, index)))
+			continue;
+		ev = (struct cache_event){p->type, p->rev, p->key, past_obj(c, p), past_prev(c, p),
+		                          p->json};
+		fn(arg, &ev);
 	}
 	if (map && !(l = hmap_get(map, index))) {
 		if (!(l = calloc(1, sizeof(*l))))

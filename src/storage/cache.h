@@ -46,9 +46,18 @@
  * watcher sends those bytes (cache_json, cache_event.json) rather than
  * serialising the object again.
  *
+ * An object kept only as that text costs a fraction of its parsed tree
+ * (a Node's tree is 7.6 times its text), so one that is at rest (no write
+ * in flight), has not been read or written since the last sweep and is
+ * held by nothing else is kept as text alone, and parsed again when it is
+ * next read (cache_sweep, every 10 s once cache_set_loop has a loop).
+ *
  * Ownership: objects in the cache are immutable and shared: copy before
- * changing one. cache_get and event objects are borrowed; writes steal the
- * object they are given. Threads: the owning loop's thread only.
+ * changing one. Writes steal the object they are given. cache_get, list
+ * and event objects are borrowed: for the current callback, since a sweep
+ * may let go of an unread one from the next loop turn on; keep one longer
+ * with json_incref. Reads may parse a cold object again: the cache does not
+ * change, so they take it const. Threads: the owning loop's thread only.
  */
 #ifndef CUBE_STORAGE_CACHE_H
 #define CUBE_STORAGE_CACHE_H
@@ -87,11 +96,20 @@ void cache_free(struct cache *c);
 int cache_load(struct cache *c);
 
 /*
- * A remote cache's timers, on loop: a durable write its watch has not
- * brought back within 5 s is answered anyway (upstream never waits), and a
- * reload that failed is tried again a second later. No-op otherwise.
+ * The cache's timers, on loop: cache_sweep every 10 s; and, remote, a
+ * durable write its watch has not brought back within 5 s is answered
+ * anyway (upstream never waits), and a reload that failed is tried again a
+ * second later. Once only.
  */
 void cache_set_loop(struct cache *c, struct loop *loop);
+/*
+ * Let go of the parsed trees of objects at rest that were neither read
+ * nor written since the last sweep and that nothing else holds: they stay
+ * as their committed text until read. cache_parsed: how many objects are
+ * held parsed now (the rest are text alone).
+ */
+void cache_sweep(struct cache *c);
+size_t cache_parsed(const struct cache *c);
 /* cb(arg) whenever the committed revision moves (one hook: the API
  * server's reads waiting for a revision). */
 void cache_on_progress(struct cache *c, void (*fn)(void *arg), void *arg);
@@ -127,6 +145,9 @@ size_t cache_count(const struct cache *c, const char *prefix);
  * else made for this caller. A new reference (blob_unref).
  */
 struct blob *cache_json(struct cache *c, const char *key, const json_t *obj);
+/* The committed state's text (a new reference), NULL when absent: what a
+ * GET sends. A cold object is not parsed for it (nor kept warm). */
+struct blob *cache_text(struct cache *c, const char *key);
 /* Writes acknowledged to no one yet: handed to the store, not durable (or,
  * remote, not yet back through the watch). */
 size_t cache_inflight(const struct cache *c);

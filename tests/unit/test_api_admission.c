@@ -609,6 +609,8 @@ static void test_node_acts_only_on_pods_bound_to_it(void **state)
 	             J("{'metadata':{'name':'mine'},'spec':{'nodeName':'node-1',"
 	               "'containers':[{'name':'c','image':'i'}]}}"),
 	             201);
+	/* The object decides (its spec.nodeName), not only the request. */
+	testenv_expect_code(as_node(e, "node-1", "GET", PODS "/mine", NULL, NULL), 200);
 	testenv_expect_status(
 	    as_node(e, "node-1", "GET", PODS "/theirs", NULL, NULL), 403, "Forbidden",
 	    "pods \"theirs\" is forbidden: User \"system:node:node-1\" cannot get resource "

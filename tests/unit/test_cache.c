@@ -313,6 +313,166 @@ static void on_done(void *arg, int err, json_t *obj)
 	acked++;
 }
 
+/* What a watcher was told, as text (the objects are the cache's). */
+struct told {
+	int n;
+	char type[8];
+	char *obj[8], *prev[8];
+};
+
+static void tell(void *arg, const struct cache_event *ev)
+{
+	struct told *t = arg;
+	t->type[t->n] = "AMD"[ev->type];
+	t->obj[t->n] = jx_dump(ev->obj);
+	t->prev[t->n++] = ev->prev ? jx_dump(ev->prev) : NULL;
+}
+
+static void told_free(struct told *t)
+{
+	for (int i = 0; i < t->n; i++) {
+		free(t->obj[i]);
+		free(t->prev[i]);
+	}
+}
+
+/* Two sweeps without a read, and nothing else holding it: the object is
+ * kept as its committed text alone (the same bytes every reader got), and
+ * parsed again when read, written, listed or deleted. */
+static void test_unread_objects_kept_as_text(void **state)
+{
+	struct cache *c = cache_new(NULL, 16);
+	const char *a = "/registry/pods/default/a", *b = "/registry/pods/default/b",
+	           *z = "/registry/pods/default/z";
+	struct told t = {0};
+	struct cache_watch *w;
+	struct blob *text, *again;
+	json_t *held, **objs;
+	char *was;
+
+	(void)state;
+	assert_int_equal(cache_load(c), 0);
+	assert_int_equal(cache_create(c, a, pod("a", "n1"), NULL, NULL), 0);
+	assert_int_equal(cache_create(c, b, pod("b", "n2"), NULL, NULL), 0);
+	assert_int_equal(cache_create(c, z, pod("z", NULL), NULL, NULL), 0);
+	text = cache_json(c, a, cache_get(c, a));
+	held = json_incref(cache_get(c, b));
+	assert_int_equal(cache_parsed(c), 3);
+	cache_sweep(c); /* all read or written since the last: kept */
+	assert_int_equal(cache_parsed(c), 3);
+	/* a and z go (the window keeps their events as text); b is held by a
+	 * reader */
+	cache_sweep(c);
+	assert_int_equal(cache_parsed(c), 1);
+	json_decref(held);
+	cache_sweep(c);
+	assert_int_equal(cache_parsed(c), 0);
+
+	/* Its text is read without parsing it. */
+	again = cache_text(c, a);
+	assert_ptr_equal(again, text);
+	blob_unref(again);
+	assert_null(cache_text(c, "/registry/pods/default/none"));
+	assert_int_equal(cache_parsed(c), 0);
+
+	/* Read again: the same object, and the very text kept for it. */
+	was = jx_dump(cache_get(c, a));
+	assert_string_equal(was, text->data);
+	assert_int_equal(cache_parsed(c), 1);
+	again = cache_json(c, a, cache_get(c, a));
+	assert_ptr_equal(again, text);
+	blob_unref(again);
+	free(was);
+	/* Reading the text does not keep the tree. */
+	cache_sweep(c);
+	again = cache_text(c, a);
+	assert_ptr_equal(again, text);
+	blob_unref(again);
+	cache_sweep(c);
+	assert_int_equal(cache_parsed(c), 0);
+	blob_unref(text);
+
+	/* A list parses what it hands out. */
+	assert_int_equal(cache_list(c, "/registry/pods/", NULL, 0, &objs, NULL), 3);
+	assert_string_equal(jx_str(objs[0], "spec.nodeName"), "n1");
+	assert_string_equal(jx_str(objs[1], "spec.nodeName"), "n2");
+	assert_string_equal(jx_str(objs[2], "metadata.name"), "z");
+	free(objs);
+	assert_int_equal(cache_parsed(c), 3);
+
+	/* A write on a cold object: its watchers get the state before as prev;
+	 * a delete of a cold one, its last state. */
+	cache_sweep(c);
+	cache_sweep(c);
+	assert_int_equal(cache_parsed(c), 0);
+	w = cache_watch(c, "/registry/pods/", cache_rev(c), tell, &t);
+	assert_int_equal(cache_update(c, a, pod("a", "n3"), NULL, NULL), 0);
+	assert_int_equal(cache_delete(c, b, NULL, NULL), 0);
+	assert_int_equal(t.n, 2);
+	assert_int_equal(t.type[0], 'M');
+	assert_non_null(strstr(t.obj[0], "\"nodeName\":\"n3\""));
+	assert_non_null(strstr(t.prev[0], "\"nodeName\":\"n1\""));
+	assert_non_null(strstr(t.prev[0], "\"resourceVersion\":\"1\""));
+	assert_int_equal(t.type[1], 'D');
+	assert_non_null(strstr(t.obj[1], "\"nodeName\":\"n2\""));
+	assert_non_null(strstr(t.obj[1], "\"resourceVersion\":\"5\""));
+	assert_null(cache_get(c, b));
+	assert_string_equal(jx_str(cache_get_committed(c, a), "spec.nodeName"), "n3");
+	told_free(&t);
+	cache_unwatch(w);
+	cache_free(c);
+}
+
+/* The window keeps its events as text: a watch resuming from a revision
+ * and a list at one get the objects of then, parsed again, after the
+ * sweeps have let every tree go. */
+static void test_window_kept_as_text(void **state)
+{
+	struct cache *c = cache_new(NULL, 8);
+	const char *x = "/registry/pods/default/x", *y = "/registry/pods/default/y";
+	struct told t = {0};
+	struct cache_watch *w;
+	json_t **objs;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(cache_load(c), 0);
+	assert_int_equal(cache_create(c, x, pod("x", "n1"), NULL, NULL), 0);
+	assert_int_equal(cache_update(c, x, pod("x", "n2"), NULL, NULL), 0);
+	assert_int_equal(cache_create(c, y, pod("y", NULL), NULL, NULL), 0);
+	assert_int_equal(cache_delete(c, y, NULL, NULL), 0);
+	cache_sweep(c);
+	cache_sweep(c);
+	assert_int_equal(cache_parsed(c), 0);
+
+	w = cache_watch(c, "/registry/pods/", 0, tell, &t);
+	assert_int_equal(t.n, 4);
+	assert_memory_equal(t.type, "AMAD", 4);
+	assert_non_null(strstr(t.obj[0], "\"nodeName\":\"n1\""));
+	assert_null(t.prev[0]);
+	assert_non_null(strstr(t.obj[1], "\"nodeName\":\"n2\""));
+	assert_non_null(strstr(t.obj[1], "\"resourceVersion\":\"2\""));
+	assert_non_null(strstr(t.prev[1], "\"nodeName\":\"n1\""));
+	assert_non_null(strstr(t.prev[1], "\"resourceVersion\":\"1\""));
+	assert_non_null(strstr(t.obj[3], "\"resourceVersion\":\"4\""));
+	assert_non_null(strstr(t.prev[3], "\"resourceVersion\":\"3\""));
+	cache_unwatch(w);
+	told_free(&t);
+
+	/* As it was at revision 3: x at n2, y present. */
+	cache_sweep(c);
+	assert_int_equal(cache_list_at(c, 3, "/registry/pods/", NULL, false, 0, &objs, NULL, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(jx_str(objs[0], "spec.nodeName"), "n2");
+	assert_string_equal(jx_str(objs[1], "metadata.resourceVersion"), "3");
+	free(objs);
+	assert_int_equal(cache_list_at(c, 1, "/registry/pods/", NULL, false, 0, &objs, NULL, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(jx_str(objs[0], "spec.nodeName"), "n1");
+	free(objs);
+	cache_free(c);
+}
+
 static void test_sqlite_durable_and_reloaded(void **state)
 {
 	char dir[] = "/tmp/cube-store-XXXXXX", path[128];
@@ -358,6 +518,15 @@ static void test_sqlite_durable_and_reloaded(void **state)
 	assert_string_equal(jx_str(cache_get(c, "/registry/pods/default/p199"),
 				   "metadata.resourceVersion"),
 			    "200");
+	/* The store's text is the readers' (and the fallback of a cold object). */
+	{
+		json_t *p199 = cache_get(c, "/registry/pods/default/p199");
+		struct blob *text = cache_json(c, "/registry/pods/default/p199", p199);
+		char *dump = jx_dump(p199);
+		assert_string_equal(text->data, dump);
+		free(dump);
+		blob_unref(text);
+	}
 	/* The window starts empty at the stored revision: older resumes are 410. */
 	assert_null(cache_watch(c, "/registry/pods/", 100, NULL, NULL));
 	cache_free(c);
@@ -448,6 +617,13 @@ static void test_committed_view_hides_writes_in_flight(void **state)
 	assert_null(cache_get(f.c, "/registry/pods/default/a"));
 	assert_string_equal(rv_of(cache_get_committed(f.c, "/registry/pods/default/a")), "1");
 	assert_null(cache_get_committed(f.c, "/registry/pods/default/b"));
+	assert_null(cache_text(f.c, "/registry/pods/default/b"));
+	{
+		struct blob *text = cache_text(f.c, "/registry/pods/default/a");
+		assert_non_null(strstr(text->data, "\"resourceVersion\":\"1\""));
+		assert_null(strstr(text->data, "nodeName"));
+		blob_unref(text);
+	}
 	n = cache_list_committed(f.c, "/registry/pods/", NULL, 0, &objs, NULL);
 	assert_int_equal(n, 1);
 	assert_string_equal(jx_str(objs[0], "metadata.name"), "a");
@@ -575,6 +751,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_revisions_and_lists),
 		cmocka_unit_test(test_json_made_once),
+		cmocka_unit_test(test_unread_objects_kept_as_text),
+		cmocka_unit_test(test_window_kept_as_text),
 		cmocka_unit_test(test_watch_window_and_gone),
 		cmocka_unit_test(test_node_index),
 		cmocka_unit_test(test_key_index),

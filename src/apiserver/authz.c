@@ -199,28 +199,20 @@ static int node_related_read(struct req *r, const json_t *obj, const char *node,
 	return related(r, obj, node, reason);
 }
 
-/* The Node authorizer (upstream's NodeAuthorizer.Authorize). */
-/* The kinds whose objects the Node authorizer relates to a node (pods, and
- * what pods mount): it reads the object, not only the request. */
-static bool node_related_kind(const char *group, const char *res)
-{
-	return !*group && (is(res, "pods") || is(res, "secrets") || is(res, "configmaps") ||
-	                   is(res, "serviceaccounts") || is(res, "persistentvolumeclaims") ||
-	                   is(res, "persistentvolumes"));
-}
-
 static bool node_user(const struct req *r)
 {
 	const char *user = r->user.name;
 	return in_group(r, "system:nodes") && user && !strncmp(user, "system:node:", 12);
 }
 
+/* Only a pod is related to a node by its content (related). */
 bool authz_reads_object(const struct req *r)
 {
-	return !in_group(r, "system:masters") && node_user(r) && r->res &&
-	       node_related_kind(r->res->group, res_name(r));
+	return !in_group(r, "system:masters") && node_user(r) && r->res && !*r->res->group &&
+	       is(res_name(r), "pods");
 }
 
+/* The Node authorizer (upstream's NodeAuthorizer.Authorize). */
 static int node_rules(struct req *r, const json_t *obj, const char *node, char **reason)
 {
 	const char *res = res_name(r), *group = r->res ? r->res->group : "";
@@ -233,7 +225,8 @@ static int node_rules(struct req *r, const json_t *obj, const char *node, char *
 		return node_pod(r, obj, node, reason);
 	if (is(group, "coordination.k8s.io") && is(res, "leases"))
 		return node_lease(r, node, reason);
-	if (node_related_kind(group, res))
+	if (!*group && (is(res, "secrets") || is(res, "configmaps") || is(res, "serviceaccounts") ||
+	                is(res, "persistentvolumeclaims") || is(res, "persistentvolumes")))
 		return node_related_read(r, obj, node, reason);
 	/* Not subdivided: upstream's NodeRules, the system:node role's. */
 	return node_static_rules_allow(r) ? 0 : deny(reason, NULL, NULL, NULL);

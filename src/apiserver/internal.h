@@ -204,8 +204,8 @@ void satoken_serve_review(struct req *r);
 /* authz.c: 0, or a reply has been sent (403) and the request is over */
 int authz_request(struct req *r, const json_t *obj);
 int authz_check(struct req *r, const json_t *obj, char **reason);
-/* Whether authorizing r looks into the object (the Node authorizer's
- * pods, secrets...): if not, obj may be NULL whatever exists. */
+/* Whether authorizing r looks into the object (a node reading a pod: is
+ * it bound to the node?): if not, obj may be NULL whatever exists. */
 bool authz_reads_object(const struct req *r);
 
 /* What an authorizer decides on (upstream's authorizer.Attributes). */

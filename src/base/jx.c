@@ -11,13 +11,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-json_t *jx_parse(const char *buf, size_t len)
+static json_t *parse(const char *buf, size_t len, size_t flags)
 {
 	json_error_t e;
-	json_t *v = json_loadb(buf, len, JSON_DECODE_ANY, &e);
+	json_t *v = json_loadb(buf, len, JSON_DECODE_ANY | flags, &e);
 	if (!v)
 		err_set(ERR_PARSE, "line %d column %d: %s", e.line, e.column, e.text);
 	return v;
+}
+
+json_t *jx_parse(const char *buf, size_t len)
+{
+	return parse(buf, len, 0);
+}
+
+json_t *jx_parse_dumped(const char *buf, size_t len)
+{
+	return parse(buf, len, JSON_ALLOW_NUL);
 }
 
 json_t *jx_load_file(const char *path)

@@ -19,6 +19,9 @@
 
 /* Parse JSON text; NULL and ERR_PARSE ("line L column C: ...") on failure. */
 json_t *jx_parse(const char *buf, size_t len);
+/* The same for text jx_dump made: a string may hold a NUL (a YAML or
+ * protobuf body can carry one), dumped as \u0000 and read back. */
+json_t *jx_parse_dumped(const char *buf, size_t len);
 json_t *jx_load_file(const char *path);
 
 /* The value at a dotted path, or NULL. Borrowed. */

@@ -104,8 +104,14 @@ struct past {
 	json_t *obj, *prev;     /* parsed for a reader since the last sweep, or NULL */
 };
 
-/* How often cold objects are let go: one not read for 10 to 20 s. */
+/*
+ * How often cold objects are let go: one not read for 10 to 20 s. A pass
+ * over the entries takes SWEEP_NS in SWEEP_STEPS steps, a part of the
+ * table each: letting go of ten thousand Leases' trees at once would
+ * stall the loop.
+ */
 #define SWEEP_NS (10 * NS_PER_SEC)
+#define SWEEP_STEPS 10
 
 struct cache {
 	struct store *store;
@@ -114,7 +120,8 @@ struct cache {
 	size_t nrwaits;
 	struct timer *watchdog; /* cache_set_loop: answers writes the watch is late with */
 	struct timer *reload;   /* ... and loads again after a failed reload */
-	struct timer *sweeper;  /* cache_set_loop: cache_sweep every SWEEP_NS */
+	struct timer *sweeper;  /* cache_set_loop: a step of a sweep every SWEEP_NS / SWEEP_STEPS */
+	size_t sweep_at;        /* the slot of objs the next step starts at */
 	void (*progress)(void *arg);
 	void *progress_arg;
 	struct hmap objs;    /* key → struct entry* (latest state, the writers' view) */
@@ -223,7 +230,7 @@ static json_t *entry_obj(struct entry *e)
 	if (!e)
 		return NULL;
 	if (!e->obj) {
-		e->obj = jx_parse(e->json->data, e->json->len);
+		e->obj = jx_parse_dumped(e->json->data, e->json->len);
 		/* Text this cache made, or loaded and parsed once already. */
 		CUBE_ASSERT(e->obj);
 	}
@@ -363,7 +370,7 @@ static json_t *parse_version(const struct cache *c, const char *key, const struc
 		return json_incref(sh->committed);
 	if (!sh && e && e->json == json && e->obj)
 		return json_incref(e->obj);
-	obj = jx_parse(json->data, json->len);
+	obj = jx_parse_dumped(json->data, json->len);
 	CUBE_ASSERT(obj); /* text this cache made */
 	return obj;
 }
@@ -395,35 +402,53 @@ struct blob *cache_text(struct cache *c, const char *key)
 	return e->json ? blob_ref(e->json) : cache_json(c, key, e->obj);
 }
 
-void cache_sweep(struct cache *c)
+/* An entry's visit: kept parsed if touched since the last, else let go. */
+static void sweep_entry(struct cache *c, const char *key, struct entry *e)
 {
+	if (!e->obj)
+		return;
+	if (e->read) {
+		e->read = false;
+		return;
+	}
+	/* Letting go of a tree a reader holds frees nothing; a write not yet
+	 * durable has no text to fall back on. */
+	if (e->obj->refcount != 1 || hmap_get(&c->shadows, key))
+		return;
+	if (!e->json)
+		e->json = serialize(e->obj);
+	json_decref(e->obj);
+	e->obj = NULL;
+}
+
+/* The entries in the next `slots` slots of objs; the window's parsed
+ * trees once a pass ends. (A table grown meanwhile moves entries about:
+ * one may be visited twice in a pass, or wait for the next.) */
+static void sweep_step(struct cache *c, size_t slots)
+{
+	size_t cap = c->objs.cap, i = c->sweep_at < cap ? c->sweep_at : cap;
+	size_t end = cap - i <= slots ? cap : i + slots;
 	const char *k;
 	void *v;
 
-	for (size_t i = 0; hmap_next(&c->objs, &i, &k, &v);) {
-		struct entry *e = v;
-		if (!e->obj)
-			continue;
-		if (e->read) {
-			e->read = false;
-			continue;
+	while (i < end && hmap_next(&c->objs, &i, &k, &v))
+		sweep_entry(c, k, v);
+	if (i >= cap) {
+		for (size_t j = 0; j < c->len; j++) {
+			struct past *p = &c->ring[(c->head + j) % c->window];
+			json_decref(p->obj);
+			json_decref(p->prev);
+			p->obj = p->prev = NULL;
 		}
-		/* Letting go of a tree someone else holds (an event in the
-		 * window, a reader) frees nothing; a write not yet durable
-		 * has no text to fall back on. */
-		if (e->obj->refcount != 1 || hmap_get(&c->shadows, k))
-			continue;
-		if (!e->json)
-			e->json = serialize(e->obj);
-		json_decref(e->obj);
-		e->obj = NULL;
+		i = 0;
 	}
-	for (size_t i = 0; i < c->len; i++) {
-		struct past *p = &c->ring[(c->head + i) % c->window];
-		json_decref(p->obj);
-		json_decref(p->prev);
-		p->obj = p->prev = NULL;
-	}
+	c->sweep_at = i;
+}
+
+void cache_sweep(struct cache *c)
+{
+	c->sweep_at = 0;
+	sweep_step(c, c->objs.cap);
 }
 
 size_t cache_parsed(const struct cache *c)
@@ -501,7 +526,7 @@ static void set_rv(json_t *obj, int64_t rev);
 static void load_one(void *arg, const char *key, const char *value, size_t len, int64_t rev)
 {
 	struct load_into *l = arg;
-	json_t *obj = jx_parse(value, len);
+	json_t *obj = jx_parse_dumped(value, len);
 	struct entry *was;
 	if (!obj) {
 		LOG_ERROR("storage: skipping unreadable object %s: %s", key, err_msg());
@@ -550,8 +575,8 @@ static void on_sweep(void *arg)
 {
 	struct cache *c = arg;
 
-	cache_sweep(c);
-	timer_after(c->sweeper, SWEEP_NS);
+	sweep_step(c, c->objs.cap / SWEEP_STEPS + 1);
+	timer_after(c->sweeper, SWEEP_NS / SWEEP_STEPS);
 }
 
 void cache_set_loop(struct cache *c, struct loop *loop)
@@ -559,7 +584,7 @@ void cache_set_loop(struct cache *c, struct loop *loop)
 	if (c->sweeper)
 		return;
 	c->sweeper = loop_timer(loop, on_sweep, c);
-	timer_after(c->sweeper, SWEEP_NS);
+	timer_after(c->sweeper, SWEEP_NS / SWEEP_STEPS);
 	if (!c->remote)
 		return;
 	c->watchdog = loop_timer(loop, on_watchdog, c);
@@ -1132,7 +1157,7 @@ static void remote_event(void *arg, const struct store_event *sev)
 	struct blob *prev_json = e ? blob_ref(e->json) : NULL;
 
 	if (sev->key && sev->type == STORE_PUT) {
-		if (!(ev.obj = jx_parse(sev->value, sev->len))) {
+		if (!(ev.obj = jx_parse_dumped(sev->value, sev->len))) {
 			LOG_ERROR("storage: skipping unreadable object %s at revision %" PRId64 ": %s",
 				  sev->key, sev->rev, err_msg());
 		} else {

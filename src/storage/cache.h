@@ -51,6 +51,8 @@
  * in flight), has not been read or written since the last sweep and is
  * held by nothing else is kept as text alone, and parsed again when it is
  * next read (cache_sweep, every 10 s once cache_set_loop has a loop).
+ * The window keeps its events as text as well: a watch resuming from a
+ * revision, or a list at one, gets their objects parsed again.
  *
  * Ownership: objects in the cache are immutable and shared: copy before
  * changing one. Writes steal the object they are given. cache_get, list

@@ -10,6 +10,7 @@
 #include "storage/store.h"
 
 #include "base/blob.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/jx.h"
 #include "base/loop.h"
@@ -473,6 +474,43 @@ static void test_window_kept_as_text(void **state)
 	cache_free(c);
 }
 
+/* On its loop the cache sweeps a tenth of its table a second: an object
+ * written and then left alone is let go between 10 and 20 s later, the
+ * table a part at a time, never all in one turn of the loop. */
+static void test_sweeps_run_in_steps(void **state)
+{
+	struct loop *loop;
+	struct cache *c;
+	size_t parsed[24];
+	int partial = 0;
+
+	(void)state;
+	clock_use_virtual(clock_now());
+	loop = loop_new();
+	c = cache_new(NULL, 16);
+	cache_set_loop(c, loop);
+	assert_int_equal(cache_load(c), 0);
+	for (int i = 0; i < 200; i++) {
+		char key[64], name[16];
+		snprintf(name, sizeof(name), "p%03d", i);
+		snprintf(key, sizeof(key), "/registry/pods/default/%s", name);
+		assert_int_equal(cache_create(c, key, pod(name, NULL), NULL, NULL), 0);
+	}
+	for (int s = 0; s < 24; s++) {
+		clock_advance(NS_PER_SEC);
+		parsed[s] = cache_parsed(c);
+		partial += parsed[s] > 0 && parsed[s] < 200;
+	}
+	/* The first pass only notes that they were written; the second lets
+	 * them go, over several steps. */
+	assert_int_equal(parsed[9], 200);
+	assert_true(partial >= 5);
+	assert_int_equal(parsed[21], 0);
+	cache_free(c);
+	loop_free(loop);
+	clock_use_real();
+}
+
 static void test_sqlite_durable_and_reloaded(void **state)
 {
 	char dir[] = "/tmp/cube-store-XXXXXX", path[128];
@@ -746,6 +784,40 @@ static void test_failed_commit_is_answered_not_fatal(void **state)
 	fixture_close(&f);
 }
 
+/* A string may hold a NUL (a YAML or protobuf body can carry one): the
+ * stored text says \u0000, and every reading of it back keeps the NUL —
+ * the object gone cold, the window's events, a restart. */
+static void test_nul_in_a_string_read_back(void **state)
+{
+	const char *k = "/registry/pods/default/nul";
+	struct sqlite_fixture f;
+	struct told t = {0};
+	struct cache_watch *w;
+	json_t *o = pod("nul", NULL);
+
+	(void)state;
+	fixture_open(&f);
+	json_object_set_new(o, "note", json_stringn("a\0b", 3));
+	cache_create(f.c, k, o, on_result, NULL);
+	cache_update(f.c, k, json_deep_copy(o), on_result, NULL);
+	settle(f.loop, f.c);
+	cache_sweep(f.c);
+	cache_sweep(f.c);
+	assert_int_equal(cache_parsed(f.c), 0);
+	assert_int_equal(json_string_length(jx_get(cache_get(f.c, k), "note")), 3);
+	w = cache_watch(f.c, "/registry/pods/", 0, tell, &t);
+	assert_int_equal(t.n, 2);
+	assert_non_null(strstr(t.prev[1], "a\\u0000b"));
+	cache_unwatch(w);
+	told_free(&t);
+
+	cache_free(f.c);
+	f.c = cache_new(f.st, 100);
+	assert_int_equal(cache_load(f.c), 0);
+	assert_int_equal(json_string_length(jx_get(cache_get(f.c, k), "note")), 3);
+	fixture_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -753,6 +825,7 @@ int main(void)
 		cmocka_unit_test(test_json_made_once),
 		cmocka_unit_test(test_unread_objects_kept_as_text),
 		cmocka_unit_test(test_window_kept_as_text),
+		cmocka_unit_test(test_sweeps_run_in_steps),
 		cmocka_unit_test(test_watch_window_and_gone),
 		cmocka_unit_test(test_node_index),
 		cmocka_unit_test(test_key_index),
@@ -762,6 +835,7 @@ int main(void)
 		cmocka_unit_test(test_committed_view_hides_writes_in_flight),
 		cmocka_unit_test(test_list_at_a_revision),
 		cmocka_unit_test(test_failed_commit_is_answered_not_fatal),
+		cmocka_unit_test(test_nul_in_a_string_read_back),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

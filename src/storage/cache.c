@@ -390,17 +390,6 @@ static json_t *past_prev(const struct cache *c, struct past *p)
 	return p->prev;
 }
 
-struct blob *cache_text(struct cache *c, const char *key)
-{
-	struct shadow *sh = hmap_get(&c->shadows, key);
-	struct entry *e = hmap_get(&c->objs, key);
-
-	if (sh)
-		return sh->committed ? cache_json(c, key, sh->committed) : NULL;
-	if (!e)
-		return NULL;
-	return e->json ? blob_ref(e->json) : cache_json(c, key, e->obj);
-}
 
 /* An entry's visit: kept parsed if touched since the last, else let go. */
 static void sweep_entry(struct cache *c, const char *key, struct entry *e)
@@ -449,6 +438,13 @@ void cache_sweep(struct cache *c)
 {
 	c->sweep_at = 0;
 	sweep_step(c, c->objs.cap);
+}
+
+static struct blob *committed_text(const struct cache *c, const char *key);
+
+struct blob *cache_text(struct cache *c, const char *key)
+{
+	return blob_ref(committed_text(c, key));
 }
 
 size_t cache_parsed(const struct cache *c)
@@ -628,14 +624,16 @@ json_t *cache_get_committed(const struct cache *c, const char *key)
 	return sh ? sh->committed : cache_get(c, key);
 }
 
-/* A key → object view of the state to list: borrowed objects, NULL for absent. */
+/* A key → state view to list: borrowed objects, or (text) their committed
+ * texts; NULL for absent. */
 struct view {
 	const char **keys;
-	json_t **vals;
+	void **vals;
 	size_t n, cap;
+	bool text;
 };
 
-static void view_add(struct view *v, const char *key, json_t *val)
+static void view_add(struct view *v, const char *key, void *val)
 {
 	if (v->n == v->cap) {
 		v->cap = v->cap ? v->cap * 2 : 64;
@@ -654,15 +652,14 @@ static int cmp_view(const void *a, const void *b)
 	return strcmp(sort_view->keys[*(const size_t *)a], sort_view->keys[*(const size_t *)b]);
 }
 
-/* The view's objects under prefix after `after` (or from it, inclusive), in
- * key order, at most limit. */
+/* The view's states under prefix after `after` (or from it, inclusive), in
+ * key order, at most limit; their keys too when keys is not NULL. */
 static size_t view_take(const struct view *v, const char *prefix, const char *after,
-                        bool inclusive, size_t limit, json_t ***out, bool *more)
+                        bool inclusive, size_t limit, void ***out, const char ***keys,
+                        bool *more)
 {
-	size_t plen = strlen(prefix), n = 0, *idx = malloc((v->n + 1) * sizeof(*idx));
+	size_t plen = strlen(prefix), n = 0, *idx = xmalloc((v->n + 1) * sizeof(*idx));
 
-	if (!idx)
-		abort();
 	for (size_t i = 0; i < v->n; i++)
 		if (v->vals[i] && !strncmp(v->keys[i], prefix, plen) &&
 		    (!after || strcmp(v->keys[i], after) >= (inclusive ? 0 : 1)))
@@ -673,11 +670,14 @@ static size_t view_take(const struct view *v, const char *prefix, const char *af
 		*more = limit && n > limit;
 	if (limit && n > limit)
 		n = limit;
-	*out = malloc((n ? n : 1) * sizeof(**out));
-	if (!*out)
-		abort();
-	for (size_t i = 0; i < n; i++)
+	*out = xmalloc((n ? n : 1) * sizeof(**out));
+	if (keys)
+		*keys = xmalloc((n ? n : 1) * sizeof(**keys));
+	for (size_t i = 0; i < n; i++) {
 		(*out)[i] = v->vals[idx[i]];
+		if (keys)
+			(*keys)[i] = v->keys[idx[i]];
+	}
 	free(idx);
 	return n;
 }
@@ -688,19 +688,62 @@ static void view_free(struct view *v)
 	free(v->vals);
 }
 
-static void add_latest(const struct cache *c, const char *key, void *v)
+/* view_take's states, typed: the same pointers in an array of their own. */
+static json_t **as_objects(void **vals, size_t n)
 {
-	view_add(v, key, cache_get(c, key));
+	json_t **out = xmalloc((n ? n : 1) * sizeof(*out));
+	for (size_t i = 0; i < n; i++)
+		out[i] = vals[i];
+	free(vals);
+	return out;
+}
+
+static struct blob **as_texts(void **vals, size_t n)
+{
+	struct blob **out = xmalloc((n ? n : 1) * sizeof(*out));
+	for (size_t i = 0; i < n; i++)
+		out[i] = vals[i];
+	free(vals);
+	return out;
+}
+
+/* key's committed text, borrowed (its entry or shadow keeps it), made
+ * once; NULL when absent. */
+static struct blob *committed_text(const struct cache *c, const char *key)
+{
+	struct shadow *sh = hmap_get(&c->shadows, key);
+	struct entry *e = hmap_get(&c->objs, key);
+
+	if (sh) {
+		if (sh->committed && !sh->json)
+			sh->json = serialize(sh->committed);
+		return sh->json;
+	}
+	if (!e)
+		return NULL;
+	if (!e->json)
+		e->json = serialize(e->obj);
+	return e->json;
+}
+
+static void add_latest(const struct cache *c, const char *key, void *arg)
+{
+	struct view *v = arg;
+	/* Without a write in flight the latest is the committed: a text view
+	 * is only ever of the committed state. */
+	view_add(v, key, v->text ? (void *)committed_text(c, key) : cache_get(c, key));
 }
 
 size_t cache_list(const struct cache *c, const char *prefix, const char *after, size_t limit,
                   json_t ***out, bool *more)
 {
 	struct view v = {0};
+	void **vals;
 	size_t n;
 
 	objs_under(c, prefix, add_latest, &v);
-	n = view_take(&v, prefix, after, false, limit, out, more);
+	n = view_take(&v, prefix, after, false, limit, &vals, NULL, more);
+	*out = as_objects(vals, n);
 	view_free(&v);
 	return n;
 }
@@ -722,25 +765,29 @@ static void committed_view(const struct cache *c, const char *prefix, struct vie
 	objs_under(c, prefix, add_committed, v);
 	for (size_t i = 0; hmap_next(&c->shadows, &i, &k, &o);)
 		if (!strncmp(k, prefix, plen))
-			view_add(v, k, ((struct shadow *)o)->committed);
+			view_add(v, k, v->text ? (void *)committed_text(c, k)
+			                       : ((struct shadow *)o)->committed);
 }
 
 size_t cache_list_committed(const struct cache *c, const char *prefix, const char *after,
                             size_t limit, json_t ***out, bool *more)
 {
 	struct view v = {0};
+	void **vals;
 	size_t n;
 
 	committed_view(c, prefix, &v);
-	n = view_take(&v, prefix, after, false, limit, out, more);
+	n = view_take(&v, prefix, after, false, limit, &vals, NULL, more);
+	*out = as_objects(vals, n);
 	view_free(&v);
 	return n;
 }
 
-int cache_list_at(const struct cache *c, int64_t rev, const char *prefix, const char *start,
-                  bool inclusive, size_t limit, json_t ***out, bool *more, size_t *n)
+/* cache_list_at, of objects or (v->text) of texts. */
+static int list_at(const struct cache *c, struct view *v, int64_t rev, const char *prefix,
+                   const char *start, bool inclusive, size_t limit, void ***out,
+                   const char ***keys, bool *more, size_t *n)
 {
-	struct view v = {0};
 	struct hmap at = {0}; /* key → index in v */
 
 	*n = 0;
@@ -751,35 +798,62 @@ int cache_list_at(const struct cache *c, int64_t rev, const char *prefix, const 
 		return err_set(ERR_TIMEOUT, "Too large resource version: %" PRId64
 		                            ", current: %" PRId64,
 		               rev, c->committed);
-	committed_view(c, prefix, &v);
+	committed_view(c, prefix, v);
 	if (rev == c->committed) {
 		/* The usual read: nothing to undo, no index to build. */
-		*n = view_take(&v, prefix, start, inclusive, limit, out, more);
-		view_free(&v);
+		*n = view_take(v, prefix, start, inclusive, limit, out, keys, more);
 		return 0;
 	}
-	for (size_t i = 0; i < v.n; i++)
-		hmap_put(&at, v.keys[i], (void *)(uintptr_t)(i + 1));
+	for (size_t i = 0; i < v->n; i++)
+		hmap_put(&at, v->keys[i], (void *)(uintptr_t)(i + 1));
 	/* Undo the events after rev, newest first: each key ends as it was then. */
 	for (size_t i = c->len; i-- > 0;) {
 		struct past *p = &c->ring[(c->head + i) % c->window];
-		json_t *was;
+		void *was;
 		uintptr_t slot;
 		if (p->rev <= rev)
 			break;
-		was = p->type == CACHE_ADDED ? NULL : past_prev(c, p);
+		was = p->type == CACHE_ADDED ? NULL
+		      : v->text              ? (void *)p->prev_json
+		                             : past_prev(c, p);
 		slot = (uintptr_t)hmap_get(&at, p->key);
 		if (slot) {
-			v.vals[slot - 1] = was;
+			v->vals[slot - 1] = was;
 		} else {
-			view_add(&v, p->key, was);
-			hmap_put(&at, p->key, (void *)(uintptr_t)v.n);
+			view_add(v, p->key, was);
+			hmap_put(&at, p->key, (void *)(uintptr_t)v->n);
 		}
 	}
-	*n = view_take(&v, prefix, start, inclusive, limit, out, more);
+	*n = view_take(v, prefix, start, inclusive, limit, out, keys, more);
 	hmap_free(&at);
-	view_free(&v);
 	return 0;
+}
+
+int cache_list_at(const struct cache *c, int64_t rev, const char *prefix, const char *start,
+                  bool inclusive, size_t limit, json_t ***out, bool *more, size_t *n)
+{
+	struct view v = {0};
+	void **vals;
+	int rc = list_at(c, &v, rev, prefix, start, inclusive, limit, &vals, NULL, more, n);
+
+	if (rc == 0)
+		*out = as_objects(vals, *n);
+	view_free(&v);
+	return rc;
+}
+
+int cache_list_text_at(const struct cache *c, int64_t rev, const char *prefix,
+                       const char *start, bool inclusive, size_t limit, struct blob ***out,
+                       const char ***keys, bool *more, size_t *n)
+{
+	struct view v = {.text = true};
+	void **vals;
+	int rc = list_at(c, &v, rev, prefix, start, inclusive, limit, &vals, keys, more, n);
+
+	if (rc == 0)
+		*out = as_texts(vals, *n);
+	view_free(&v);
+	return rc;
 }
 
 struct counting {

@@ -52,7 +52,9 @@
  * held by nothing else is kept as text alone, and parsed again when it is
  * next read (cache_sweep, every 10 s once cache_set_loop has a loop).
  * The window keeps its events as text as well: a watch resuming from a
- * revision, or a list at one, gets their objects parsed again.
+ * revision, or a list at one, gets their objects parsed again. A reader
+ * that sends text asks for text (cache_text, cache_list_text_at) and
+ * parses nothing.
  *
  * Ownership: objects in the cache are immutable and shared: copy before
  * changing one. Writes steal the object they are given. cache_get, list
@@ -140,6 +142,14 @@ size_t cache_list_committed(const struct cache *c, const char *prefix, const cha
  */
 int cache_list_at(const struct cache *c, int64_t rev, const char *prefix, const char *start,
                   bool inclusive, size_t limit, json_t ***out, bool *more, size_t *n);
+/*
+ * The same as texts: *out the committed texts (borrowed, as objects are)
+ * and *keys their keys (borrowed; both arrays malloc'd), no object parsed
+ * for it: what a LIST without selectors sends.
+ */
+int cache_list_text_at(const struct cache *c, int64_t rev, const char *prefix,
+                       const char *start, bool inclusive, size_t limit, struct blob ***out,
+                       const char ***keys, bool *more, size_t *n);
 size_t cache_count(const struct cache *c, const char *prefix);
 /*
  * The compact JSON text of obj (json_dumps JSON_COMPACT), an object this

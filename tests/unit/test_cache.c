@@ -471,6 +471,49 @@ static void test_window_kept_as_text(void **state)
 	assert_int_equal(n, 1);
 	assert_string_equal(jx_str(objs[0], "spec.nodeName"), "n1");
 	free(objs);
+
+	/* The same as texts, nothing parsed: now, then as at revision 3. */
+	cache_sweep(c);
+	cache_sweep(c);
+	{
+		struct blob **texts;
+		const char **keys;
+		bool more;
+
+		assert_int_equal(cache_list_text_at(c, 4, "/registry/pods/", NULL, false, 0,
+		                                    &texts, &keys, &more, &n),
+		                 0);
+		assert_int_equal(n, 1);
+		assert_string_equal(keys[0], x);
+		assert_non_null(strstr(texts[0]->data, "\"resourceVersion\":\"2\""));
+		free(texts);
+		free(keys);
+		assert_int_equal(cache_list_text_at(c, 3, "/registry/pods/", NULL, false, 1,
+		                                    &texts, &keys, &more, &n),
+		                 0);
+		assert_int_equal(n, 1);
+		assert_true(more);
+		assert_string_equal(keys[0], x);
+		free(texts);
+		free(keys);
+		assert_int_equal(cache_list_text_at(c, 3, "/registry/pods/", x, false, 0, &texts,
+		                                    &keys, &more, &n),
+		                 0);
+		assert_int_equal(n, 1);
+		assert_false(more);
+		assert_string_equal(keys[0], y);
+		assert_non_null(strstr(texts[0]->data, "\"resourceVersion\":\"3\""));
+		free(texts);
+		free(keys);
+		assert_int_equal(cache_list_text_at(c, 1, "/registry/pods/", NULL, false, 0, &texts,
+		                                    &keys, NULL, &n),
+		                 0);
+		assert_int_equal(n, 1);
+		assert_non_null(strstr(texts[0]->data, "\"nodeName\":\"n1\""));
+		free(texts);
+		free(keys);
+		assert_int_equal(cache_parsed(c), 0);
+	}
 	cache_free(c);
 }
 

@@ -305,11 +305,18 @@ struct cache *cache_new(struct store *store, size_t window)
 	return c;
 }
 
+/* A past event's parsed objects go; its texts stay. */
+static void past_let_go(struct past *p)
+{
+	json_decref(p->obj);
+	json_decref(p->prev);
+	p->obj = p->prev = NULL;
+}
+
 static void past_clear(struct past *p)
 {
 	free(p->key);
-	json_decref(p->obj);
-	json_decref(p->prev);
+	past_let_go(p);
 	blob_unref(p->json);
 	blob_unref(p->prev_json);
 	memset(p, 0, sizeof(*p));
@@ -338,38 +345,59 @@ static struct blob *serialize(const json_t *obj)
 	return b;
 }
 
-struct blob *cache_json(struct cache *c, const char *key, const json_t *obj)
+/*
+ * Where key's committed text is kept (its shadow's while writes are in
+ * flight, else its entry's), with the committed object in *obj (NULL while
+ * cold); NULL when key is absent.
+ */
+static struct blob **committed_slot(const struct cache *c, const char *key, json_t **obj)
 {
 	struct shadow *sh = hmap_get(&c->shadows, key);
 	struct entry *e = hmap_get(&c->objs, key);
-	struct blob **text = NULL, *b;
+
+	*obj = sh ? sh->committed : e ? e->obj : NULL;
+	if (sh)
+		return sh->committed ? &sh->json : NULL;
+	return e ? &e->json : NULL;
+}
+
+/* key's committed text, borrowed (its entry or shadow keeps it), made
+ * once; NULL when absent. (A cold entry has its text.) */
+static struct blob *committed_text(const struct cache *c, const char *key)
+{
+	json_t *obj;
+	struct blob **text = committed_slot(c, key, &obj);
+
+	if (text && !*text)
+		*text = serialize(obj);
+	return text ? *text : NULL;
+}
+
+struct blob *cache_json(struct cache *c, const char *key, const json_t *obj)
+{
+	json_t *committed;
 
 	/* Only the committed state's is kept: an older version, a copy or an
 	 * object from elsewhere is made for this reader alone. */
-	if (sh && sh->committed == obj)
-		text = &sh->json;
-	else if (!sh && e && e->obj == obj)
-		text = &e->json;
-	if (text && *text)
-		return blob_ref(*text);
-	b = serialize(obj);
-	if (text)
-		*text = blob_ref(b);
-	return b;
+	if (obj && committed_slot(c, key, &committed) && committed == obj)
+		return blob_ref(committed_text(c, key));
+	return serialize(obj);
+}
+
+struct blob *cache_text(struct cache *c, const char *key)
+{
+	return blob_ref(committed_text(c, key));
 }
 
 /* The version of key whose text is json, parsed (a new reference): the
  * cache's own tree when it is that version, else parsed again. */
 static json_t *parse_version(const struct cache *c, const char *key, const struct blob *json)
 {
-	struct shadow *sh = hmap_get(&c->shadows, key);
-	struct entry *e = hmap_get(&c->objs, key);
 	json_t *obj;
+	struct blob **text = committed_slot(c, key, &obj);
 
-	if (sh && sh->json == json && sh->committed)
-		return json_incref(sh->committed);
-	if (!sh && e && e->json == json && e->obj)
-		return json_incref(e->obj);
+	if (text && *text == json && obj)
+		return json_incref(obj);
 	obj = jx_parse_dumped(json->data, json->len);
 	CUBE_ASSERT(obj); /* text this cache made */
 	return obj;
@@ -423,12 +451,8 @@ static void sweep_step(struct cache *c, size_t slots)
 	while (i < end && hmap_next(&c->objs, &i, &k, &v))
 		sweep_entry(c, k, v);
 	if (i >= cap) {
-		for (size_t j = 0; j < c->len; j++) {
-			struct past *p = &c->ring[(c->head + j) % c->window];
-			json_decref(p->obj);
-			json_decref(p->prev);
-			p->obj = p->prev = NULL;
-		}
+		for (size_t j = 0; j < c->len; j++)
+			past_let_go(&c->ring[(c->head + j) % c->window]);
 		i = 0;
 	}
 	c->sweep_at = i;
@@ -438,13 +462,6 @@ void cache_sweep(struct cache *c)
 {
 	c->sweep_at = 0;
 	sweep_step(c, c->objs.cap);
-}
-
-static struct blob *committed_text(const struct cache *c, const char *key);
-
-struct blob *cache_text(struct cache *c, const char *key)
-{
-	return blob_ref(committed_text(c, key));
 }
 
 size_t cache_parsed(const struct cache *c)
@@ -705,25 +722,6 @@ static struct blob **as_texts(void **vals, size_t n)
 		out[i] = vals[i];
 	free(vals);
 	return out;
-}
-
-/* key's committed text, borrowed (its entry or shadow keeps it), made
- * once; NULL when absent. */
-static struct blob *committed_text(const struct cache *c, const char *key)
-{
-	struct shadow *sh = hmap_get(&c->shadows, key);
-	struct entry *e = hmap_get(&c->objs, key);
-
-	if (sh) {
-		if (sh->committed && !sh->json)
-			sh->json = serialize(sh->committed);
-		return sh->json;
-	}
-	if (!e)
-		return NULL;
-	if (!e->json)
-		e->json = serialize(e->obj);
-	return e->json;
 }
 
 static void add_latest(const struct cache *c, const char *key, void *arg)

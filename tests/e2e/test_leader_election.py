@@ -74,6 +74,21 @@ def lease(server, name):
     return json.loads(r.stdout) if r.returncode == 0 else None
 
 
+def lease_versions(path):
+    """The objects `kubectl get -w -o json` wrote so far, in order."""
+    text, got, dec, at = path.read_text(errors="replace"), [], json.JSONDecoder(), 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at >= len(text):
+            return got
+        try:
+            obj, at = dec.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return got  # a version still being written
+        got.append(obj)
+
+
 def leader_of(server, pair, name):
     """The one of pair that logged taking the lease (waits for one)."""
     def one():
@@ -149,13 +164,39 @@ def test_scheduler_releases_its_lease_on_sigterm(components, apiserver, wait_unt
     b = components("scheduler", "sched-b", *slow)
     first = leader_of(apiserver, (a, b), "kube-scheduler")
     other = b if first is a else a
-    stopped = time.monotonic()
-    assert stop_process(first.proc, "cube scheduler") == 0, first.log()[-2000:]
-    assert '"Requested to terminate, exiting"' in first.log()
-    spec = lease(apiserver, "kube-scheduler")["spec"]
-    assert spec.get("holderIdentity", "") == "" and spec["leaseDurationSeconds"] == 1, spec
-    wait_until(lambda: ACQUIRED.format("kube-scheduler") in other.log(), 10)
-    assert time.monotonic() - stopped < 5
+    held = lease(apiserver, "kube-scheduler")["spec"]
+    # The released record may live only until the other's next retry (0.5 s),
+    # shorter than a kubectl GET on a busy machine: watch every version.
+    seen_path = apiserver.dir / "lease-watch.json"
+    with open(seen_path, "wb") as out:
+        watch = subprocess.Popen([KUBECTL, "--kubeconfig", str(apiserver.admin_conf),
+                                  "-n", "kube-system", "get", "lease", "kube-scheduler",
+                                  "-w", "-o", "json"], env=apiserver.env, stdout=out,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: seen_path.stat().st_size > 0, 10)
+        stopped = time.monotonic()
+        assert stop_process(first.proc, "cube scheduler") == 0, first.log()[-2000:]
+        assert '"Requested to terminate, exiting"' in first.log()
+        wait_until(lambda: ACQUIRED.format("kube-scheduler") in other.log(), 10)
+        assert time.monotonic() - stopped < 5
+        wait_until(lambda: any(v["spec"].get("holderIdentity", "") not in
+                               ("", held["holderIdentity"])
+                               for v in lease_versions(seen_path)), 10,
+                   lambda: seen_path.read_text(errors="replace")[-3000:])
+    finally:
+        watch.kill()
+        watch.wait(10)
+    specs = [v["spec"] for v in lease_versions(seen_path)]
+    assert specs[0]["holderIdentity"] == held["holderIdentity"], specs
+    # Given up: no holder, a one-second lease, transitions kept; then taken.
+    released = [s for s in specs if s.get("holderIdentity", "") == ""]
+    assert len(released) == 1, specs
+    assert released[0]["leaseDurationSeconds"] == 1, specs
+    assert released[0]["leaseTransitions"] == held.get("leaseTransitions", 0), specs
+    taken = specs[specs.index(released[0]) + 1]
+    assert taken["holderIdentity"] not in ("", held["holderIdentity"]), specs
+    assert taken["leaseDurationSeconds"] == 60, specs
     events = kubectl(apiserver, "-n", "kube-system", "get", "events", "-o", "json").stdout
     sources = {e["source"].get("component") for e in json.loads(events)["items"]
                if e["reason"] == "LeaderElection"}

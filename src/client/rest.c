@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/intern.h"
 #include "base/jx.h"
 #include "base/log.h"
 #include "base/rand.h"
@@ -88,7 +89,8 @@ struct rest_client {
 	char *source;    /* the local address connections start from, or NULL */
 	X509 *cert;      /* the client certificate each connection presents */
 	EVP_PKEY *key;
-	char *host, *token, *user_agent, *ca_pem;
+	char *host, *token;
+	const char *user_agent, *ca_pem; /* str_intern's: every node's the same */
 	int port, max_conns, timeout_s;
 	int source_family; /* source's, or AF_UNSPEC */
 	bool h1_only;   /* DISABLE_HTTP2, or the server chose HTTP/1.1 */
@@ -1247,6 +1249,21 @@ static int env_seconds(const char *name, int def)
 	return (int)n;
 }
 
+/* The pair new connections present, references taken (NULL, NULL: none).
+ * Open connections hold references to the old pair and keep presenting
+ * what they were opened with. */
+static void use_pair(struct rest_client *c, X509 *cert, EVP_PKEY *key)
+{
+	if (cert)
+		X509_up_ref(cert);
+	if (key)
+		EVP_PKEY_up_ref(key);
+	X509_free(c->cert);
+	EVP_PKEY_free(c->key);
+	c->cert = cert;
+	c->key = key;
+}
+
 struct rest_client *rest_client_new(struct loop *loop, const struct rest_config *cfg)
 {
 	struct rest_client *c = calloc(1, sizeof(*c));
@@ -1266,12 +1283,14 @@ struct rest_client *rest_client_new(struct loop *loop, const struct rest_config 
 		c->read_idle_s = 0;
 	if (c->ping_timeout_s <= 0)
 		c->ping_timeout_s = H2_PING_TIMEOUT_S;
-	c->user_agent = strdup(cfg->user_agent ? cfg->user_agent : "cube/0.1.0");
+	c->user_agent = str_intern(cfg->user_agent ? cfg->user_agent : "cube/0.1.0");
 	c->token = cfg->token ? strdup(cfg->token) : NULL;
-	c->ca_pem = cfg->ca_pem ? strdup(cfg->ca_pem) : NULL;
+	c->ca_pem = str_intern(cfg->ca_pem);
+	if (cfg->cert && cfg->key)
+		use_pair(c, cfg->cert, cfg->key);
 	if (parse_server(c, cfg->server ? cfg->server : "") < 0 ||
 	    !(c->tls = tls_client_ctx_shared(cfg->ca_pem)) ||
-	    (cfg->cert_pem && cfg->key_pem &&
+	    (!cfg->cert && cfg->cert_pem && cfg->key_pem &&
 	     tls_client_cert_parse(cfg->cert_pem, cfg->key_pem, &c->cert, &c->key) < 0)) {
 		if (c->host)
 			err_set(ERR_INVALID, "bad TLS material for %s", cfg->server);
@@ -1385,18 +1404,20 @@ int rest_set_client_cert(struct rest_client *c, const char *cert_pem, const char
 
 	if (cert_pem && key_pem && tls_client_cert_parse(cert_pem, key_pem, &cert, &key) < 0)
 		return ERR_INVALID;
-	/* Open connections hold references to the old pair and keep
-	 * presenting what they were opened with. */
-	X509_free(c->cert);
-	EVP_PKEY_free(c->key);
-	c->cert = cert;
-	c->key = key;
+	use_pair(c, cert, key);
+	X509_free(cert);
+	EVP_PKEY_free(key);
 	return 0;
+}
+
+void rest_set_client_pair(struct rest_client *c, X509 *cert, EVP_PKEY *key)
+{
+	use_pair(c, cert, key);
 }
 
 void rest_clear_client_cert(struct rest_client *c)
 {
-	rest_set_client_cert(c, NULL, NULL);
+	use_pair(c, NULL, NULL);
 }
 
 void rest_client_free(struct rest_client *c)
@@ -1423,7 +1444,5 @@ void rest_client_free(struct rest_client *c)
 	EVP_PKEY_free(c->key);
 	free(c->host);
 	free(c->token);
-	free(c->user_agent);
-	free(c->ca_pem);
 	free(c);
 }

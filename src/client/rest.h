@@ -26,6 +26,7 @@
 #include "base/loop.h"
 
 #include <jansson.h>
+#include <openssl/types.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -34,6 +35,8 @@ struct rest_config {
 	const char *ca_pem;   /* trust for the server */
 	const char *cert_pem; /* client certificate (chain), or NULL */
 	const char *key_pem;
+	X509 *cert;           /* or the pair already parsed (references taken) */
+	EVP_PKEY *key;
 	const char *token;    /* bearer token, or NULL */
 	const char *user_agent;
 	int max_conns;        /* parallel connections for plain requests (default 4) */
@@ -61,6 +64,9 @@ void rest_client_free(struct rest_client *c);
 /* The client certificate for connections opened from now on; open ones are
  * left alone (rest_close_all). 0 or an error. */
 int rest_set_client_cert(struct rest_client *c, const char *cert_pem, const char *key_pem);
+/* The same from a parsed pair that belongs together (a certificate
+ * manager's): references taken, nothing parsed or copied. */
+void rest_set_client_pair(struct rest_client *c, X509 *cert, EVP_PKEY *key);
 /* New connections send no client certificate; open ones keep theirs. */
 void rest_clear_client_cert(struct rest_client *c);
 /* Close every connection (e.g. after credentials changed elsewhere). */

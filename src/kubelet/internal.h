@@ -43,8 +43,8 @@ struct kubelet {
 
 	struct kubeconfig boot;         /* the bootstrap kubeconfig, when there is one */
 	bool has_boot;
-	char *server;                   /* the API server's URL */
-	char *ca_pem;                   /* trust for it */
+	const char *server;             /* the API server's URL (str_intern's) */
+	const char *ca_pem;             /* trust for it (str_intern's) */
 
 	struct rest_client *client;     /* the node's identity: everything but bootstrap */
 	struct rest_client *boot_client; /* token; for CSRs only (see csr_client) */

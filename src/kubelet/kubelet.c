@@ -29,6 +29,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/file.h"
+#include "base/intern.h"
 #include "base/log.h"
 #include "base/rand.h"
 #include "base/timeutil.h"
@@ -95,12 +96,6 @@ void kubelet_fail(struct kubelet *k, const char *fmt, ...)
 
 /* ---- credentials ------------------------------------------------------------------- */
 
-static char *pair_pem(X509 *cert, EVP_PKEY *key, char **key_pem)
-{
-	*key_pem = pki_key_pem(key);
-	return pki_cert_pem(cert);
-}
-
 static void start_heal(struct kubelet *k);
 static void healed(struct kubelet *k);
 
@@ -116,7 +111,6 @@ static void close_connections(struct kubelet *k)
 static void on_client_cert(void *arg, X509 *cert, EVP_PKEY *key)
 {
 	struct kubelet *k = arg;
-	char *key_pem, *cert_pem;
 
 	if (!k->client)
 		return;
@@ -134,18 +128,12 @@ static void on_client_cert(void *arg, X509 *cert, EVP_PKEY *key)
 	}
 	if (k->healing)
 		healed(k);
-	cert_pem = pair_pem(cert, key, &key_pem);
-	if (rest_set_client_cert(k->client, cert_pem, key_pem) < 0)
-		LOG_ERROR("\"Unable to use the new client certificate\" err=\"%s\"%s", err_msg(),
-			  k->log_kv);
+	rest_set_client_pair(k->client, cert, key);
 	/* With rotation the watchdog closes the connections at its next check,
 	 * as upstream's; a static transport has no watchdog (self-heal's new
 	 * certificate). */
 	if (!k->cfg.rotate_certificates)
 		close_connections(k);
-	OPENSSL_cleanse(key_pem, strlen(key_pem));
-	free(key_pem);
-	free(cert_pem);
 }
 
 /* What every client of this kubelet's starts with: the partition it is
@@ -446,8 +434,6 @@ void kubelet_addresses_observed(struct kubelet *k)
 
 static struct rest_client *node_client(struct kubelet *k)
 {
-	X509 *cert = certmgr_current(k->client_cm);
-	char *cert_pem = NULL, *key_pem = NULL;
 	struct rest_config rc = {.server = k->server,
 				 .ca_pem = k->ca_pem,
 				 .user_agent = USER_AGENT,
@@ -455,22 +441,17 @@ static struct rest_client *node_client(struct kubelet *k)
 				 .max_conns = 2};
 	struct rest_client *c;
 
-	/* A static certificate is presented even when it has expired. */
-	EVP_PKEY *key = certmgr_current_key(k->client_cm);
-
-	if (!cert && !k->cfg.rotate_certificates)
-		cert = certmgr_held(k->client_cm, &key);
-	if (cert)
-		cert_pem = pair_pem(cert, key, &key_pem);
-	rc.cert_pem = cert_pem;
-	rc.key_pem = key_pem;
+	/* The manager's own pair, not a parsed copy a node (7 KB). A static
+	 * certificate is presented even when it has expired. */
+	rc.cert = certmgr_current(k->client_cm);
+	rc.key = certmgr_current_key(k->client_cm);
+	if (!rc.cert && !k->cfg.rotate_certificates)
+		rc.cert = certmgr_held(k->client_cm, &rc.key);
+	if (!rc.cert)
+		rc.key = NULL;
 	c = rest_client_new(k->loop, &rc);
 	if (c)
 		client_setup(k, c);
-	if (key_pem)
-		OPENSSL_cleanse(key_pem, strlen(key_pem));
-	free(key_pem);
-	free(cert_pem);
 	return c;
 }
 
@@ -483,8 +464,8 @@ static void run(struct kubelet *k)
 		kubelet_fail(k, "failed to run Kubelet: invalid kubeconfig: %s", err_msg());
 		return;
 	}
-	k->server = strdup(kc.server ? kc.server : "");
-	k->ca_pem = kc.ca_data ? strdup(kc.ca_data) : NULL;
+	k->server = str_intern(kc.server ? kc.server : "");
+	k->ca_pem = str_intern(kc.ca_data);
 	if (start_client_manager(k, &kc) < 0) {
 		kubeconfig_free(&kc);
 		kubelet_fail(k, "failed to run Kubelet: failed to initialize client certificate manager: %s",
@@ -705,8 +686,6 @@ void kubelet_free(struct kubelet *k)
 	metrics_free(k->metrics);
 	kubeconfig_free(&k->boot);
 	kubelet_config_free(&k->cfg);
-	free(k->server);
-	free(k->ca_pem);
 	free(k->boot_id);
 	free(k->machine_id);
 	free(k->system_uuid);

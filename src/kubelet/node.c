@@ -57,7 +57,8 @@ struct heartbeat {
 	/* the lease */
 	struct timer *lease_timer, *ensure_timer;
 	struct rest_call *lease_call;
-	json_t *latest;           /* the lease as last written; NULL: get-or-create */
+	char *latest;             /* the lease as last written, its text (a tree is
+	                           * 5x that, kept 10 s); NULL: get-or-create */
 	int lease_tries;          /* updates tried in this round */
 	bool after_ensure;        /* this round follows a get-or-create */
 	bool lease_phased, status_phased; /* random_phase: the first period taken */
@@ -571,15 +572,26 @@ static void lease_path(struct heartbeat *h, char *buf, size_t n, bool named)
 		 named ? "/" : "", named ? h->k->cfg.node_name : "");
 }
 
+/* The lease the server answered with, kept for the next renewal. */
+static void keep_latest(struct heartbeat *h, const json_t *lease)
+{
+	free(h->latest);
+	h->latest = lease ? jx_dump(lease) : NULL;
+}
+
 /* The lease to write: base renewed now, owned by the Node once its uid is known. */
-static json_t *renewed(struct heartbeat *h, const json_t *base)
+static json_t *renewed(struct heartbeat *h, const char *base)
 {
 	struct kubelet *k = h->k;
-	json_t *l = base ? json_deep_copy(base)
-			 : json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "coordination.k8s.io/v1",
-				     "kind", "Lease", "metadata", "name", k->cfg.node_name,
-				     "namespace", LEASE_NS);
+	json_t *l = base ? jx_parse_dumped(base, strlen(base)) : NULL;
 	char now[TIME_BUF];
+
+	if (!json_is_object(l)) {
+		json_decref(l);
+		l = json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "coordination.k8s.io/v1",
+			      "kind", "Lease", "metadata", "name", k->cfg.node_name, "namespace",
+			      LEASE_NS);
+	}
 
 	jx_set_str(l, "spec.holderIdentity", k->cfg.node_name);
 	jx_set(l, "spec.leaseDurationSeconds", json_integer(k->cfg.node_lease_duration_s));
@@ -594,8 +606,7 @@ static json_t *renewed(struct heartbeat *h, const json_t *base)
 /* Start get-or-create; resume: go on with the current update round after it. */
 static void start_ensure(struct heartbeat *h, bool resume)
 {
-	json_decref(h->latest);
-	h->latest = NULL;
+	keep_latest(h, NULL);
 	h->ensure_resumes = resume;
 	h->lease_sleep_ns = 100 * NS_PER_MS;
 	lease_ensure(h);
@@ -608,8 +619,7 @@ static void on_lease_put(void *arg, int status, json_t *body, const char *err)
 
 	h->lease_call = NULL;
 	if (status == 200) {
-		json_decref(h->latest);
-		h->latest = json_incref(body);
+		keep_latest(h, body);
 		lease_done(h);
 		return;
 	}
@@ -677,7 +687,7 @@ static void on_lease_created(void *arg, int status, json_t *body, const char *er
 		return;
 	}
 	/* A lease just created needs no update. */
-	h->latest = json_incref(body);
+	keep_latest(h, body);
 	lease_done(h);
 }
 
@@ -699,7 +709,7 @@ static void on_lease_get(void *arg, int status, json_t *body, const char *err)
 		ensure_failed(h, "GET", status, body, err);
 		return;
 	}
-	h->latest = json_incref(body);
+	keep_latest(h, body);
 	if (!h->ensure_resumes) {
 		h->after_ensure = true;
 		h->lease_tries = 0;
@@ -764,7 +774,7 @@ void heartbeat_free(struct heartbeat *h)
 	timer_free(h->status_timer);
 	timer_free(h->lease_timer);
 	timer_free(h->ensure_timer);
-	json_decref(h->latest);
+	free(h->latest);
 	free(h->node_uid);
 	free(h);
 }

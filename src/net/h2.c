@@ -171,11 +171,14 @@ static void shutdown_session(struct h2 *h, const char *why)
  * have (every frame, DATA too, is copied through it: mem_send). A
  * kubelet's connection idles between heartbeats, so at 10,000 nodes those
  * blocks were 160 MiB at each end, resident for the few bytes last
- * written. Its whole pages go back to the kernel when nghttp2 has nothing
- * more to send; the next frame finds them zeroed. Not more often than
- * every FRAMEBUF_GAP, or a busy connection would pay a syscall and a page
- * fault a reply: a write within the gap leaves the pages to the session's
- * timer, at the gap's end.
+ * written. The block is a mapping of its own, and all its pages go back
+ * to the kernel when nghttp2 has nothing more to send; the next frame
+ * finds them zeroed. (Inside the heap, only its whole pages could go: the
+ * 4 KiB at its ends shared pages with other blocks and stayed, 40 MiB at
+ * 10,000 nodes; page-aligned heap blocks fragment the heap instead.) Not
+ * more often than every FRAMEBUF_GAP, or a busy connection would pay a
+ * syscall and a page fault a reply: a write within the gap leaves the
+ * pages to the session's timer, at the gap's end.
  *
  * This holds because flush copies every chunk mem_send returns before it
  * asks again, and mem_send returns 0 only with nothing half-sent. A data
@@ -185,28 +188,25 @@ static void shutdown_session(struct h2 *h, const char *why)
 #define FRAMEBUF_MIN ((size_t)16 << 10)
 #define FRAMEBUF_GAP (100 * NS_PER_MS)
 
-/* The system's page size: madvise rounds to it, and on a 64 KiB-page
- * system a 4 KiB guess would reach past the block. (glibc answers from
- * the auxiliary vector: no syscall.) */
+/* The system's page size: mappings and madvise round to it. (glibc
+ * answers from the auxiliary vector: no syscall.) */
 static size_t page_bytes(void)
 {
 	long n = sysconf(_SC_PAGESIZE);
 	return n > 0 ? (size_t)n : 4096;
 }
 
-static void arm(struct h2 *h);
-
-/* The whole pages inside the block: [*from, *to). */
-static void framebuf_pages(const struct h2 *h, uintptr_t *from, uintptr_t *to)
+/* The block's pages: its mapping's length. */
+static size_t framebuf_span(const struct h2 *h)
 {
-	uintptr_t page = page_bytes();
-	*from = ((uintptr_t)h->framebuf + page - 1) & ~(page - 1);
-	*to = ((uintptr_t)h->framebuf + h->framebuf_len) & ~(page - 1);
+	size_t page = page_bytes();
+	return (h->framebuf_len + page - 1) & ~(page - 1);
 }
+
+static void arm(struct h2 *h);
 
 static void framebuf_release(struct h2 *h)
 {
-	uintptr_t from, to;
 	int64_t now;
 
 	if (!h->framebuf || !h->framebuf_dirty)
@@ -223,14 +223,11 @@ static void framebuf_release(struct h2 *h)
 	h->framebuf_dirty = false;
 	h->release_due = false;
 	h->framebuf_released = now;
-	framebuf_pages(h, &from, &to);
-	if (to > from)
-		madvise((void *)from, to - from, MADV_DONTNEED);
+	madvise(h->framebuf, framebuf_span(h), MADV_DONTNEED);
 }
 
-/* A page more than asked, so that 16 KiB of the block lie in whole pages
- * (its first bytes, where every frame starts, share a page with other
- * blocks and stay). Not page-aligned: aligned blocks fragment the heap. */
+/* The frame buffer, the first block of its size a new session asks for,
+ * is mapped; anything else comes from the heap. */
 static void *ng_malloc(size_t n, void *arg)
 {
 	struct h2 *h = arg;
@@ -238,21 +235,30 @@ static void *ng_malloc(size_t n, void *arg)
 
 	if (!h->creating || h->framebuf || n < FRAMEBUF_MIN)
 		return malloc(n);
-	n += page_bytes();
-	if (!(p = malloc(n)))
+	h->framebuf_len = n;
+	p = mmap(NULL, framebuf_span(h), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		 0);
+	if (p == MAP_FAILED)
 		return NULL;
 	h->framebuf = p;
-	h->framebuf_len = n;
-	h->framebuf_dirty = true; /* whatever the heap had there */
+	h->framebuf_dirty = false; /* fresh pages: none resident yet */
 	return p;
+}
+
+/* Gives the frame buffer's mapping back; false for any other block. */
+static bool framebuf_free(struct h2 *h, void *p)
+{
+	if (!p || p != h->framebuf)
+		return false;
+	munmap(p, framebuf_span(h));
+	h->framebuf = NULL;
+	return true;
 }
 
 static void ng_free(void *p, void *arg)
 {
-	struct h2 *h = arg;
-	if (p && p == h->framebuf)
-		h->framebuf = NULL;
-	free(p);
+	if (!framebuf_free(arg, p))
+		free(p);
 }
 
 static void *ng_calloc(size_t nmemb, size_t size, void *arg)
@@ -262,15 +268,21 @@ static void *ng_calloc(size_t nmemb, size_t size, void *arg)
 }
 
 /* nghttp2 takes its buffers with realloc(NULL, n). It never grows the
- * frame buffer; if a later version does, the block stops being ours. */
+ * frame buffer; if a later version does, the block moves to the heap. */
 static void *ng_realloc(void *p, size_t n, void *arg)
 {
 	struct h2 *h = arg;
+	void *q;
+
 	if (!p)
 		return ng_malloc(n, arg);
-	if (p == h->framebuf)
-		h->framebuf = NULL;
-	return realloc(p, n);
+	if (p != h->framebuf)
+		return realloc(p, n);
+	if (!(q = malloc(n)))
+		return NULL;
+	memcpy(q, p, n < h->framebuf_len ? n : h->framebuf_len);
+	framebuf_free(h, p);
+	return q;
 }
 
 /* Queue what nghttp2 has to send, up to the high-water mark; a session
@@ -920,15 +932,14 @@ size_t h2_open_streams(const struct h2 *h)
 size_t h2_frame_buffer_resident(const struct h2 *h)
 {
 	unsigned char in[64];
-	uintptr_t from, to;
-	size_t page = page_bytes(), n = 0;
+	size_t page = page_bytes(), span, n = 0;
 
 	if (!h->framebuf)
 		return 0;
-	framebuf_pages(h, &from, &to);
-	if ((to - from) / page > sizeof(in) || mincore((void *)from, to - from, in) != 0)
-		return h->framebuf_len;
-	for (size_t i = 0; i < (to - from) / page; i++)
+	span = framebuf_span(h);
+	if (span / page > sizeof(in) || mincore(h->framebuf, span, in) != 0)
+		return span;
+	for (size_t i = 0; i < span / page; i++)
 		n += (in[i] & 1) * page;
 	return n;
 }

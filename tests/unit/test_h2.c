@@ -295,7 +295,7 @@ static void post_big(struct pair *p, struct reply *r)
 
 /*
  * An idle connection does not keep nghttp2's ~16 KiB outbound frame
- * buffer in memory at either end: its whole pages go back once everything
+ * buffer in memory at either end: all its pages go back once everything
  * due is sent (10,000 kubelets: 160 MiB at each end), at most every 100 ms
  * of real time. A request and a reply larger than the buffer went through
  * it whole, and the next ones, on zeroed pages, arrive byte for byte.
@@ -305,6 +305,10 @@ static void test_idle_frame_buffers_go_back(void **state)
 	struct pair *p = pair_new(&(struct h2_opts){0}, &(struct h2_opts){0});
 	struct reply r;
 	int64_t since;
+	/* nghttp2's frame buffer: a 16 KiB payload, its 9-byte header and a
+	 * pad byte, in pages (the ones at its ends too, none shared). */
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t whole_block = (16384 + 10 + page - 1) / page * page;
 
 	(void)state;
 	assert_non_null(get(p, "/warm-up", &r)); /* the settings exchanged */
@@ -322,8 +326,8 @@ static void test_idle_frame_buffers_go_back(void **state)
 	post_big(p, &r);
 	post_big(p, &r);
 	if (clock_mono() - since < 100 * NS_PER_MS) {
-		assert_int_not_equal(h2_frame_buffer_resident(p->srv), 0);
-		assert_int_not_equal(h2_frame_buffer_resident(p->cli), 0);
+		assert_in_range(h2_frame_buffer_resident(p->srv), 1, whole_block);
+		assert_in_range(h2_frame_buffer_resident(p->cli), 1, whole_block);
 	}
 	/* ... and gone once the connection has been quiet for the gap; the
 	 * next exchange, on zeroed pages, arrives byte for byte (post_big). */

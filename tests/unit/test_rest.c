@@ -214,6 +214,24 @@ static void test_watch_and_rotation(void **state)
 	call(w, "GET", "/api/v1/namespaces", NULL, &r);
 	assert_int_equal(r.status, 401);
 	json_decref(r.body);
+
+	/* A pair already parsed (a certificate manager's) is shared, not
+	 * copied: the client holds references that outlive the caller's. */
+	{
+		X509 *cert;
+		EVP_PKEY *key;
+
+		assert_int_equal(tls_client_cert_parse(w->env.admin_kc.cert_data,
+						       w->env.admin_kc.key_data, &cert, &key),
+				 0);
+		rest_set_client_pair(w->env.admin, cert, key);
+		X509_free(cert);
+		EVP_PKEY_free(key);
+	}
+	rest_close_all(w->env.admin);
+	call(w, "GET", "/api/v1/namespaces", NULL, &r);
+	assert_int_equal(r.status, 200);
+	json_decref(r.body);
 }
 
 static void test_stop_watch_from_owner(void **state)

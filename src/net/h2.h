@@ -106,9 +106,9 @@ bool h2_alive(const struct h2 *h);
 bool h2_can_open(const struct h2 *h);
 size_t h2_open_streams(const struct h2 *h);
 /* Bytes of nghttp2's outbound frame buffer in memory (mincore over its
- * own mapping, every page of it): 0 once everything due has been sent and
- * the connection has been quiet for 100 ms — what an idle connection
- * costs. */
+ * own mapping, every page of it): at most its first page once everything
+ * due has been sent and the connection has been quiet for 100 ms — what
+ * an idle connection costs. */
 size_t h2_frame_buffer_resident(const struct h2 *h);
 void *h2_arg(const struct h2 *h);
 

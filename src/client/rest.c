@@ -1290,8 +1290,10 @@ struct rest_client *rest_client_new(struct loop *loop, const struct rest_config 
 		use_pair(c, cfg->cert, cfg->key);
 	if (parse_server(c, cfg->server ? cfg->server : "") < 0 ||
 	    !(c->tls = tls_client_ctx_shared(cfg->ca_pem)) ||
+	    (cfg->cert && X509_check_private_key(cfg->cert, cfg->key) != 1) ||
 	    (!cfg->cert && cfg->cert_pem && cfg->key_pem &&
 	     tls_client_cert_parse(cfg->cert_pem, cfg->key_pem, &c->cert, &c->key) < 0)) {
+		ERR_clear_error();
 		if (c->host)
 			err_set(ERR_INVALID, "bad TLS material for %s", cfg->server);
 		rest_client_free(c);

@@ -35,7 +35,8 @@ struct rest_config {
 	const char *ca_pem;   /* trust for the server */
 	const char *cert_pem; /* client certificate (chain), or NULL */
 	const char *key_pem;
-	X509 *cert;           /* or the pair already parsed (references taken) */
+	X509 *cert;           /* or a pair already parsed (references taken); a
+	                       * key that is not the certificate's is refused */
 	EVP_PKEY *key;
 	const char *token;    /* bearer token, or NULL */
 	const char *user_agent;

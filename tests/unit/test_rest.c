@@ -18,6 +18,7 @@
 #include "pki/pki.h"
 
 #include "base/clock.h"
+#include "base/err.h"
 #include "base/jx.h"
 #include "base/loop.h"
 
@@ -225,6 +226,19 @@ static void test_watch_and_rotation(void **state)
 						       w->env.admin_kc.key_data, &cert, &key),
 				 0);
 		rest_set_client_pair(w->env.admin, cert, key);
+		/* A new client refuses a pair that does not belong together, as
+		 * it refuses such PEM. */
+		{
+			EVP_PKEY *other = pki_key_new(PKI_KEY_ECDSA);
+			struct rest_config bad = {.server = w->env.server,
+						  .ca_pem = w->env.admin_kc.ca_data,
+						  .cert = cert,
+						  .key = other};
+
+			assert_null(rest_client_new(w->env.loop, &bad));
+			assert_non_null(strstr(err_msg(), "bad TLS material"));
+			EVP_PKEY_free(other);
+		}
 		X509_free(cert);
 		EVP_PKEY_free(key);
 	}

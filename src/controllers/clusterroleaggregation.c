@@ -8,11 +8,13 @@
  * rbac.authorization.k8s.io/aggregate-to-<role>: "true".
  *
  * Any ClusterRole change enqueues every aggregated role. The new rules are
- * written with an update of the role: upstream applies them server-side
- * and falls back to exactly this update when apply is refused; cube's
- * apply keeps no field ownership, so the update says the same. The
- * controller's service account holds `escalate` on clusterroles, so it may
- * grant what it does not hold itself.
+ * applied server-side as upstream's are (field manager
+ * clusterrole-aggregation-controller, force): no resourceVersion, so the
+ * roles that aggregate one another (admin takes edit's rules, edit
+ * view's) never conflict over a version the informer has not seen yet, as
+ * updates did, each one an error line. The controller's service account
+ * holds `escalate` on clusterroles, so it may grant what it does not hold
+ * itself.
  *
  * Threads: the loop's.
  */
@@ -123,7 +125,7 @@ static void sync_role(void *ctl, struct ksync *s)
 {
 	struct aggregation *c = ctl;
 	const json_t *role = informer_get(c->roles, ksync_key(s));
-	json_t *rules, *copy;
+	json_t *rules, *applied;
 	char path[512];
 
 	if (!role || !json_object_get(role, "aggregationRule"))
@@ -140,11 +142,13 @@ static void sync_role(void *ctl, struct ksync *s)
 	}
 	LOG_V(2, "\"Updating aggregated ClusterRole\" clusterRole=\"%s\" rules=%zu", ksync_key(s),
 	      json_array_size(rules));
-	copy = json_deep_copy(role);
-	json_object_set_new(copy, "rules", rules);
-	snprintf(path, sizeof(path), ROLES_PATH "/%s", ksync_key(s));
-	ksync_call(s, "PUT", path, NULL, copy, on_updated, NULL);
-	json_decref(copy);
+	/* The applied configuration: the role's name and its rules alone. */
+	applied = json_pack("{s:s,s:s,s:{s:s},s:o}", "apiVersion", "rbac.authorization.k8s.io/v1",
+			    "kind", "ClusterRole", "metadata", "name", ksync_key(s), "rules", rules);
+	snprintf(path, sizeof(path), ROLES_PATH "/%s?fieldManager=" NAME "&force=true",
+		 ksync_key(s));
+	ksync_call(s, "PATCH", path, "application/apply-patch+yaml", applied, on_updated, NULL);
+	json_decref(applied);
 }
 
 struct aggregation *aggregation_new(struct controller_manager *m)

@@ -335,7 +335,7 @@ def test_controllers_act_as_their_service_accounts(server, start_cm, kubectl, wa
     certificate-controller, and the aggregation controller (escalate on
     clusterroles) folds a role labelled aggregate-to-view into view, edit
     and admin."""
-    start_cm("cm-identities")
+    cm = start_cm("cm-identities")
     wait_until(lambda: "clusterrole-aggregation-controller" in kubectl(
         "get", "serviceaccounts", "-n", "kube-system", "-o", "name").stdout, 20,
         "the controllers' service accounts")
@@ -369,3 +369,11 @@ def test_controllers_act_as_their_service_accounts(server, start_cm, kubectl, wa
     assert not any("secrets" in r.get("resources", []) for r in view["rules"])
     kubectl("delete", "clusterrole", "widgets-reader")
     wait_until(lambda: not aggregated("view"), 20, "the rule gone from view")
+    # Applied server-side as upstream's (no resourceVersion): admin, edit and
+    # view, which aggregate one another, never conflict, so no error lines.
+    applied = re.findall(r'verb="(\w+)" URI="/apis/rbac\.authorization\.k8s\.io/v1/'
+                         r'clusterroles/(admin|edit|view)(\?[^"]*)?"', server.log())
+    assert ("PATCH", "view", "?fieldManager=clusterrole-aggregation-controller&force=true") \
+        in applied, applied
+    assert {verb for verb, _, _ in applied} == {"GET", "PATCH"}, applied  # no PUT
+    assert not re.search(r"(admin|edit|view) failed with : ", cm.log()), cm.log()[-3000:]

@@ -44,6 +44,15 @@ void apiserver_opts_default(struct apiserver_opts *o)
 
 /* ---- replying ------------------------------------------------------------- */
 
+/* The metrics' verb: a server-side apply is APPLY, not PATCH (upstream's
+ * cleanVerb), though authorization sees it as patch. */
+static const char *metric_verb(struct req *r, const char *upper)
+{
+	const char *ct = r->verb && !strcmp(r->verb, "patch") ? req_header(r, "Content-Type") : NULL;
+
+	return ct && !strncmp(ct, "application/apply-patch+yaml", 28) ? "APPLY" : upper;
+}
+
 static void observe(struct req *r)
 {
 	struct apiserver *s = r->s;
@@ -58,11 +67,11 @@ static void observe(struct req *r)
 		upper[i] = (char)(verb[i] >= 'a' && verb[i] <= 'z' ? verb[i] - 32 : verb[i]);
 	upper[i] = '\0';
 	snprintf(code, sizeof(code), "%d", r->code);
-	metrics_inc(metrics_with(s->m_requests, upper, group, version, resource, sub, scope,
-				 "apiserver", code));
+	metrics_inc(metrics_with(s->m_requests, metric_verb(r, upper), group, version, resource,
+				 sub, scope, "apiserver", code));
 	if (!r->streaming)
-		metrics_observe(metrics_with(s->m_latency, upper, group, version, resource, sub,
-					     scope, "apiserver"),
+		metrics_observe(metrics_with(s->m_latency, metric_verb(r, upper), group, version,
+					     resource, sub, scope, "apiserver"),
 				(double)(clock_mono() - r->start_ns) / 1e9);
 	if (log_verbosity >= 3) {
 		char peer[64];

@@ -377,3 +377,9 @@ def test_controllers_act_as_their_service_accounts(server, start_cm, kubectl, wa
         in applied, applied
     assert {verb for verb, _, _ in applied} == {"GET", "PATCH"}, applied  # no PUT
     assert not re.search(r"(admin|edit|view) failed with : ", cm.log()), cm.log()[-3000:]
+    # ...and counted as upstream counts an apply.
+    metrics = kubectl("get", "--raw", "/metrics").stdout
+    assert re.search(r'^apiserver_request_total\{verb="APPLY",group="rbac\.authorization\.k8s\.io",'
+                     r'version="v1",resource="clusterroles",subresource="",scope="resource",'
+                     r'component="apiserver",code="200"\} [1-9]', metrics, re.M), \
+        [m for m in metrics.splitlines() if "clusterroles" in m and "request_total" in m]

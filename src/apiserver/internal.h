@@ -109,6 +109,7 @@ struct req {
 	int code;
 	bool streaming;
 	bool dry_run; /* ?dryRun or a DeleteOptions body's dryRun: answer, store nothing */
+	bool apply;   /* a server-side apply (a patch to authorization, APPLY to metrics) */
 	bool by_token;   /* a bearer token authenticated the caller */
 	bool token_refused; /* ... or was refused (401) */
 	int write_tries; /* a shared store's writes lost to another server's (retry_lost_write) */

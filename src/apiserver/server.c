@@ -44,13 +44,22 @@ void apiserver_opts_default(struct apiserver_opts *o)
 
 /* ---- replying ------------------------------------------------------------- */
 
-/* The metrics' verb: a server-side apply is APPLY, not PATCH (upstream's
- * cleanVerb), though authorization sees it as patch. */
-static const char *metric_verb(struct req *r, const char *upper)
+/* The verb of apiserver_request_total and its latency, as upstream's
+ * routes name it: writes by their HTTP method (POST, PUT, PATCH, DELETE;
+ * dashboards select writes with verb=~"POST|PUT|PATCH|DELETE"), a
+ * server-side apply APPLY (cleanVerb), reads GET, LIST and WATCH.
+ * Authorization's verbs (create, update) stay authorization's. */
+static const char *metric_verb(const struct req *r, const char *upper)
 {
-	const char *ct = r->verb && !strcmp(r->verb, "patch") ? req_header(r, "Content-Type") : NULL;
-
-	return ct && !strncmp(ct, "application/apply-patch+yaml", 28) ? "APPLY" : upper;
+	if (!r->verb)
+		return upper;
+	if (!strcmp(r->verb, "create"))
+		return "POST";
+	if (!strcmp(r->verb, "update"))
+		return "PUT";
+	if (!strcmp(r->verb, "patch"))
+		return r->apply ? "APPLY" : "PATCH";
+	return upper;
 }
 
 static void observe(struct req *r)
@@ -386,8 +395,11 @@ static const char *method_verb(struct req *r)
 		return "create";
 	case EVHTTP_REQ_PUT:
 		return "update";
-	case EVHTTP_REQ_PATCH:
+	case EVHTTP_REQ_PATCH: {
+		const char *ct = req_header(r, "Content-Type");
+		r->apply = ct && !strncmp(ct, "application/apply-patch+yaml", 28);
 		return "patch";
+	}
 	case EVHTTP_REQ_DELETE:
 		return r->name ? "delete" : "deletecollection";
 	default:

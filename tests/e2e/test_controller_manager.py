@@ -383,3 +383,7 @@ def test_controllers_act_as_their_service_accounts(server, start_cm, kubectl, wa
                      r'version="v1",resource="clusterroles",subresource="",scope="resource",'
                      r'component="apiserver",code="200"\} [1-9]', metrics, re.M), \
         [m for m in metrics.splitlines() if "clusterroles" in m and "request_total" in m]
+    # Writes by their HTTP method, as upstream's routes name them (dashboards
+    # select verb=~"POST|PUT|PATCH|DELETE"), not by authorization's verbs.
+    assert re.search(r'^apiserver_request_total\{verb="POST",', metrics, re.M), metrics[:2000]
+    assert 'verb="CREATE"' not in metrics and 'verb="UPDATE"' not in metrics

@@ -168,11 +168,11 @@ def test_scheduler_releases_its_lease_on_sigterm(components, apiserver, wait_unt
     # The released record may live only until the other's next retry (0.5 s),
     # shorter than a kubectl GET on a busy machine: watch every version.
     seen_path = apiserver.dir / "lease-watch.json"
-    with open(seen_path, "wb") as out:
+    with open(seen_path, "wb") as out, open(apiserver.dir / "lease-watch.err", "wb") as err:
         watch = subprocess.Popen([KUBECTL, "--kubeconfig", str(apiserver.admin_conf),
                                   "-n", "kube-system", "get", "lease", "kube-scheduler",
                                   "-w", "-o", "json"], env=apiserver.env, stdout=out,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                 stderr=err, stdin=subprocess.DEVNULL)
     try:
         wait_until(lambda: seen_path.stat().st_size > 0, 10)
         stopped = time.monotonic()

@@ -68,7 +68,7 @@ static void observe(struct req *r)
 	const char *group = r->res ? r->res->group : "", *version = r->res ? r->res->version : "";
 	const char *resource = r->res ? r->res->plural : "", *sub = r->sub ? r->sub->name : "";
 	const char *scope = !r->res ? "" : r->name ? "resource" : r->ns ? "namespace" : "cluster";
-	const char *verb = r->verb ? r->verb : "";
+	const char *verb = r->verb ? r->verb : "", *mverb;
 	char code[8], upper[24];
 	size_t i;
 
@@ -76,11 +76,12 @@ static void observe(struct req *r)
 		upper[i] = (char)(verb[i] >= 'a' && verb[i] <= 'z' ? verb[i] - 32 : verb[i]);
 	upper[i] = '\0';
 	snprintf(code, sizeof(code), "%d", r->code);
-	metrics_inc(metrics_with(s->m_requests, metric_verb(r, upper), group, version, resource,
-				 sub, scope, "apiserver", code));
+	mverb = metric_verb(r, upper);
+	metrics_inc(metrics_with(s->m_requests, mverb, group, version, resource, sub, scope,
+				 "apiserver", code));
 	if (!r->streaming)
-		metrics_observe(metrics_with(s->m_latency, metric_verb(r, upper), group, version,
-					     resource, sub, scope, "apiserver"),
+		metrics_observe(metrics_with(s->m_latency, mverb, group, version, resource, sub,
+					     scope, "apiserver"),
 				(double)(clock_mono() - r->start_ns) / 1e9);
 	if (log_verbosity >= 3) {
 		char peer[64];
@@ -395,11 +396,8 @@ static const char *method_verb(struct req *r)
 		return "create";
 	case EVHTTP_REQ_PUT:
 		return "update";
-	case EVHTTP_REQ_PATCH: {
-		const char *ct = req_header(r, "Content-Type");
-		r->apply = ct && !strncmp(ct, "application/apply-patch+yaml", 28);
+	case EVHTTP_REQ_PATCH:
 		return "patch";
-	}
 	case EVHTTP_REQ_DELETE:
 		return r->name ? "delete" : "deletecollection";
 	default:
@@ -591,6 +589,10 @@ void req_serve(struct apiserver *s, const struct req_transport *tp, void *conn,
 	}
 	if (!(r->verb = strdup(method_verb(r))))
 		abort();
+	if (r->method == EVHTTP_REQ_PATCH) {
+		const char *ct = req_header(r, "Content-Type");
+		r->apply = ct && !strncmp(ct, "application/apply-patch+yaml", 28);
+	}
 	handle_resource(r);
 }
 

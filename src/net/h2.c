@@ -255,18 +255,17 @@ static void framebuf_touch(struct h2 *h, const uint8_t *data, size_t n)
 static void *ng_malloc(size_t n, void *arg)
 {
 	struct h2 *h = arg;
-	size_t span;
 	void *p;
 
 	if (!h->creating || h->framebuf || n < FRAMEBUF_MIN || n < 2 * page_bytes())
 		return malloc(n);
-	span = (n + page_bytes() - 1) & ~(page_bytes() - 1);
-	p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	h->framebuf_len = n;
+	p = mmap(NULL, framebuf_span(h), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		 0);
 	if (p == MAP_FAILED)
 		return malloc(n);
-	madvise(p, span, MADV_NOHUGEPAGE);
+	madvise(p, framebuf_span(h), MADV_NOHUGEPAGE);
 	h->framebuf = p;
-	h->framebuf_len = n;
 	h->framebuf_touched = 0; /* fresh pages: none resident yet */
 	return p;
 }

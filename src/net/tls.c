@@ -5,6 +5,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/file.h"
+#include "base/intern.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -212,7 +213,7 @@ const char *tls_verify_failure(const SSL *ssl)
  * most of a hollow kubelet's start; a thousand kubelets trust one CA. The
  * contexts live until the process ends (a handful: one per CA text). */
 struct shared_ctx {
-	char *ca_pem;
+	const char *ca_pem; /* str_intern's: one pointer per text */
 	SSL_CTX *ctx;
 	struct shared_ctx *next;
 };
@@ -222,16 +223,17 @@ static struct shared_ctx *shared_ctxs;
 
 SSL_CTX *tls_client_ctx_shared(const char *ca_pem)
 {
-	const char *key = ca_pem ? ca_pem : "";
+	const char *key = str_intern(ca_pem ? ca_pem : "");
 	struct shared_ctx *e;
 	SSL_CTX *ctx = NULL;
 
 	pthread_mutex_lock(&shared_lock);
-	for (e = shared_ctxs; e && strcmp(e->ca_pem, key); e = e->next)
+	for (e = shared_ctxs; e && e->ca_pem != key; e = e->next)
 		;
 	if (!e && (ctx = tls_client_ctx(ca_pem, NULL, NULL))) {
-		if (!(e = calloc(1, sizeof(*e))) || !(e->ca_pem = strdup(key)))
+		if (!(e = calloc(1, sizeof(*e))))
 			abort();
+		e->ca_pem = key;
 		e->ctx = ctx;
 		e->next = shared_ctxs;
 		shared_ctxs = e;

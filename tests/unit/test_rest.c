@@ -377,8 +377,9 @@ static void test_streams_without_credentials(void **state)
 static void test_shared_tls_context(void **state)
 {
 	struct world *w = *state;
+	char *copy = strdup(w->env.admin_kc.ca_data); /* the same text elsewhere */
 	SSL_CTX *a = tls_client_ctx_shared(w->env.admin_kc.ca_data);
-	SSL_CTX *b = tls_client_ctx_shared(w->env.admin_kc.ca_data);
+	SSL_CTX *b = tls_client_ctx_shared(copy);
 	SSL_CTX *none = tls_client_ctx_shared(NULL);
 
 	assert_non_null(a);
@@ -388,6 +389,7 @@ static void test_shared_tls_context(void **state)
 	SSL_CTX_free(a);
 	SSL_CTX_free(b);
 	SSL_CTX_free(none);
+	free(copy);
 }
 
 /* DISABLE_HTTP2, client-go's switch: HTTP/1.1, a connection per watch and

@@ -4,7 +4,7 @@
 # call it every time at no cost. Runs as root on a fresh Debian 12.
 set -eu
 
-BUILD="build-essential pkg-config cmake libssl-dev libevent-dev libnghttp2-dev libjansson-dev libyaml-dev libsqlite3-dev"
+BUILD="build-essential pkg-config cmake libssl-dev libevent-dev libnghttp2-dev libjansson-dev libyaml-dev libsqlite3-dev libjemalloc-dev"
 # chromium: the scenario report is checked as a person opens it (headless).
 # prometheus: promtool tests deploy/prometheus's alert rules, and a real
 # Prometheus scrapes the kubelets through the node proxy (e2e).

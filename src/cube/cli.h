@@ -52,10 +52,11 @@ int cli_need_fds(const char *cmd, const char *flag, int nodes, long per_node);
 /* Run loop until SIGTERM or SIGINT (logged as upstream components do). */
 void cli_run_until_signal(struct loop *loop);
 /*
- * Every 30 s (real time), hand glibc's whole free heap pages back
- * (malloc_trim): for processes whose bursts leave garbage behind (hollow
+ * Every 30 s (real time), hand the heap's whole free pages back
+ * (heap_trim): for processes whose bursts leave garbage behind (hollow
  * kubelets after their bootstrap), not for an API server's loop, which
- * it would stall. event_free the result.
+ * glibc's malloc_trim would stall. NULL when the allocator does this by
+ * itself (jemalloc, base/heap.h); else event_free the result.
  */
 struct event *cli_heap_trimmer(struct loop *loop);
 /* A flag's boolean: "true"/"1" (or no value), "false"/"0"; -1 otherwise. */

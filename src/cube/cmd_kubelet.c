@@ -333,7 +333,8 @@ static int run_hollow(struct kubelet_config *c, const struct run_opts *ro)
 	else {
 		struct event *trim = cli_heap_trimmer(main_loop);
 		run_loop();
-		event_free(trim);
+		if (trim)
+			event_free(trim);
 	}
 	control_free(ctl);
 	kubelet_pool_free(p);

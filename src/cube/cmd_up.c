@@ -385,7 +385,8 @@ static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control
 	/* Its kubelets' bootstrap garbage (in process), or the supervisor's. */
 	trim = cli_heap_trimmer(loop);
 	cli_run_until_signal(loop);
-	event_free(trim);
+	if (trim)
+		event_free(trim);
 	feeds_stop();
 	timer_free(p.tick);
 	rest_client_free(p.client);

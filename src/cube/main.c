@@ -10,17 +10,28 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/fdlimit.h"
+#include "base/heap.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/timeutil.h"
 
 #include <event2/event.h>
 #include <getopt.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+/*
+ * jemalloc's settings, read by jemalloc itself at its first allocation when
+ * the executable is linked with it (base/heap.h). Its background threads
+ * (one per CPU at most, signals blocked) hand pages that stayed free for
+ * its dirty decay time (10 s by default) back to the kernel, so a burst
+ * (a bootstrap storm's handshakes, a large list) leaves no resident garbage
+ * behind and no thread serving requests pays for the purge. MALLOC_CONF in
+ * the environment adds to these. Ignored by glibc's malloc.
+ */
+const char *malloc_conf = "background_thread:true";
 
 #define CUBE_VERSION "0.1.0"
 #define CUBE_K8S_VERSION "v1.32.0"
@@ -63,9 +74,11 @@ static const char main_usage[] =
 static int cmd_version(int argc, char **argv)
 {
 	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
-		return cli_help("Usage: cube version\n\nPrint cube's version and the Kubernetes "
-				"version it emulates.\n");
+		return cli_help("Usage: cube version\n\nPrint cube's version, the Kubernetes "
+				"version it emulates, and the malloc it runs on.\n");
 	printf("cube %s (Kubernetes %s)\n", CUBE_VERSION, CUBE_K8S_VERSION);
+	printf("heap: %s%s\n", heap_allocator(),
+	       heap_returns_pages() ? ", free pages returned by background threads" : "");
 	return 0;
 }
 
@@ -144,20 +157,23 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
  * heaps, resident. Handing whole free pages back now and then keeps RSS
  * near what is in use: 1,000 hollow kubelets, 130.6 -> 91.7 MB. Real time,
  * not the virtual clock: this is about the process, not the cluster.
+ * jemalloc's background threads do this by themselves (malloc_conf).
  */
 #define TRIM_PERIOD_S 30
 
 static void on_trim(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd, (void)what, (void)arg;
-	malloc_trim(0);
+	heap_trim();
 }
 
 struct event *cli_heap_trimmer(struct loop *loop)
 {
-	struct event *trim = event_new(loop_base(loop), -1, EV_PERSIST, on_trim, NULL);
+	struct event *trim;
 
-	if (!trim)
+	if (heap_returns_pages())
+		return NULL;
+	if (!(trim = event_new(loop_base(loop), -1, EV_PERSIST, on_trim, NULL)))
 		abort();
 	event_add(trim, &(struct timeval){TRIM_PERIOD_S, 0});
 	return trim;

@@ -29,7 +29,7 @@ DEFAULT_CUBE = "/work/main/build/cube"
 
 # Variables from the caller's shell that would change what cube or kubectl
 # do; each test starts without them.
-_SCRUBBED_ENV = ("KUBECONFIG", "CUBE_CLOCK_OFFSET")
+_SCRUBBED_ENV = ("KUBECONFIG", "CUBE_CLOCK_OFFSET", "MALLOC_CONF")
 
 
 @pytest.fixture(scope="session")

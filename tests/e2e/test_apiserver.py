@@ -366,6 +366,18 @@ def test_kubectl_version_reports_cube_1_32(kubectl):
     assert info["serverVersion"]["minor"] == "32"
 
 
+def test_runs_on_jemalloc_with_background_purging(cube, server, run):
+    """The executable is linked with jemalloc, whose background threads hand
+    freed pages back (base/heap.h): `cube version` says so, and the running
+    server has the threads (jemalloc names them)."""
+    out = run(cube, "version").stdout
+    assert re.search(r"^heap: jemalloc 5\.\S+, free pages returned by "
+                     r"background threads$", out, re.M), out
+    task = f"/proc/{server.proc.pid}/task"
+    names = [open(f"{task}/{t}/comm").read().strip() for t in os.listdir(task)]
+    assert "jemalloc_bg_thd" in names, names
+
+
 def test_api_resources_lists_kinds_with_short_names(kubectl):
     out = kubectl("api-resources").stdout
     assert header_of(out) == ["NAME", "SHORTNAMES", "APIVERSION",

@@ -421,6 +421,15 @@ bool selectors_match(const struct selectors *sel, const json_t *obj)
 	       (!sel->fields || field_selector_match(sel->fields, obj));
 }
 
+char *selectors_key(const struct req *r, const struct selectors *sel)
+{
+	const char *name = sel->fields ? field_selector_exact(sel->fields, "metadata.name") : NULL;
+
+	if (!name || (r->res->namespaced && !r->ns))
+		return NULL;
+	return object_key(r->res, r->ns, name);
+}
+
 /* ---- create ------------------------------------------------------------------------------ */
 
 /* Kind/apiVersion and namespace of a body against the URL; 0 or a 400 sent. */

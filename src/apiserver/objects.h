@@ -46,6 +46,10 @@ struct selectors {
 int parse_selectors(struct req *r, struct selectors *sel); /* 0, or a 400 sent */
 void free_selectors(struct selectors *sel);
 bool selectors_match(const struct selectors *sel, const json_t *obj);
+/* The one object a list or watch can see, when its field selector names it
+ * (metadata.name=X, in one namespace for a namespaced kind): its key
+ * (malloc'd), so it is looked up, not found among all; else NULL. */
+char *selectors_key(const struct req *r, const struct selectors *sel);
 
 /* The scale subresource, and the autoscaling/v1 Scale of a workload. */
 bool is_scale(const struct req *r);

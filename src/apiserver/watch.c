@@ -237,18 +237,6 @@ static void on_bookmark(void *arg)
 	schedule_bookmark(w);
 }
 
-/* The one object a watch can see, when its field selector names it
- * (metadata.name=X, in one namespace for a namespaced kind): its key, to
- * index the watcher by (malloc'd); else NULL. */
-static char *watched_key(const struct req *r, const struct selectors *sel)
-{
-	const char *name = sel->fields ? field_selector_exact(sel->fields, "metadata.name") : NULL;
-
-	if (!name || (r->res->namespaced && !r->ns))
-		return NULL;
-	return object_key(r->res, r->ns, name);
-}
-
 void watch_serve(struct req *r)
 {
 	const char *rv_s = req_query(r, "resourceVersion"), *to = req_query(r, "timeoutSeconds");
@@ -280,7 +268,7 @@ void watch_serve(struct req *r)
 	req_stream_start(r, "application/json");
 
 	prefix = prefix_key(r->res, r->ns);
-	key = watched_key(r, &w->sel);
+	key = selectors_key(r, &w->sel); /* the watcher is indexed by it */
 	w->starting = true;
 	if (initial && !strcmp(initial, "false")) {
 		/* No initial events asked for: from now on. */

@@ -34,7 +34,7 @@ static void grow(struct hmap *m)
 	/* Sized for what it holds (at most half full), not doubled blindly:
 	 * the rehash is often there to drop tombstones, and a map that churns
 	 * through few keys must not grow without bound. */
-	m->cap = 16;
+	m->cap = 4; /* an informer's store of one object, a bucket of one pod */
 	while ((m->len + 1) * 2 >= m->cap)
 		m->cap *= 2;
 	m->slots = calloc(m->cap, sizeof(*m->slots));

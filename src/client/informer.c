@@ -1,6 +1,8 @@
 #include "client/informer.h"
 
+#include "base/alloc.h"
 #include "base/clock.h"
+#include "base/err.h"
 #include "base/hmap.h"
 #include "base/jx.h"
 #include "base/log.h"
@@ -16,11 +18,13 @@ struct informer {
 	char *path, *query;
 	struct informer_handlers *h; /* every registered set, in order */
 	size_t nh;
-	struct hmap store; /* key → json_t* */
-	struct {
+	struct hmap store; /* key → json_t*, or its jx_dump text (keep_text) */
+	bool keep_text;
+	struct informer_index {
 		const char *(*key_of)(const json_t *obj);
 		struct hmap buckets; /* value → struct hmap* (key → json_t*, borrowed) */
-	} index[INFORMER_MAX_INDEXES];
+	} *index;            /* nindex of them, made as they are added: a kubelet
+	                      * has two informers a node and no index */
 	int nindex;
 	char rv[32];
 	bool synced, stopped;
@@ -41,6 +45,27 @@ const char *informer_key(const json_t *obj, char *buf, size_t n)
 }
 
 static void list(struct informer *inf);
+
+/* ---- what the store holds: the tree (a reference), or its text ---------------- */
+
+static void *stored(const struct informer *inf, json_t *obj)
+{
+	return inf->keep_text ? (void *)jx_dump(obj) : (void *)json_incref(obj);
+}
+
+/* A stored value as a tree of the caller's. */
+static json_t *tree_of(const struct informer *inf, void *held)
+{
+	return inf->keep_text ? jx_parse_dumped(held, strlen(held)) : json_incref(held);
+}
+
+static void drop(const struct informer *inf, void *held)
+{
+	if (inf->keep_text)
+		free(held);
+	else
+		json_decref(held);
+}
 
 /* ---- indexes ------------------------------------------------------------------ */
 
@@ -81,8 +106,9 @@ static void index_del(struct informer *inf, const char *key, json_t *obj)
 
 int informer_add_index(struct informer *inf, const char *(*key_of)(const json_t *obj))
 {
-	if (inf->nindex == INFORMER_MAX_INDEXES)
+	if (inf->nindex == INFORMER_MAX_INDEXES || inf->keep_text)
 		abort();
+	inf->index = xrealloc(inf->index, (size_t)(inf->nindex + 1) * sizeof(*inf->index));
 	inf->index[inf->nindex].key_of = key_of;
 	inf->index[inf->nindex].buckets = (struct hmap)HMAP_INIT;
 	return inf->nindex++;
@@ -148,12 +174,15 @@ static void on_retry(void *arg)
 static void apply(struct informer *inf, const char *type, json_t *obj)
 {
 	char key[512];
-	json_t *old;
+	void *held;
+	json_t *old = NULL;
 
 	informer_key(obj, key, sizeof(key));
-	old = hmap_get(&inf->store, key);
-	if (old)
+	if ((held = hmap_get(&inf->store, key))) {
+		old = tree_of(inf, held);
 		index_del(inf, key, old);
+		drop(inf, held);
+	}
 	if (!strcmp(type, "DELETED")) {
 		hmap_del(&inf->store, key);
 		if (old)
@@ -161,7 +190,7 @@ static void apply(struct informer *inf, const char *type, json_t *obj)
 		json_decref(old);
 		return;
 	}
-	hmap_put(&inf->store, key, json_incref(obj));
+	hmap_put(&inf->store, key, stored(inf, obj));
 	index_put(inf, key, obj);
 	if (old)
 		tell_update(inf, old, obj);
@@ -226,15 +255,20 @@ static void replace(struct informer *inf, json_t *items)
 
 	json_array_foreach(items, i, obj) hmap_put(&fresh, informer_key(obj, key, sizeof(key)),
 						   obj);
-	/* Deletions first: what the last list had and this one lacks. */
+	/* Deletions first: what the last list had and this one lacks. Every
+	 * handler is told before any of them leaves the store. */
 	for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);) {
-		if (!hmap_get(&fresh, k))
-			tell_delete(inf, v);
+		if (!hmap_get(&fresh, k)) {
+			json_t *gone = tree_of(inf, v);
+			tell_delete(inf, gone);
+			json_decref(gone);
+		}
 	}
 	for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);)
 		if (!hmap_get(&fresh, k)) {
-			index_del(inf, k, v);
-			json_decref(v);
+			if (!inf->keep_text)
+				index_del(inf, k, v);
+			drop(inf, v);
 		}
 	{
 		struct hmap keep = HMAP_INIT;
@@ -246,12 +280,14 @@ static void replace(struct informer *inf, json_t *items)
 	}
 	json_array_foreach(items, i, obj)
 	{
-		const char *type = "ADDED";
-		json_t *old = hmap_get(&inf->store, informer_key(obj, key, sizeof(key)));
-		if (old && json_equal(jx_get(old, "metadata.resourceVersion"),
-				      jx_get(obj, "metadata.resourceVersion")))
-			continue;
-		apply(inf, old ? "MODIFIED" : type, obj);
+		void *held = hmap_get(&inf->store, informer_key(obj, key, sizeof(key)));
+		json_t *old = held ? tree_of(inf, held) : NULL;
+		bool same = old && json_equal(jx_get(old, "metadata.resourceVersion"),
+					      jx_get(obj, "metadata.resourceVersion"));
+
+		json_decref(old);
+		if (!same)
+			apply(inf, held ? "MODIFIED" : "ADDED", obj);
 	}
 	hmap_free(&fresh);
 }
@@ -316,9 +352,22 @@ bool informer_synced(const struct informer *inf)
 	return inf->synced;
 }
 
+void informer_keep_text(struct informer *inf)
+{
+	CUBE_ASSERT(inf->nindex == 0 && !inf->listing && !inf->synced);
+	inf->keep_text = true;
+}
+
 json_t *informer_get(const struct informer *inf, const char *key)
 {
+	CUBE_ASSERT(!inf->keep_text);
 	return hmap_get(&inf->store, key);
+}
+
+json_t *informer_read(const struct informer *inf, const char *key)
+{
+	void *held = hmap_get(&inf->store, key);
+	return held ? tree_of(inf, held) : NULL;
 }
 
 size_t informer_list(const struct informer *inf, json_t ***out)
@@ -327,6 +376,7 @@ size_t informer_list(const struct informer *inf, json_t ***out)
 	const char *k;
 	void *v;
 
+	CUBE_ASSERT(!inf->keep_text);
 	*out = malloc((hmap_len(&inf->store) + 1) * sizeof(**out));
 	if (!*out)
 		abort();
@@ -346,7 +396,7 @@ void informer_free(struct informer *inf)
 	rest_watch_stop(inf->watch);
 	timer_free(inf->retry);
 	for (size_t it = 0; hmap_next(&inf->store, &it, &k, &v);)
-		json_decref(v);
+		drop(inf, v);
 	hmap_free(&inf->store);
 	for (int i = 0; i < inf->nindex; i++) {
 		for (size_t it = 0; hmap_next(&inf->index[i].buckets, &it, &k, &v);) {
@@ -355,6 +405,7 @@ void informer_free(struct informer *inf)
 		}
 		hmap_free(&inf->index[i].buckets);
 	}
+	free(inf->index);
 	rest_cancel(inf->listing);
 	free(inf->h);
 	free(inf->path);

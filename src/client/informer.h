@@ -17,6 +17,11 @@
  * Keys are "namespace/name", or "name" for cluster-scoped objects. Objects in
  * the store are shared and immutable: copy before changing one.
  *
+ * A store may keep its objects as their compact text instead of a tree
+ * (informer_keep_text), parsed again for each informer_read: for an object
+ * held for long and read now and then, whose tree would be several times
+ * its text (a kubelet's own Node: 2.1 KB of text, 15.7 KB as a tree).
+ *
  * Ownership: the informer is the caller's; the rest client is borrowed and
  * must outlive it. Threads: the loop's.
  */
@@ -57,7 +62,18 @@ void informer_add_handlers(struct informer *inf, const struct informer_handlers 
 void informer_start(struct informer *inf);
 /* The first list has arrived. */
 bool informer_synced(const struct informer *inf);
+/*
+ * Keep the objects as text: call before informer_start, with no indexes.
+ * Handlers are still told of changes with trees (parsed for the moment);
+ * informer_get and informer_list, which lend the stored trees, abort.
+ */
+void informer_keep_text(struct informer *inf);
+/* The object under key, borrowed, or NULL. */
 json_t *informer_get(const struct informer *inf, const char *key);
+/* The object under key, or NULL, from either kind of store: a reference the
+ * caller releases (json_decref), shared and immutable as informer_get's
+ * (a text store parses a new one each time). */
+json_t *informer_read(const struct informer *inf, const char *key);
 /* Borrowed objects, in no particular order; *out malloc'd. */
 size_t informer_list(const struct informer *inf, json_t ***out);
 /* "ns/name" or "name" of an object (into buf). */

@@ -189,15 +189,15 @@ int bootstrap_write_kubeconfig(struct kubelet *k)
 	int rc;
 
 	cur = abs ? certstore_current_path(abs, CERTSTORE_CLIENT) : strdup(pem);
-	if (k->boot.ca_file)
-		ca_abs = realpath(k->boot.ca_file, NULL);
+	if (k->boot_ca_file)
+		ca_abs = realpath(k->boot_ca_file, NULL);
 	out.cluster = "default-cluster";
 	out.user = "default-auth";
 	out.context = "default-context";
 	out.namespace = "default";
-	out.server = k->boot.server;
-	out.ca_file = ca_abs ? ca_abs : k->boot.ca_file;
-	out.ca_data = out.ca_file ? NULL : k->boot.ca_data;
+	out.server = (char *)k->boot_server;
+	out.ca_file = ca_abs ? ca_abs : (char *)k->boot_ca_file;
+	out.ca_data = out.ca_file ? NULL : (char *)k->boot_ca_data;
 	out.cert_file = cur;
 	out.key_file = cur;
 	file_mkdirs(file_dirname(k->cfg.kubeconfig, dir, sizeof(dir)), 0755);
@@ -280,7 +280,7 @@ static void request(struct bootstrap *b)
 				 .signer = SIGNER_KUBELET_CLIENT,
 				 .usages = usages,
 				 .timeout_ns = BOOTSTRAP_WAIT_NS,
-				 .server = k->boot.server,
+				 .server = k->boot_server,
 				 .log_kv = k->log_kv};
 	LOG_V(2, "\"Waiting for client certificate to be issued\"%s", k->log_kv);
 	b->req = csr_request_start(k->loop, b->c, &spec, on_issued, b);
@@ -302,7 +302,7 @@ static void on_healthz(void *arg, int status, json_t *body, const char *err)
 		request(b);
 		return;
 	}
-	kubelet_http_error("GET", b->k->boot.server, "/healthz", status, body, err, why,
+	kubelet_http_error("GET", b->k->boot_server, "/healthz", status, body, err, why,
 			   sizeof(why));
 	LOG_INFO("\"Failed to connect to apiserver\" err=\"%s\"", log_quote(q, sizeof(q), why));
 	if (clock_mono() >= b->healthz_until) {

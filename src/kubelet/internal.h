@@ -41,7 +41,10 @@ struct kubelet {
 	struct metrics *metrics;        /* this kubelet's own registry (hollow: one each) */
 	struct metric_family *m_client_errors, *m_server_errors, *m_server_rotation;
 
-	struct kubeconfig boot;         /* the bootstrap kubeconfig, when there is one */
+	/* The bootstrap kubeconfig's cluster, when there is one (has_boot):
+	 * what the kubeconfig written after it and the CSR logs take. Interned:
+	 * every hollow node of a process has the same. */
+	const char *boot_server, *boot_ca_file, *boot_ca_data;
 	bool has_boot;
 	const char *server;             /* the API server's URL (str_intern's) */
 	const char *ca_pem;             /* trust for it (str_intern's) */

@@ -646,10 +646,16 @@ int kubelet_start(struct kubelet *k)
 	if (file_mkdirs(k->cfg.root_dir, 0750) < 0 || file_mkdirs(k->cfg.cert_dir, 0755) < 0)
 		return err_wrap(ERR_IO, "failed to create the kubelet's directories");
 	if (k->cfg.bootstrap_kubeconfig) {
-		if (kubeconfig_load(k->cfg.bootstrap_kubeconfig, &k->boot) < 0)
+		struct kubeconfig boot;
+
+		if (kubeconfig_load(k->cfg.bootstrap_kubeconfig, &boot) < 0)
 			return err_wrap(ERR_INVALID, "unable to load bootstrap kubeconfig");
 		k->has_boot = true;
-		k->boot_client = rest_client_from_kubeconfig(k->loop, &k->boot, USER_AGENT);
+		k->boot_server = str_intern(boot.server);
+		k->boot_ca_file = str_intern(boot.ca_file);
+		k->boot_ca_data = str_intern(boot.ca_data);
+		k->boot_client = rest_client_from_kubeconfig(k->loop, &boot, USER_AGENT);
+		kubeconfig_free(&boot);
 		if (!k->boot_client)
 			return err_wrap(ERR_INVALID, "unable to load bootstrap kubeconfig");
 		client_setup(k, k->boot_client);
@@ -684,7 +690,6 @@ void kubelet_free(struct kubelet *k)
 	rest_client_free(k->boot_client);
 	rest_client_free(k->kc_client);
 	metrics_free(k->metrics);
-	kubeconfig_free(&k->boot);
 	kubelet_config_free(&k->cfg);
 	free(k->boot_id);
 	free(k->machine_id);

@@ -3,9 +3,11 @@
  *
  *   status — register the Node (POST; on 409 GET and reconcile, as
  *            tryRegisterWithAPIServer), then every nodeStatusUpdateFrequency
- *            GET the node, compute the status, and PATCH nodes/<n>/status
+ *            take the node, compute the status, and PATCH nodes/<n>/status
  *            only when something changed or nodeStatusReportFrequency has
- *            passed; five tries per period.
+ *            passed; five tries per period. The first try takes the node
+ *            from the kubelet's informer on it (upstream since 1.30: its
+ *            node lister), the retries GET it from the store.
  *   lease  — kube-node-lease/<n>, renewed every 25 % of the lease duration
  *            (+4 % jitter): five optimistic PUTs, then get-or-create with a
  *            100 ms → 7 s backoff (component-helpers lease controller).
@@ -14,17 +16,20 @@
  */
 #include "kubelet/internal.h"
 
+#include "client/informer.h"
 #include "pki/certstore.h"
 #include "pki/pki.h"
 
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/intern.h"
 #include "base/jx.h"
 #include "base/log.h"
 #include "base/rand.h"
 #include "base/timeutil.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,9 +43,10 @@
 #define LEASE_BACKOFF_MAX_NS (7 * NS_PER_SEC)
 #define LEASE_NS "kube-node-lease"
 
+/* The same for every hollow node of a process: one copy (str_intern). */
 struct machine {
-	char cpu[16], memory[32], memory_alloc[32], storage[32], storage_alloc[32];
-	char kernel[128], os_image[128];
+	const char *cpu, *memory, *memory_alloc, *storage, *storage_alloc;
+	const char *kernel, *os_image;
 };
 
 struct heartbeat {
@@ -49,6 +55,7 @@ struct heartbeat {
 	/* registration and status */
 	struct timer *status_timer;
 	struct rest_call *status_call;
+	struct informer *nodes;   /* this Node alone (metadata.name), kept as text */
 	bool registered;
 	int64_t register_step_ns;
 	int tries;
@@ -88,6 +95,19 @@ static void read_os_image(char *out, size_t n)
 		fclose(f);
 }
 
+/* printf into the process's one copy of the result. */
+static const char *interned(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *interned(const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return str_intern(buf);
+}
+
 static void read_machine(struct kubelet *k, struct machine *m)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -95,19 +115,20 @@ static void read_machine(struct kubelet *k, struct machine *m)
 	struct statvfs fs;
 	struct utsname u;
 	int64_t disk = 0;
+	char os_image[128];
 
 	if (statvfs(k->cfg.root_dir, &fs) == 0)
 		disk = (int64_t)fs.f_blocks * (int64_t)fs.f_frsize;
-	snprintf(m->cpu, sizeof(m->cpu), "%ld", cpus > 0 ? cpus : 1);
-	snprintf(m->memory, sizeof(m->memory), "%" PRId64 "Ki", mem / 1024);
+	m->cpu = interned("%ld", cpus > 0 ? cpus : 1);
+	m->memory = interned("%" PRId64 "Ki", mem / 1024);
 	/* Allocatable: minus upstream's default hard eviction thresholds,
 	 * memory.available<100Mi and nodefs.available<10%. */
-	snprintf(m->memory_alloc, sizeof(m->memory_alloc), "%" PRId64 "Ki",
-		 (mem - 100 * 1024 * 1024) / 1024);
-	snprintf(m->storage, sizeof(m->storage), "%" PRId64 "Ki", disk / 1024);
-	snprintf(m->storage_alloc, sizeof(m->storage_alloc), "%" PRId64, disk / 10 * 9);
-	snprintf(m->kernel, sizeof(m->kernel), "%s", uname(&u) == 0 ? u.release : "");
-	read_os_image(m->os_image, sizeof(m->os_image));
+	m->memory_alloc = interned("%" PRId64 "Ki", (mem - 100 * 1024 * 1024) / 1024);
+	m->storage = interned("%" PRId64 "Ki", disk / 1024);
+	m->storage_alloc = interned("%" PRId64, disk / 10 * 9);
+	m->kernel = interned("%s", uname(&u) == 0 ? u.release : "");
+	read_os_image(os_image, sizeof(os_image));
+	m->os_image = interned("%s", os_image);
 }
 
 /* ---- the Node object ---------------------------------------------------------------- */
@@ -493,23 +514,14 @@ static void on_patched(void *arg, int status, json_t *body, const char *err)
 	status_done(h);
 }
 
-static void on_node(void *arg, int status, json_t *body, const char *err)
+/* The status computed against node, PATCHed when it changed or is due. */
+static void update_from(struct heartbeat *h, const json_t *node)
 {
-	struct heartbeat *h = arg;
-	const json_t *old = jx_get(body, "status");
+	const json_t *old = jx_get(node, "status");
 	json_t *next, *patch;
-	char why[512], what[768], path[300];
+	char path[300];
 	bool due;
 
-	h->status_call = NULL;
-	snprintf(path, sizeof(path), "/api/v1/nodes/%s", h->k->cfg.node_name);
-	if (status != 200) {
-		snprintf(what, sizeof(what), "error getting node \"%s\": %s", h->k->cfg.node_name,
-			 kubelet_http_error("GET", h->k->server, path, status, body, err, why,
-					    sizeof(why)));
-		status_failed(h, what);
-		return;
-	}
 	next = build_status(h, old);
 	due = clock_mono() - h->last_report_mono >= h->k->cfg.node_status_report_frequency_ns;
 	if (!due && !status_changed(old, next)) {
@@ -518,19 +530,53 @@ static void on_node(void *arg, int status, json_t *body, const char *err)
 		return;
 	}
 	patch = json_pack("{s:o}", "status", next);
-	strcat(path, "/status");
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", h->k->cfg.node_name);
 	h->status_call = rest_do_ct(h->k->client, "PATCH", path,
 				    "application/strategic-merge-patch+json", patch, on_patched, h);
 	json_decref(patch);
 }
 
+static void on_node(void *arg, int status, json_t *body, const char *err)
+{
+	struct heartbeat *h = arg;
+	char why[512], what[768], path[300];
+
+	h->status_call = NULL;
+	if (status != 200) {
+		snprintf(path, sizeof(path), "/api/v1/nodes/%s", h->k->cfg.node_name);
+		snprintf(what, sizeof(what), "error getting node \"%s\": %s", h->k->cfg.node_name,
+			 kubelet_http_error("GET", h->k->server, path, status, body, err, why,
+					    sizeof(why)));
+		status_failed(h, what);
+		return;
+	}
+	update_from(h, body);
+}
+
+/*
+ * tryUpdateNodeStatus: the first try reads the node the informer holds (it
+ * may lag a write, or not have the node yet: "not found", as the lister
+ * says); a retry GETs it from the store, as after a conflict.
+ */
 static void status_try(struct heartbeat *h)
 {
-	char path[300];
-	/* The first try may be served from the API server's cache. */
-	snprintf(path, sizeof(path), "/api/v1/nodes/%s%s", h->k->cfg.node_name,
-		 h->tries == 0 ? "?resourceVersion=0" : "");
-	h->status_call = rest_do(h->k->client, "GET", path, NULL, on_node, h);
+	const char *name = h->k->cfg.node_name;
+	char path[300], what[600];
+	json_t *node;
+
+	if (h->tries > 0) {
+		snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
+		h->status_call = rest_do(h->k->client, "GET", path, NULL, on_node, h);
+		return;
+	}
+	if (!(node = informer_read(h->nodes, name))) {
+		snprintf(what, sizeof(what), "error getting node \"%s\": node \"%s\" not found",
+			 name, name);
+		status_failed(h, what);
+		return;
+	}
+	update_from(h, node);
+	json_decref(node);
 }
 
 /* syncNodeStatus: register first (retrying with backoff), then update. */
@@ -761,6 +807,14 @@ struct heartbeat *heartbeat_new(struct kubelet *k)
 
 void heartbeat_start(struct heartbeat *h)
 {
+	char query[300];
+
+	/* The kubelet's informer on its own Node (its node lister), listed and
+	 * watched before the Node exists. */
+	snprintf(query, sizeof(query), "fieldSelector=metadata.name%%3D%s", h->k->cfg.node_name);
+	h->nodes = informer_new(h->k->loop, h->k->client, "/api/v1/nodes", query, NULL);
+	informer_keep_text(h->nodes);
+	informer_start(h->nodes);
 	timer_after(h->status_timer, 0);
 	timer_after(h->lease_timer, 0);
 }
@@ -771,6 +825,7 @@ void heartbeat_free(struct heartbeat *h)
 		return;
 	rest_cancel(h->status_call);
 	rest_cancel(h->lease_call);
+	informer_free(h->nodes);
 	timer_free(h->status_timer);
 	timer_free(h->lease_timer);
 	timer_free(h->ensure_timer);

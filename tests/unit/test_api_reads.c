@@ -591,6 +591,55 @@ static void test_remaining_item_count_only_without_selectors(void **state)
 	testenv_reply_free(&r);
 }
 
+/*
+ * A list whose field selector names one object (metadata.name=X, as a
+ * kubelet's informer on its own Node) is answered by looking it up: the
+ * same answer as the scan's, names that share a prefix not taken, the other
+ * selectors still applied, an older revision still served.
+ */
+static void test_list_of_one_name(void **state)
+{
+	struct testenv *e = *state;
+	struct testenv_reply r;
+	char target[256], rv[32];
+
+	create_cm(e, "one", "\"tier\":\"a\"");
+	create_cm(e, "one-more", "\"tier\":\"a\"");
+	create_cm(e, "on", NULL);
+	r = get_ok(e, CMS "?fieldSelector=metadata.name%3Done");
+	assert_names(r.body, "one");
+	snprintf(rv, sizeof(rv), "%s", jx_str(r.body, "metadata.resourceVersion"));
+	testenv_reply_free(&r);
+	r = get_ok(e, CMS "?fieldSelector=metadata.name%3D%3Done&labelSelector=tier%3Da");
+	assert_names(r.body, "one");
+	testenv_reply_free(&r);
+	r = get_ok(e, CMS "?fieldSelector=metadata.name%3Done&labelSelector=tier%3Db");
+	assert_names(r.body, "");
+	testenv_reply_free(&r);
+	r = get_ok(e, CMS "?fieldSelector=metadata.name%3Done,metadata.namespace%3Dother");
+	assert_names(r.body, "");
+	testenv_reply_free(&r);
+	r = get_ok(e, CMS "?fieldSelector=metadata.name%3Dnone");
+	assert_names(r.body, "");
+	testenv_reply_free(&r);
+	/* Across namespaces: every namespace's "one". */
+	r = get_ok(e, "/api/v1/configmaps?fieldSelector=metadata.name%3Done");
+	assert_names(r.body, "one");
+	testenv_reply_free(&r);
+	/* At the revision of the first list, after a change. */
+	testenv_expect_code(testenv_as_admin(e, "DELETE", CMS "/one", NULL, NULL), 200);
+	r = get_ok(e, CMS "?fieldSelector=metadata.name%3Done");
+	assert_names(r.body, "");
+	testenv_reply_free(&r);
+	snprintf(target, sizeof(target),
+	         CMS "?fieldSelector=metadata.name%%3Done&resourceVersion=%s"
+	             "&resourceVersionMatch=Exact",
+	         rv);
+	r = get_ok(e, target);
+	assert_names(r.body, "one");
+	testenv_reply_free(&r);
+}
+
 /* storage.ValidateListOptions / DecodeContinue's texts, as 400s. */
 static void test_bad_continue_tokens_are_400(void **state)
 {
@@ -879,6 +928,7 @@ static void test_watch_options_are_validated(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_list_of_one_name, setup, testenv_teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_resource_version_is_400, setup,
 	                                    testenv_teardown),
 	    cmocka_unit_test_setup_teardown(test_resource_version_match_is_validated, setup,

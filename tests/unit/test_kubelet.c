@@ -39,6 +39,7 @@
 #include "base/file.h"
 #include "base/jx.h"
 #include "base/log.h"
+#include "base/metrics.h"
 #include "base/loop.h"
 #include "base/timeutil.h"
 
@@ -861,6 +862,45 @@ static void test_status_written_when_changed(void **state)
 	free(rv);
 }
 
+/* Requests for Nodes the API server answered (apiserver_request_total),
+ * of verb (GET: one Node; LIST), its subresource none. */
+static int node_requests(const char *verb)
+{
+	char *text = metrics_render(metrics_default()), *line, want[32];
+	int n = 0;
+
+	snprintf(want, sizeof(want), "verb=\"%s\"", verb);
+	for (line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+		if (strstr(line, "apiserver_request_total{") && strstr(line, want) &&
+		    strstr(line, "resource=\"nodes\"") && strstr(line, "subresource=\"\""))
+			n += atoi(strrchr(line, ' ') + 1);
+	free(text);
+	return n;
+}
+
+/*
+ * Upstream since 1.30: a status update's first try takes the Node from the
+ * kubelet's informer on it (listed once, then watched), not from a GET
+ * every 10 s; the store is asked only when a try failed. Someone else's
+ * change reaches it through the watch (test_status_written_when_changed).
+ */
+static void test_status_reads_the_node_from_its_informer(void **state)
+{
+	struct world *w = *state;
+	struct kubelet_config c;
+	int gets;
+
+	w->client_ttl_ns = 3600 * NS_PER_SEC;
+	config(w, &c, "node-0");
+	start(w, &c);
+	assert_true(wait_for(w, node_ready, "node-0", 100 * NS_PER_MS, 5 * NS_PER_SEC));
+	advance(w, 15 * NS_PER_SEC, NS_PER_SEC);
+	assert_true(node_requests("LIST") >= 1);
+	gets = node_requests("GET");
+	advance(w, 60 * NS_PER_SEC, NS_PER_SEC); /* six syncs */
+	assert_int_equal(node_requests("GET"), gets);
+}
+
 /* Without certificateCondition there is no such condition. */
 static void test_certificate_condition_off(void **state)
 {
@@ -1338,6 +1378,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_static_certificate_expires, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_certificate_condition, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_status_written_when_changed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_status_reads_the_node_from_its_informer, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_certificate_condition_off, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rotating_expired_exits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stuck_approver, setup, teardown),

@@ -484,6 +484,7 @@ static void test_free_client_from_callback(void **state)
 
 struct changes {
 	int adds, updates, deletes;
+	char old_x[16]; /* metadata.labels.x of the last update's old object */
 };
 
 static void inf_add(void *arg, json_t *obj)
@@ -493,7 +494,9 @@ static void inf_add(void *arg, json_t *obj)
 
 static void inf_update(void *arg, json_t *old, json_t *obj)
 {
-	((struct changes *)arg)->updates++;
+	struct changes *ch = arg;
+	ch->updates++;
+	snprintf(ch->old_x, sizeof(ch->old_x), "%s", jx_str(old, "metadata.labels.x") ?: "");
 }
 
 static void inf_delete(void *arg, json_t *obj)
@@ -501,9 +504,22 @@ static void inf_delete(void *arg, json_t *obj)
 	((struct changes *)arg)->deletes++;
 }
 
-static void test_informer(void **state)
+/* A field of the informer's object under key (read as a copy: either store). */
+static const char *stored_str(struct informer *inf, const char *key, const char *path,
+			      char *buf, size_t n)
 {
-	struct world *w = *state;
+	json_t *obj = informer_read(inf, key);
+	if (!obj)
+		return NULL;
+	snprintf(buf, n, "%s", jx_str(obj, path) ?: "");
+	json_decref(obj);
+	return buf;
+}
+
+/* List, add, change, delete, seen by the handlers and in the store; text:
+ * the store keeps its objects as text (informer_keep_text). */
+static void informer_round(struct world *w, bool text)
+{
 	struct changes ch = {0};
 	struct informer_handlers h = {inf_add, inf_update, inf_delete, &ch};
 	struct informer *inf =
@@ -512,14 +528,20 @@ static void test_informer(void **state)
 			       "metadata", "name", "team-a");
 	json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "x", "y");
 	struct result r;
+	char buf[64];
 	int want;
 
+	if (text)
+		informer_keep_text(inf);
 	informer_start(inf);
 	want = 4;
 	while (ch.adds < want)
 		event_base_loop(loop_base(w->env.loop), EVLOOP_ONCE);
 	assert_true(informer_synced(inf));
-	assert_non_null(informer_get(inf, "kube-system"));
+	assert_string_equal(stored_str(inf, "kube-system", "metadata.name", buf, sizeof(buf)),
+			    "kube-system");
+	if (!text)
+		assert_non_null(informer_get(inf, "kube-system"));
 	call(w, "POST", "/api/v1/namespaces", ns, &r);
 	json_decref(r.body);
 	while (ch.adds < 5)
@@ -532,16 +554,21 @@ static void test_informer(void **state)
 	json_decref(r.body);
 	while (ch.updates < 1)
 		event_base_loop(loop_base(w->env.loop), EVLOOP_ONCE);
-	assert_string_equal(jx_str(informer_get(inf, "team-a"), "metadata.labels.x"), "y");
+	assert_string_equal(ch.old_x, "");
+	assert_string_equal(stored_str(inf, "team-a", "metadata.labels.x", buf, sizeof(buf)),
+			    "y");
 	/* Deleting marks it Terminating (an update); the namespace controller's
 	 * finalize — done here by hand — removes it (a delete). */
 	call(w, "DELETE", "/api/v1/namespaces/team-a", NULL, &r);
 	json_decref(r.body);
 	while (ch.updates < 2)
 		event_base_loop(loop_base(w->env.loop), EVLOOP_ONCE);
-	assert_string_equal(jx_str(informer_get(inf, "team-a"), "status.phase"), "Terminating");
+	assert_string_equal(ch.old_x, "y"); /* the old object, from the store */
+	assert_string_equal(stored_str(inf, "team-a", "status.phase", buf, sizeof(buf)),
+			    "Terminating");
 	{
-		json_t *fin = json_deep_copy(informer_get(inf, "team-a"));
+		json_t *held = informer_read(inf, "team-a"), *fin = json_deep_copy(held);
+		json_decref(held);
 		jx_set(fin, "spec.finalizers", json_array());
 		call(w, "PUT", "/api/v1/namespaces/team-a/finalize", fin, &r);
 		assert_int_equal(r.status, 200);
@@ -550,10 +577,20 @@ static void test_informer(void **state)
 	}
 	while (ch.deletes < 1)
 		event_base_loop(loop_base(w->env.loop), EVLOOP_ONCE);
-	assert_null(informer_get(inf, "team-a"));
+	assert_null(informer_read(inf, "team-a"));
 	informer_free(inf);
 	json_decref(ns);
 	json_decref(patch);
+}
+
+static void test_informer(void **state)
+{
+	informer_round(*state, false);
+}
+
+static void test_informer_keeping_text(void **state)
+{
+	informer_round(*state, true);
 }
 
 static int unauthorized_seen;
@@ -760,6 +797,7 @@ static void test_server_certificate_errors(void **state)
 	X(test_watch_and_rotation) \
 	X(test_stop_watch_from_owner) \
 	X(test_informer) \
+	X(test_informer_keeping_text) \
 	X(test_hold_and_token) \
 	X(test_token_connection_first_body) \
 	X(test_stop_at_once) \

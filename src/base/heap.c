@@ -25,6 +25,12 @@ static void name_allocator(void)
 	const char *version;
 	size_t len = sizeof(version);
 
+#if defined(__SANITIZE_ADDRESS__)
+	/* The sanitizer's malloc, whatever else is linked or preloaded. */
+	(void)version, (void)len;
+	snprintf(allocator_name, sizeof(allocator_name), "AddressSanitizer's");
+	return;
+#endif
 	if (mallctl && mallctl("version", &version, &len, NULL, 0) == 0)
 		snprintf(allocator_name, sizeof(allocator_name), "jemalloc %s", version);
 	else

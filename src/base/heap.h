@@ -20,7 +20,8 @@
 
 #include <stdbool.h>
 
-/* "jemalloc 5.3.0-0-g…" or "glibc 2.36": static storage. */
+/* "jemalloc 5.3.0-0-g…", "glibc 2.36", or "AddressSanitizer's" in a
+ * sanitizer build: static storage. */
 const char *heap_allocator(void);
 
 /* True when the allocator gives free pages back by itself (jemalloc with

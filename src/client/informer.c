@@ -116,10 +116,13 @@ int informer_add_index(struct informer *inf, const char *(*key_of)(const json_t 
 
 size_t informer_indexed(const struct informer *inf, int index, const char *value, json_t ***out)
 {
-	const struct hmap *b = hmap_get(&inf->index[index].buckets, value ? value : "");
+	const struct hmap *b;
 	size_t n = 0;
 	const char *k;
 	void *v;
+
+	CUBE_ASSERT(index >= 0 && index < inf->nindex);
+	b = hmap_get(&inf->index[index].buckets, value ? value : "");
 
 	*out = malloc(((b ? hmap_len(b) : 0) + 1) * sizeof(**out));
 	if (!*out)
@@ -179,20 +182,23 @@ static void apply(struct informer *inf, const char *type, json_t *obj)
 
 	informer_key(obj, key, sizeof(key));
 	if ((held = hmap_get(&inf->store, key))) {
-		old = tree_of(inf, held);
-		index_del(inf, key, old);
+		/* A text store parses the old object only for handlers to see. */
+		if (!inf->keep_text || inf->nh)
+			old = tree_of(inf, held);
+		if (old)
+			index_del(inf, key, old);
 		drop(inf, held);
 	}
 	if (!strcmp(type, "DELETED")) {
 		hmap_del(&inf->store, key);
-		if (old)
+		if (held)
 			tell_delete(inf, obj);
 		json_decref(old);
 		return;
 	}
 	hmap_put(&inf->store, key, stored(inf, obj));
 	index_put(inf, key, obj);
-	if (old)
+	if (held)
 		tell_update(inf, old, obj);
 	else
 		tell_add(inf, obj);
@@ -207,6 +213,11 @@ static void on_event(void *arg, const char *type, json_t *obj)
 	if (!strcmp(type, "ERROR")) {
 		/* 410 Expired: our resourceVersion is gone; start over. */
 		inf->rv[0] = '\0';
+		return;
+	}
+	if (!json_is_object(obj)) {
+		LOG_V(2, "\"Watch event without an object\" path=\"%s\" type=\"%s\"", inf->path,
+		      type);
 		return;
 	}
 	if (rv)

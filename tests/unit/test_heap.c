@@ -41,9 +41,12 @@ static void test_names_the_allocator(void **state)
 	const char *name = heap_allocator();
 	(void)state;
 
-#ifdef HEAP_TEST_JEMALLOC
+#if defined(HEAP_TEST_JEMALLOC)
 	assert_int_equal(strncmp(name, "jemalloc 5.", 11), 0);
 	assert_true(heap_returns_pages());
+#elif defined(__SANITIZE_ADDRESS__)
+	assert_string_equal(name, "AddressSanitizer's");
+	assert_false(heap_returns_pages());
 #else
 	assert_int_equal(strncmp(name, "glibc 2.", 8), 0);
 	assert_false(heap_returns_pages());

@@ -888,17 +888,37 @@ static void test_status_reads_the_node_from_its_informer(void **state)
 {
 	struct world *w = *state;
 	struct kubelet_config c;
-	int gets;
+	int gets, lists = node_requests("LIST"), d;
 
 	w->client_ttl_ns = 3600 * NS_PER_SEC;
 	config(w, &c, "node-0");
 	start(w, &c);
 	assert_true(wait_for(w, node_ready, "node-0", 100 * NS_PER_MS, 5 * NS_PER_SEC));
 	advance(w, 15 * NS_PER_SEC, NS_PER_SEC);
-	assert_true(node_requests("LIST") >= 1);
+	assert_true(node_requests("LIST") > lists);
 	gets = node_requests("GET");
 	advance(w, 60 * NS_PER_SEC, NS_PER_SEC); /* six syncs */
 	assert_int_equal(node_requests("GET"), gets);
+
+	/* The Node deleted: the informer says so; each sync's first try finds
+	 * no Node ("node", the lister's word), the four retries GET it from the
+	 * store ("nodes", the API's) and the update gives up. The kubelet does
+	 * not register again (upstream's registrationCompleted). */
+	{
+		struct result r = call(w, "DELETE", "/api/v1/nodes/node-0", NULL);
+		assert_int_equal(r.status, 200);
+		json_decref(r.body);
+	}
+	gets = node_requests("GET");
+	advance(w, 11 * NS_PER_SEC, NS_PER_SEC);
+	d = node_requests("GET") - gets;
+	assert_true(d >= 4 && d % 4 == 0);
+	assert_true(log_has(w, "\"Error updating node status, will retry\" err=\"error getting "
+			       "node \\\"node-0\\\": node \\\"node-0\\\" not found\""));
+	assert_true(log_has(w, "err=\"error getting node \\\"node-0\\\": nodes \\\"node-0\\\" "
+			       "not found\""));
+	assert_true(log_has(w, "\"Unable to update node status\" err=\"update node status "
+			       "exceeds retry count\""));
 }
 
 /* Without certificateCondition there is no such condition. */

@@ -495,19 +495,28 @@ static void status_failed(struct heartbeat *h, const char *what)
 	status_done(h);
 }
 
+/* A status call that failed, in upstream's words: `doing` "<node>": the
+ * HTTP error (method on the node's path, suffix "" or "/status"). */
+static void call_failed(struct heartbeat *h, const char *doing, const char *method,
+			const char *suffix, int status, const json_t *body, const char *err)
+{
+	char why[512], what[768], path[300];
+
+	snprintf(path, sizeof(path), "/api/v1/nodes/%s%s", h->k->cfg.node_name, suffix);
+	snprintf(what, sizeof(what), "%s \"%s\": %s", doing, h->k->cfg.node_name,
+		 kubelet_http_error(method, h->k->server, path, status, body, err, why,
+				    sizeof(why)));
+	status_failed(h, what);
+}
+
 static void on_patched(void *arg, int status, json_t *body, const char *err)
 {
 	struct heartbeat *h = arg;
-	char why[512], what[768], path[300];
 
 	h->status_call = NULL;
 	if (status != 200) {
-		snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", h->k->cfg.node_name);
-		snprintf(what, sizeof(what), "failed to patch status for node \"%s\": %s",
-			 h->k->cfg.node_name,
-			 kubelet_http_error("PATCH", h->k->server, path, status, body, err, why,
-					    sizeof(why)));
-		status_failed(h, what);
+		call_failed(h, "failed to patch status for node", "PATCH", "/status", status, body,
+			    err);
 		return;
 	}
 	h->last_report_mono = clock_mono();
@@ -539,15 +548,10 @@ static void update_from(struct heartbeat *h, const json_t *node)
 static void on_node(void *arg, int status, json_t *body, const char *err)
 {
 	struct heartbeat *h = arg;
-	char why[512], what[768], path[300];
 
 	h->status_call = NULL;
 	if (status != 200) {
-		snprintf(path, sizeof(path), "/api/v1/nodes/%s", h->k->cfg.node_name);
-		snprintf(what, sizeof(what), "error getting node \"%s\": %s", h->k->cfg.node_name,
-			 kubelet_http_error("GET", h->k->server, path, status, body, err, why,
-					    sizeof(why)));
-		status_failed(h, what);
+		call_failed(h, "error getting node", "GET", "", status, body, err);
 		return;
 	}
 	update_from(h, body);

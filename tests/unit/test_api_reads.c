@@ -591,6 +591,14 @@ static void test_remaining_item_count_only_without_selectors(void **state)
 	testenv_reply_free(&r);
 }
 
+/* A list's items are exactly these names. */
+static void expect_names(struct testenv *e, const char *target, const char *want)
+{
+	struct testenv_reply r = get_ok(e, target);
+	assert_names(r.body, want);
+	testenv_reply_free(&r);
+}
+
 /*
  * A list whose field selector names one object (metadata.name=X, as a
  * kubelet's informer on its own Node) is answered by looking it up: the
@@ -610,34 +618,20 @@ static void test_list_of_one_name(void **state)
 	assert_names(r.body, "one");
 	snprintf(rv, sizeof(rv), "%s", jx_str(r.body, "metadata.resourceVersion"));
 	testenv_reply_free(&r);
-	r = get_ok(e, CMS "?fieldSelector=metadata.name%3D%3Done&labelSelector=tier%3Da");
-	assert_names(r.body, "one");
-	testenv_reply_free(&r);
-	r = get_ok(e, CMS "?fieldSelector=metadata.name%3Done&labelSelector=tier%3Db");
-	assert_names(r.body, "");
-	testenv_reply_free(&r);
-	r = get_ok(e, CMS "?fieldSelector=metadata.name%3Done,metadata.namespace%3Dother");
-	assert_names(r.body, "");
-	testenv_reply_free(&r);
-	r = get_ok(e, CMS "?fieldSelector=metadata.name%3Dnone");
-	assert_names(r.body, "");
-	testenv_reply_free(&r);
+	expect_names(e, CMS "?fieldSelector=metadata.name%3D%3Done&labelSelector=tier%3Da", "one");
+	expect_names(e, CMS "?fieldSelector=metadata.name%3Done&labelSelector=tier%3Db", "");
+	expect_names(e, CMS "?fieldSelector=metadata.name%3Done,metadata.namespace%3Dother", "");
+	expect_names(e, CMS "?fieldSelector=metadata.name%3Dnone", "");
 	/* Across namespaces: every namespace's "one". */
-	r = get_ok(e, "/api/v1/configmaps?fieldSelector=metadata.name%3Done");
-	assert_names(r.body, "one");
-	testenv_reply_free(&r);
+	expect_names(e, "/api/v1/configmaps?fieldSelector=metadata.name%3Done", "one");
 	/* At the revision of the first list, after a change. */
 	testenv_expect_code(testenv_as_admin(e, "DELETE", CMS "/one", NULL, NULL), 200);
-	r = get_ok(e, CMS "?fieldSelector=metadata.name%3Done");
-	assert_names(r.body, "");
-	testenv_reply_free(&r);
+	expect_names(e, CMS "?fieldSelector=metadata.name%3Done", "");
 	snprintf(target, sizeof(target),
 	         CMS "?fieldSelector=metadata.name%%3Done&resourceVersion=%s"
 	             "&resourceVersionMatch=Exact",
 	         rv);
-	r = get_ok(e, target);
-	assert_names(r.body, "one");
-	testenv_reply_free(&r);
+	expect_names(e, target, "one");
 }
 
 /* storage.ValidateListOptions / DecodeContinue's texts, as 400s. */

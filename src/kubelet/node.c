@@ -29,6 +29,7 @@
 #include "base/timeutil.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,14 +109,27 @@ static const char *interned(const char *fmt, ...)
 	return str_intern(buf);
 }
 
+/* The kernel and OS image: the machine's, read once a process, not once
+ * for each of its hollow nodes. */
+static const char *machine_kernel, *machine_os_image;
+
+static void read_os(void)
+{
+	struct utsname u;
+	char os_image[128];
+
+	machine_kernel = interned("%s", uname(&u) == 0 ? u.release : "");
+	read_os_image(os_image, sizeof(os_image));
+	machine_os_image = interned("%s", os_image);
+}
+
 static void read_machine(struct kubelet *k, struct machine *m)
 {
+	static pthread_once_t os_once = PTHREAD_ONCE_INIT;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int64_t mem = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
 	struct statvfs fs;
-	struct utsname u;
 	int64_t disk = 0;
-	char os_image[128];
 
 	if (statvfs(k->cfg.root_dir, &fs) == 0)
 		disk = (int64_t)fs.f_blocks * (int64_t)fs.f_frsize;
@@ -126,9 +140,9 @@ static void read_machine(struct kubelet *k, struct machine *m)
 	m->memory_alloc = interned("%" PRId64 "Ki", (mem - 100 * 1024 * 1024) / 1024);
 	m->storage = interned("%" PRId64 "Ki", disk / 1024);
 	m->storage_alloc = interned("%" PRId64, disk / 10 * 9);
-	m->kernel = interned("%s", uname(&u) == 0 ? u.release : "");
-	read_os_image(os_image, sizeof(os_image));
-	m->os_image = interned("%s", os_image);
+	pthread_once(&os_once, read_os);
+	m->kernel = machine_kernel;
+	m->os_image = machine_os_image;
 }
 
 /* ---- the Node object ---------------------------------------------------------------- */

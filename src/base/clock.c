@@ -31,7 +31,8 @@ struct timer {
  * of them, cold). */
 struct slot {
 	int64_t deadline;
-	uint64_t seq; /* arming order: breaks ties between equal deadlines */
+	int64_t latest; /* the deadline and its slack: when it must have fired */
+	uint64_t seq;   /* arming order: breaks ties between equal deadlines */
 	struct timer *t;
 };
 
@@ -39,6 +40,7 @@ struct timer_set {
 	struct slot *heap;
 	size_t len, cap;
 	uint64_t seq;
+	int64_t max_slack;
 	void (*on_change)(void *arg);
 	void *on_change_arg;
 };
@@ -255,6 +257,38 @@ int64_t timers_next(const struct timer_set *s)
 	return s->len ? s->heap[0].deadline : INT64_MAX;
 }
 
+void timers_set_slack(struct timer_set *s, int64_t max_ns)
+{
+	s->max_slack = max_ns > 0 ? max_ns : 0;
+}
+
+/*
+ * The least `latest` in the heap. A slot whose deadline is already past the
+ * best found cannot do better, nor can anything below it (deadlines only
+ * grow down the heap): the walk visits the timers due within one slack of
+ * the first, a few dozen in a hollow kubelets process, one without slack.
+ */
+int64_t timers_wake(const struct timer_set *s)
+{
+	size_t stack[64], n = 0;
+	int64_t best;
+
+	if (!s->len)
+		return INT64_MAX;
+	best = s->heap[0].latest;
+	stack[n++] = 0;
+	while (n) {
+		size_t i = stack[--n];
+		if (s->heap[i].latest < best)
+			best = s->heap[i].latest;
+		/* Depth-first: the stack holds at most one pending sibling a level. */
+		for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < s->len; c++)
+			if (s->heap[c].deadline < best && n < sizeof(stack) / sizeof(stack[0]))
+				stack[n++] = c;
+	}
+	return best;
+}
+
 int timers_count(const struct timer_set *s)
 {
 	return (int)s->len;
@@ -304,10 +338,20 @@ void timer_cancel(struct timer *t)
 		heap_remove(t->set, t);
 }
 
+static int64_t slack_for(const struct timer_set *s, int64_t deadline)
+{
+	int64_t d = deadline - clock_mono(), slack;
+
+	if (!s->max_slack || d <= 0)
+		return 0;
+	slack = d / TIMER_SLACK_DIVISOR;
+	return slack < s->max_slack ? slack : s->max_slack;
+}
+
 void timer_at(struct timer *t, int64_t deadline)
 {
 	struct timer_set *s = t->set;
-	int64_t old_next = timers_next(s);
+	int64_t old_wake = timers_wake(s), latest;
 
 	timer_cancel(t);
 	if (s->len == s->cap) {
@@ -316,9 +360,11 @@ void timer_at(struct timer *t, int64_t deadline)
 		if (!s->heap)
 			abort();
 	}
-	heap_place(s, s->len++, (struct slot){deadline, s->seq++, t});
+	latest = slack_for(s, deadline);
+	latest = deadline > INT64_MAX - latest ? INT64_MAX : deadline + latest;
+	heap_place(s, s->len++, (struct slot){deadline, latest, s->seq++, t});
 	heap_up(s, (size_t)t->index);
-	if (s->on_change && timers_next(s) < old_next)
+	if (s->on_change && latest < old_wake)
 		s->on_change(s->on_change_arg);
 }
 

@@ -70,12 +70,28 @@ struct timer_set *timers_new(void);
 /* Frees the set; its timers must have been freed first. NULL is a no-op. */
 void timers_free(struct timer_set *set);
 /*
- * Called whenever the earliest deadline of the set moves earlier, so an
- * event loop can re-arm its wake-up. May be NULL.
+ * Called whenever the set's wake-up (timers_wake) moves earlier, so an
+ * event loop can re-arm. May be NULL.
  */
 void timers_on_change(struct timer_set *set, void (*cb)(void *arg), void *arg);
 /* Earliest mono deadline, or INT64_MAX when nothing is armed. */
 int64_t timers_next(const struct timer_set *set);
+/*
+ * Timer slack, as Linux gives poll() and select(): a timer armed d ahead may
+ * fire up to min(d / TIMER_SLACK_DIVISOR, max_ns) after its deadline, so
+ * that timers due close together fire in one wake-up instead of one each.
+ * A process of thousands of hollow kubelets wakes every 2 ms for one
+ * heartbeat without it; a timer armed for now has none. 0 (the default)
+ * turns it off. Arming order and firing order are unchanged: a wake-up fires
+ * every timer whose deadline has come, in deadline order. The virtual clock
+ * fires timers at their deadlines, slack or not.
+ */
+#define TIMER_SLACK_DIVISOR 200
+void timers_set_slack(struct timer_set *set, int64_t max_ns);
+/* When the owner should call timers_run() next: the earliest time by which
+ * some timer's slack runs out (timers_next() without slack). INT64_MAX when
+ * nothing is armed. */
+int64_t timers_wake(const struct timer_set *set);
 /* Fire every timer due at clock_mono(); returns how many fired. */
 int timers_run(struct timer_set *set);
 int timers_count(const struct timer_set *set);

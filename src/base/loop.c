@@ -99,7 +99,7 @@ static void threads_init(void)
 
 static void arm_tick(struct loop *l)
 {
-	int64_t next = timers_next(l->timers), d;
+	int64_t next = timers_wake(l->timers), d;
 	struct timeval tv;
 
 	if (clock_is_virtual() || next == INT64_MAX) {

@@ -164,6 +164,7 @@ struct kubelet_pool *kubelet_pool_new(struct loop *loop, const struct kubelet_co
 		abort();
 	p->loop = loop;
 	p->n = n;
+	timers_set_slack(loop_timers(loop), HOLLOW_TIMER_SLACK_NS);
 	for (int i = 0; i < n; i++)
 		p->slots[i].log.fd = -1; /* what pool_free may close */
 	for (int i = 0; i < n; i++) {

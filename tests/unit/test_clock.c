@@ -264,6 +264,74 @@ static void test_scope_skew(void **state)
 	assert_int_equal(clock_now(), T0);
 }
 
+static void count_change(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+static void nothing(void *arg)
+{
+	(void)arg;
+}
+
+/* Slack is d/200, at most the set's cap; the wake-up is the least deadline
+ * plus slack over every armed timer, and moves earlier only when asked to. */
+static void test_timer_slack_sets_the_wake_up(void **state)
+{
+	struct timer_set *set = timers_new();
+	struct timer *t[6];
+	int64_t now = clock_mono();
+	int changes = 0;
+
+	for (int i = 0; i < 6; i++)
+		t[i] = timer_new(set, nothing, NULL);
+	timers_on_change(set, count_change, &changes);
+
+	timer_after(t[0], 10 * NS_PER_SEC); /* no slack yet */
+	assert_int_equal(timers_wake(set), now + 10 * NS_PER_SEC);
+	timer_cancel(t[0]);
+	assert_int_equal(timers_wake(set), INT64_MAX);
+
+	timers_set_slack(set, 50 * NS_PER_MS);
+	changes = 0;
+	timer_after(t[0], 10 * NS_PER_SEC); /* 10 s / 200 = 50 ms */
+	assert_int_equal(timers_next(set), now + 10 * NS_PER_SEC);
+	assert_int_equal(timers_wake(set), now + 10 * NS_PER_SEC + 50 * NS_PER_MS);
+	assert_int_equal(changes, 1);
+	timer_after(t[1], 20 * NS_PER_SEC); /* capped at 50 ms: later, no change */
+	timer_after(t[2], 10 * NS_PER_SEC + 20 * NS_PER_MS);
+	assert_int_equal(timers_wake(set), now + 10 * NS_PER_SEC + 50 * NS_PER_MS);
+	assert_int_equal(changes, 1);
+	timer_after(t[3], 1 * NS_PER_SEC); /* 5 ms */
+	assert_int_equal(timers_wake(set), now + 1 * NS_PER_SEC + 5 * NS_PER_MS);
+	assert_int_equal(changes, 2);
+	timer_after(t[5], 0); /* now: none */
+	assert_int_equal(timers_wake(set), now);
+	assert_int_equal(changes, 3);
+	timer_cancel(t[3]);
+	timer_cancel(t[5]);
+	assert_int_equal(timers_wake(set), now + 10 * NS_PER_SEC + 50 * NS_PER_MS);
+
+	/* Armed later for a later deadline but with less slack: the wake-up is
+	 * its, though the first timer keeps the heap's top. */
+	clock_advance(9990 * NS_PER_MS);
+	timer_after(t[4], 20 * NS_PER_MS); /* at 10.01 s, 0.1 ms of slack */
+	assert_int_equal(timers_next(set), now + 10 * NS_PER_SEC);
+	assert_int_equal(timers_wake(set), now + 10010 * NS_PER_MS + 100 * NS_PER_US);
+	assert_int_equal(changes, 4);
+	timer_cancel(t[4]);
+	timer_cancel(t[0]);
+	assert_int_equal(timers_wake(set), now + 10 * NS_PER_SEC + 20 * NS_PER_MS + 50 * NS_PER_MS);
+
+	/* The virtual clock fires at deadlines, slack or not. */
+	clock_advance(30 * NS_PER_MS);
+	assert_false(timer_pending(t[2]));
+	assert_true(timer_pending(t[1]));
+	for (int i = 0; i < 6; i++)
+		timer_free(t[i]);
+	timers_free(set);
+}
+
 /* ---- the loop on the real clock ---- */
 
 struct stopper {
@@ -295,6 +363,46 @@ static void test_loop_real_timer_fires(void **state)
 	assert_int_equal(s.fired, 1);
 	assert_true(s.at - start >= 20 * NS_PER_MS);
 	timer_free(t);
+	loop_free(s.loop);
+}
+
+struct stamps {
+	struct loop *loop;
+	int64_t at[2];
+	int n;
+};
+
+static void stamp(void *arg)
+{
+	struct stamps *s = arg;
+	s->at[s->n++] = clock_mono();
+	if (s->n == 2)
+		loop_stop(s->loop);
+}
+
+/* Two timers 6 ms apart, each with 10 ms of slack (2 s / 200): one wake-up
+ * fires both, the first held back to the second's deadline. Without slack
+ * the first would fire 6 ms before it. */
+static void test_loop_timer_slack_coalesces(void **state)
+{
+	struct stamps s = {0};
+	struct timer *a, *b;
+	int64_t start;
+
+	clock_use_real();
+	s.loop = loop_new();
+	timers_set_slack(loop_timers(s.loop), 50 * NS_PER_MS);
+	a = loop_timer(s.loop, stamp, &s);
+	b = loop_timer(s.loop, stamp, &s);
+	start = clock_mono();
+	timer_at(a, start + 2 * NS_PER_SEC);
+	timer_at(b, start + 2 * NS_PER_SEC + 6 * NS_PER_MS);
+	assert_int_equal(loop_run(s.loop), 0);
+	assert_int_equal(s.n, 2);
+	assert_true(s.at[0] >= start + 2 * NS_PER_SEC + 6 * NS_PER_MS);
+	assert_true(s.at[1] - s.at[0] < 1 * NS_PER_MS);
+	timer_free(a);
+	timer_free(b);
 	loop_free(s.loop);
 }
 
@@ -350,7 +458,9 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_scope_skew, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_offset_shifts_wall_not_mono, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_timer_slack_sets_the_wake_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_real_timer_fires, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_loop_timer_slack_coalesces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_defer_from_another_thread, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_loop_virtual_timers_follow_advance, setup,

@@ -1232,6 +1232,35 @@ static void test_config_document_round_trips(void **state)
 /* Three hollow kubelets on this loop, one taking over an existing Node:
  * the default labels are reconciled, the Node's other labels are its own.
  * Each line names its node. */
+static void no_op(void *arg)
+{
+	(void)arg;
+}
+
+/* A pool's loop gives its timers slack (kubelet.h): a heartbeat armed 10 s
+ * ahead may wait up to 50 ms for others due then. */
+static void test_hollow_pool_timer_slack(void **state)
+{
+	struct world *w = *state;
+	struct loop *l = loop_new();
+	struct kubelet_config c;
+	struct kubelet_pool *p;
+	struct timer *t = loop_timer(l, no_op, NULL);
+
+	timer_after(t, 10 * NS_PER_SEC);
+	assert_int_equal(timers_wake(loop_timers(l)), timer_deadline(t));
+	config(w, &c, "ignored");
+	p = kubelet_pool_new(l, &c, 0, "none-", 0);
+	kubelet_config_free(&c);
+	assert_non_null(p);
+	timer_after(t, 10 * NS_PER_SEC);
+	assert_int_equal(timers_wake(loop_timers(l)), timer_deadline(t) + HOLLOW_TIMER_SLACK_NS);
+	assert_int_equal(HOLLOW_TIMER_SLACK_NS, 50 * NS_PER_MS);
+	kubelet_pool_free(p);
+	timer_free(t);
+	loop_free(l);
+}
+
 static void test_hollow(void **state)
 {
 	struct world *w = *state;
@@ -1406,6 +1435,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_self_heal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_self_heal_rotating, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_serving_certificate, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hollow_pool_timer_slack, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hollow, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hollow_control, setup, teardown),
 		cmocka_unit_test(test_config_document_round_trips),

@@ -263,17 +263,19 @@ static void test_stop_watch_from_owner(void **state)
 }
 
 /* Client-side sockets of this process connected to the API server. */
+/* Established connections to the test server, 127.0.0.1:port, counted from
+ * the client's end (others on the machine may have that port as theirs). */
 static int connections_to(int port)
 {
 	FILE *f = fopen("/proc/self/net/tcp", "r");
 	char line[512];
 	int n = 0;
-	unsigned rport, st;
+	unsigned raddr, rport, st;
 
 	assert_non_null(f);
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, " %*d: %*x:%*x %*x:%x %x", &rport, &st) == 2 &&
-		    rport == (unsigned)port && st == 1)
+		if (sscanf(line, " %*d: %*x:%*x %x:%x %x", &raddr, &rport, &st) == 3 &&
+		    raddr == 0x0100007f && rport == (unsigned)port && st == 1)
 			n++;
 	fclose(f);
 	return n;

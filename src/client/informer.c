@@ -381,6 +381,12 @@ json_t *informer_read(const struct informer *inf, const char *key)
 	return held ? tree_of(inf, held) : NULL;
 }
 
+const char *informer_text(const struct informer *inf, const char *key)
+{
+	CUBE_ASSERT(inf->keep_text);
+	return hmap_get(&inf->store, key);
+}
+
 size_t informer_list(const struct informer *inf, json_t ***out)
 {
 	size_t n = 0;

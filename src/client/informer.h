@@ -74,6 +74,10 @@ json_t *informer_get(const struct informer *inf, const char *key);
  * caller releases (json_decref), shared and immutable as informer_get's
  * (a text store parses a new one each time). */
 json_t *informer_read(const struct informer *inf, const char *key);
+/* A text store's object under key as its stored text, borrowed until the
+ * informer's next event, or NULL: to tell whether it changed without
+ * parsing it. A tree store aborts. */
+const char *informer_text(const struct informer *inf, const char *key);
 /* Borrowed objects, in no particular order; *out malloc'd. */
 size_t informer_list(const struct informer *inf, json_t ***out);
 /* "ns/name" or "name" of an object (into buf). */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 struct watch_stream;
+struct token_cache;
 struct gc;
 struct validation;
 struct kind_rules;
@@ -36,6 +37,7 @@ struct apiserver {
 	struct watch_stream *watches; /* open watch streams, for shutdown */
 	struct metric_family *m_requests, *m_latency, *m_cert_exp, *m_objects;
 	struct satoken *sa; /* service account token keys, or NULL */
+	struct token_cache *tokens;    /* tokens authenticated lately (authn.c) */
 	struct gc *gc;      /* the garbage collector (gc.c) */
 	struct rv_wait *rv_waits;      /* reads held for a revision (read.c) */
 	struct proxy *proxy;           /* the way to the kubelets (proxy.c) */
@@ -179,6 +181,10 @@ void relay_stop(struct relay *rl); /* no connection is served any more */
 void relay_free(struct relay *rl);
 
 /* authn.c */
+/* The cache of successful token authentications (10 s, as upstream's
+ * TokenSuccessCacheTTL); authn_free(NULL-tokens) is a no-op. */
+void authn_init(struct apiserver *s);
+void authn_free(struct apiserver *s);
 int authn_request(struct req *r);
 /* A verified client certificate (what a serving thread can judge alone). */
 bool authn_cert_credentials_ok(void *arg, SSL *ssl, const char *authorization);

@@ -944,6 +944,7 @@ struct apiserver *apiserver_new(struct loop *loop, const struct apiserver_opts *
 		goto fail;
 	if (s->tls)
 		tls_server_offer_h2(s->tls);
+	authn_init(s);
 	if (satoken_init(s) < 0 || proxy_init(s) < 0)
 		goto fail;
 	if (s->store) {
@@ -1022,5 +1023,6 @@ void apiserver_free(struct apiserver *s)
 	relay_free(s->relay); /* what was answered since goes nowhere */
 	SSL_CTX_free(s->tls);
 	satoken_free(s);
+	authn_free(s);
 	free(s);
 }

@@ -2090,12 +2090,13 @@ def _der_of_es256(raw):
     return b"\x30" + bytes([len(body)]) + body
 
 
-def test_service_account_tokens(kubectl, kubectl_for, server, run, tmp_path):
+def test_service_account_tokens(kubectl, kubectl_for, server, run, tmp_path, wait_until):
     """`kubectl create token` returns an ES256 JWT signed with sa.key that
     openssl verifies with sa.pub, carrying upstream's claims; it
     authenticates as the service account (whoami shows its UID, groups and
     credential id), RBAC decides what it may do, a TokenReview answers for
-    it, and a recreated service account (new UID) no longer accepts it."""
+    it, and a recreated service account (new UID) no longer accepts it once
+    the token's last success is 10 s old (upstream's TokenSuccessCacheTTL)."""
     kubectl("create", "serviceaccount", "droid")
     sa = get_json(kubectl, "serviceaccount", "droid")
     token = kubectl("create", "token", "droid", "--duration", "20m").stdout.strip()
@@ -2158,8 +2159,8 @@ def test_service_account_tokens(kubectl, kubectl_for, server, run, tmp_path):
 
     kubectl("delete", "serviceaccount", "droid")
     kubectl("create", "serviceaccount", "droid")
-    r = droid("get", "pods", check=False)
-    assert "Unauthorized" in r.stderr, r.stderr
+    wait_until(lambda: "Unauthorized" in droid("get", "pods", check=False).stderr, 15,
+               "the old token refused once its remembered success has expired")
     assert re.search(r'"Unable to authenticate the request" err="\[invalid bearer token, '
                      r'service account UID \(\S+\) does not match claim \(' +
                      sa["metadata"]["uid"] + r'\)\]"', server.log())

@@ -22,6 +22,7 @@
 #include "testenv.h"
 
 #include "base/b64.h"
+#include "base/clock.h"
 #include "base/jx.h"
 
 #include <stdio.h>
@@ -1002,7 +1003,6 @@ static void test_wrong_or_malformed_bootstrap_token_is_refused(void **state)
 static void test_bootstrap_token_secret_must_be_usable(void **state)
 {
 	struct testenv *e = *state;
-	json_t *user;
 
 	token_secret(e, "Opaque", "opaq01", "opaq01", SECRET16, "true", NULL, NULL);
 	token_secret(e, "bootstrap.kubernetes.io/token", "idmis1", "other1", SECRET16, "true", NULL,
@@ -1032,11 +1032,9 @@ static void test_bootstrap_token_secret_must_be_usable(void **state)
 		assert_refused(e, "dflt01." SECRET16);
 	}
 
-	/* Being deleted (held by a finalizer): refused at once. */
+	/* Being deleted (held by a finalizer): refused at once, when the token
+	 * has not been used in the last 10 s (test_token_success_is_remembered). */
 	good_token_secret(e, "dele01", NULL, NULL);
-	user = who_is(e, "dele01." SECRET16);
-	assert_non_null(user);
-	json_decref(user);
 	testenv_expect_code(testenv_as_admin(e, "PATCH", SECRETS "/bootstrap-token-dele01",
 	                                     "application/merge-patch+json",
 	                                     J("{'metadata':{'finalizers':"
@@ -1075,6 +1073,52 @@ static void test_bootstrap_token_secret_from_string_data_authenticates(void **st
 	testenv_reply_free(&r);
 }
 
+static int setup_virtual(void **state)
+{
+	clock_use_virtual(clock_now());
+	return setup(state);
+}
+
+static int teardown_virtual(void **state)
+{
+	int rc = testenv_teardown(state);
+	clock_use_real();
+	return rc;
+}
+
+/*
+ * Upstream's cache in front of the token authenticators
+ * (TokenSuccessCacheTTL 10 s, TokenFailureCacheTTL 0): a token that
+ * authenticated is taken for the same user for 10 s, its Secret deleted or
+ * not; a refusal is not remembered.
+ */
+static void test_token_success_is_remembered(void **state)
+{
+	struct testenv *e = *state;
+	json_t *user, *again;
+
+	good_token_secret(e, "keep01", NULL, NULL);
+	user = who_is(e, "keep01." SECRET16);
+	assert_non_null(user);
+	admin_expect(e, "DELETE", SECRETS "/bootstrap-token-keep01", NULL, 200);
+	clock_advance(9 * NS_PER_SEC);
+	again = who_is(e, "keep01." SECRET16);
+	assert_non_null(again);
+	assert_true(json_equal(user, again));
+	json_decref(again);
+	json_decref(user);
+	clock_advance(1 * NS_PER_SEC);
+	assert_refused(e, "keep01." SECRET16);
+
+	/* Refused, then made good: good at once. */
+	assert_refused(e, "late01." SECRET16);
+	good_token_secret(e, "late01", NULL, NULL);
+	user = who_is(e, "late01." SECRET16);
+	assert_non_null(user);
+	assert_string_equal(jx_str(user, "username"), "system:bootstrap:late01");
+	json_decref(user);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, testenv_teardown)
@@ -1110,6 +1154,8 @@ int main(void)
 	    T(test_wrong_or_malformed_bootstrap_token_is_refused),
 	    T(test_bootstrap_token_secret_must_be_usable),
 	    T(test_bootstrap_token_secret_from_string_data_authenticates),
+	    cmocka_unit_test_setup_teardown(test_token_success_is_remembered, setup_virtual,
+	                                    teardown_virtual),
 	};
 #undef T
 	/* The refusals log at error level (authn's "Unable to authenticate");

@@ -211,12 +211,17 @@ int bootstrap_write_kubeconfig(struct kubelet *k)
 
 static int store(struct bootstrap *b, const char *cert_pem)
 {
-	char *key_pem = pki_key_pem(b->key), *pem;
+	X509 *cert = pki_cert_parse(cert_pem, strlen(cert_pem));
+	char *key_pem, *pem;
 	int rc;
 
+	if (!cert)
+		return err_wrap(ERR_INVALID, "new certificate/key pair");
+	key_pem = pki_key_pem(b->key);
 	pem = str_printf("%s%s%s", cert_pem, cert_pem[strlen(cert_pem) - 1] == '\n' ? "" : "\n",
 			 key_pem);
-	rc = certstore_update_pem(b->k->cfg.cert_dir, CERTSTORE_CLIENT, pem, NULL);
+	rc = certstore_update_pair(b->k->cfg.cert_dir, CERTSTORE_CLIENT, cert, b->key, pem, NULL);
+	X509_free(cert);
 	OPENSSL_cleanse(pem, strlen(pem));
 	OPENSSL_cleanse(key_pem, strlen(key_pem));
 	free(pem);

@@ -786,21 +786,25 @@ static void renew_failed(struct certmgr *m, const char *why)
 
 static int store_issued(struct certmgr *m, const char *cert_pem)
 {
-	char *key_pem = pki_key_pem(m->pending), *pem;
-	X509 *cert;
+	X509 *cert = pki_cert_parse(cert_pem, strlen(cert_pem));
+	char *key_pem, *pem;
 	int rc;
 
+	/* Parsed once, for the store's check and for the manager. */
+	if (!cert)
+		return err_wrap(ERR_INVALID, "new certificate/key pair");
+	key_pem = pki_key_pem(m->pending);
 	pem = str_printf("%s%s%s", cert_pem,
 			 cert_pem[strlen(cert_pem) - 1] == '\n' ? "" : "\n", key_pem);
-	rc = certstore_update_pem(m->cfg.cert_dir, m->cfg.prefix, pem, NULL);
+	rc = certstore_update_pair(m->cfg.cert_dir, m->cfg.prefix, cert, m->pending, pem, NULL);
 	OPENSSL_cleanse(pem, strlen(pem));
 	OPENSSL_cleanse(key_pem, strlen(key_pem));
 	free(pem);
 	free(key_pem);
-	if (rc < 0)
+	if (rc < 0) {
+		X509_free(cert);
 		return rc;
-	if (!(cert = pki_cert_parse(cert_pem, strlen(cert_pem))))
-		return err_wrap(ERR_PARSE, "issued certificate");
+	}
 	if (m->cfg.rotation_seconds && m->cert)
 		metrics_observe(m->cfg.rotation_seconds,
 				(double)(clock_now() - pki_cert_not_before(m->cert)) / 1e9);

@@ -71,7 +71,8 @@ static int pair_check(const char *pem)
 	return r;
 }
 
-int certstore_update_pem(const char *dir, const char *prefix, const char *pem, char **out_path)
+/* The dated file, then "updated" and "current" pointing at it. */
+static int write_pair(const char *dir, const char *prefix, const char *pem, char **out_path)
 {
 	char stamp[32], *dated, *cur, *upd, *absdir = NULL;
 	int64_t now = clock_now();
@@ -79,8 +80,6 @@ int certstore_update_pem(const char *dir, const char *prefix, const char *pem, c
 	struct tm tm;
 	int r;
 
-	if ((r = pair_check(pem)) < 0)
-		return r;
 	if ((r = file_mkdirs(dir, 0755)) < 0)
 		return r;
 	/* Upstream's symlinks are absolute, so they survive being read from elsewhere. */
@@ -118,6 +117,21 @@ out:
 	free(upd);
 	free(absdir);
 	return r;
+}
+
+int certstore_update_pem(const char *dir, const char *prefix, const char *pem, char **out_path)
+{
+	int r = pair_check(pem);
+	return r < 0 ? r : write_pair(dir, prefix, pem, out_path);
+}
+
+int certstore_update_pair(const char *dir, const char *prefix, X509 *cert, EVP_PKEY *key,
+			  const char *pem, char **out_path)
+{
+	if (!pki_key_matches(cert, key))
+		return err_set(ERR_INVALID, "new certificate/key pair: private key does not match "
+					    "public key");
+	return write_pair(dir, prefix, pem, out_path);
 }
 
 int certstore_update(const char *dir, const char *prefix, X509 *cert, STACK_OF(X509) *chain,

@@ -33,6 +33,12 @@ int certstore_update(const char *dir, const char *prefix, X509 *cert, STACK_OF(X
 		     EVP_PKEY *key, char **out_path);
 /* Same, from PEM text already holding certificate(s) and key. */
 int certstore_update_pem(const char *dir, const char *prefix, const char *pem, char **out_path);
+/* Same, for a pair already parsed (or made) by the caller: pem is cert's
+ * and key's PEM, which is not parsed again; the two must match. In OpenSSL
+ * 3.0 decoding a key or a certificate's public key costs more than the
+ * rest of storing a pair (a kubelet's bootstrap, docs/performance.md). */
+int certstore_update_pair(const char *dir, const char *prefix, X509 *cert, EVP_PKEY *key,
+			  const char *pem, char **out_path);
 
 /*
  * Load the current pair: <prefix>-current.pem, else cert_file/key_file when

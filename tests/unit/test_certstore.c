@@ -592,6 +592,35 @@ static void test_update_pem_rejects_bad_pair(void **state)
 	assert_loads(f->dir, CERTSTORE_CLIENT, cert1, key1);
 }
 
+/* A pair already parsed is stored without parsing its PEM again; a key
+ * that is not the certificate's is refused and leaves current alone. */
+static void test_update_pair(void **state)
+{
+	struct fixture *f = *state;
+	char *c1 = pki_cert_pem(cert1), *k1 = pki_key_pem(key1), *pem, *cur_before, *cur_after;
+	char *cur = certstore_current_path(f->dir, CERTSTORE_CLIENT);
+
+	if (asprintf(&pem, "%s%s", c1, k1) < 0)
+		abort();
+	assert_int_equal(certstore_update_pair(f->dir, CERTSTORE_CLIENT, cert1, key1, pem, NULL),
+			 0);
+	assert_loads(f->dir, CERTSTORE_CLIENT, cert1, key1);
+	cur_before = link_target(cur);
+	clock_advance(NS_PER_MIN);
+	assert_true(certstore_update_pair(f->dir, CERTSTORE_CLIENT, cert1, key2, pem, NULL) < 0);
+	assert_string_equal(err_msg(),
+			    "new certificate/key pair: private key does not match public key");
+	cur_after = link_target(cur);
+	assert_string_equal(cur_before, cur_after);
+	assert_loads(f->dir, CERTSTORE_CLIENT, cert1, key1);
+	free(cur_before);
+	free(cur_after);
+	free(cur);
+	free(pem);
+	free(c1);
+	free(k1);
+}
+
 static void test_load_notfound(void **state)
 {
 	struct fixture *f = *state;
@@ -673,6 +702,7 @@ int main(void)
 	    T(test_load_explicit_files),
 	    T(test_load_mismatched_current),
 	    T(test_update_pem_rejects_bad_pair),
+	    T(test_update_pair),
 	    T(test_load_notfound),
 	    T(test_load_notfound_upstream_text),
 	};

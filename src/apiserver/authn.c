@@ -202,6 +202,7 @@ struct token_cache {
 struct cached_user {
 	int64_t expires; /* mono */
 	struct user_info u;
+	struct strv hit; /* the audiences the token was good for */
 };
 
 void authn_init(struct apiserver *s)
@@ -219,6 +220,7 @@ static void cached_free(void *p)
 {
 	struct cached_user *e = p;
 	user_info_free(&e->u);
+	strv_free(&e->hit);
 	free(e);
 }
 
@@ -244,37 +246,64 @@ static void user_copy(struct user_info *to, const struct user_info *from)
 	to->extra = from->extra ? json_deep_copy(from->extra) : NULL;
 }
 
-static void token_key(struct token_cache *c, const char *token, char out[65])
+static void digest_str(EVP_MD_CTX *x, const char *s)
 {
+	uint32_t len = (uint32_t)strlen(s);
+
+	/* Length first: "ab" + "c" is not "a" + "bc". */
+	if (EVP_DigestUpdate(x, &len, sizeof(len)) != 1 || EVP_DigestUpdate(x, s, len) != 1)
+		abort();
+}
+
+/* The token and the audiences asked for (NULL: none). */
+static void token_key(struct token_cache *c, const char *token, const struct strv *auds,
+		      char out[65])
+{
+	uint32_t naud = auds ? (uint32_t)auds->n : 0;
 	unsigned char md[32];
 	EVP_MD_CTX *x = EVP_MD_CTX_new();
 
 	if (!x || EVP_DigestInit_ex(x, c->sha256, NULL) != 1 ||
-	    EVP_DigestUpdate(x, c->salt, sizeof(c->salt)) != 1 ||
-	    EVP_DigestUpdate(x, token, strlen(token)) != 1 || EVP_DigestFinal_ex(x, md, NULL) != 1)
+	    EVP_DigestUpdate(x, c->salt, sizeof(c->salt)) != 1)
+		abort();
+	digest_str(x, token);
+	if (EVP_DigestUpdate(x, &naud, sizeof(naud)) != 1)
+		abort();
+	for (uint32_t i = 0; i < naud; i++)
+		digest_str(x, auds->v[i]);
+	if (EVP_DigestFinal_ex(x, md, NULL) != 1)
 		abort();
 	EVP_MD_CTX_free(x);
 	for (int i = 0; i < 32; i++)
 		snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
-/* The user a token was found to be lately, copied into u. */
-static bool cache_find(struct token_cache *c, const char *key, struct user_info *u)
+static void strv_copy(struct strv *to, const struct strv *from)
+{
+	for (size_t i = 0; i < from->n; i++)
+		strv_push(to, from->v[i]);
+}
+
+/* The user a token was found to be lately, and its audiences, copied. */
+static bool cache_find(struct token_cache *c, const char *key, struct user_info *u,
+		       struct strv *hit)
 {
 	struct cached_user *e;
-	bool hit = false;
+	bool found = false;
 
 	pthread_mutex_lock(&c->mu);
 	e = hmap_get(&c->users, key);
 	if (e && e->expires > clock_mono()) {
 		user_copy(u, &e->u);
-		hit = true;
+		strv_copy(hit, &e->hit);
+		found = true;
 	}
 	pthread_mutex_unlock(&c->mu);
-	return hit;
+	return found;
 }
 
-static void cache_keep(struct token_cache *c, const char *key, const struct user_info *u)
+static void cache_keep(struct token_cache *c, const char *key, const struct user_info *u,
+		       const struct strv *hit)
 {
 	struct cached_user *e = calloc(1, sizeof(*e)), *old;
 	int64_t now = clock_mono();
@@ -283,6 +312,7 @@ static void cache_keep(struct token_cache *c, const char *key, const struct user
 		abort();
 	e->expires = now + TOKEN_SUCCESS_TTL_NS;
 	user_copy(&e->u, u);
+	strv_copy(&e->hit, hit);
 	pthread_mutex_lock(&c->mu);
 	if ((old = hmap_put(&c->users, key, e)))
 		cached_free(old);
@@ -297,28 +327,48 @@ static void cache_keep(struct token_cache *c, const char *key, const struct user
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* Upstream's union of token authenticators behind its cache: a service
- * account token of ours, else (when it is not one) a bootstrap token. 0
- * with u filled, or ERR_UNAUTHORIZED with the service account
- * authenticator's reason in why (empty when the token was not a JWT of
- * ours). */
+int authn_token(struct apiserver *s, const char *token, const struct strv *audiences,
+		struct user_info *u, struct strv *hit, char *why, size_t n)
+{
+	const struct strv *asked = audiences ? audiences : satoken_audiences(s), *api;
+	char key[65];
+
+	*why = '\0';
+	token_key(s->tokens, token, asked, key);
+	if (cache_find(s->tokens, key, u, hit))
+		return 0;
+	if (satoken_authenticate(s, token, asked, u, hit, why, n) < 0) {
+		if (*why)
+			return ERR_UNAUTHORIZED;
+		/* A bootstrap token is audience-agnostic: good for the API
+		 * server's own audiences among those asked for (upstream's
+		 * WrapAudienceAgnosticToken), for no other. */
+		strv_free(hit);
+		api = satoken_audiences(s);
+		for (size_t i = 0; api && i < api->n; i++)
+			if (asked && strv_has(asked, api->v[i]))
+				strv_push(hit, api->v[i]);
+		if (!asked || !asked->n)
+			strv_push(hit, APISERVER_DEFAULT_ISSUER);
+		if (!hit->n || authn_bearer_token(s, token, u) < 0) {
+			user_info_free(u);
+			strv_free(hit);
+			return ERR_UNAUTHORIZED;
+		}
+	}
+	cache_keep(s->tokens, key, u, hit);
+	return 0;
+}
+
+/* A request's bearer token, for the API server's own audiences. */
 static int token_user(struct apiserver *s, const char *token, struct user_info *u, char *why,
 		      size_t n)
 {
 	struct strv hit = STRV_INIT;
-	char key[65];
-	int rc;
+	int rc = authn_token(s, token, NULL, u, &hit, why, n);
 
-	*why = '\0';
-	token_key(s->tokens, token, key);
-	if (cache_find(s->tokens, key, u))
-		return 0;
-	rc = satoken_authenticate(s, token, NULL, u, &hit, why, n);
 	strv_free(&hit);
-	if (rc != 0 && (*why || authn_bearer_token(s, token, u) != 0))
-		return ERR_UNAUTHORIZED;
-	cache_keep(s->tokens, key, u);
-	return 0;
+	return rc;
 }
 
 int authn_request(struct req *r)

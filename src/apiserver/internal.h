@@ -193,6 +193,17 @@ bool authn_cert_credentials_ok(void *arg, SSL *ssl, const char *authorization);
 bool authn_credentials_ok(void *arg, SSL *ssl, const char *authorization);
 /* A bootstrap token's user into u: 0, or ERR_UNAUTHORIZED. */
 int authn_bearer_token(struct apiserver *s, const char *token, struct user_info *u);
+/*
+ * Upstream's token authenticator: the union of the service account and the
+ * bootstrap token authenticators behind the 10 s cache of successes, for
+ * the audiences asked (NULL: the API server's own; a bootstrap token is
+ * good for those alone). 0 with u filled and the audiences matched in hit
+ * (the caller frees both), or ERR_UNAUTHORIZED with the service account
+ * authenticator's reason in why (empty: not a token of ours). Requests and
+ * TokenReviews both come here, as upstream's do.
+ */
+int authn_token(struct apiserver *s, const char *token, const struct strv *audiences,
+		struct user_info *u, struct strv *hit, char *why, size_t n);
 
 /* satoken.c: service account tokens (JWTs) — keys from the options,
  * TokenRequest (serviceaccounts/<name>/token) and TokenReview. */
@@ -204,6 +215,8 @@ void satoken_free(struct apiserver *s);
  * upstream's reason ("service account token has expired"). */
 int satoken_authenticate(struct apiserver *s, const char *token, const struct strv *audiences,
 			 struct user_info *u, struct strv *hit, char *why, size_t n);
+/* The API server's audiences, NULL when it takes no service account tokens. */
+const struct strv *satoken_audiences(const struct apiserver *s);
 /* A TokenRequest (serviceaccounts/<name>/token) and a TokenReview. */
 void satoken_serve_request(struct req *r);
 void satoken_serve_review(struct req *r);

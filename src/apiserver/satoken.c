@@ -366,6 +366,11 @@ static void extra_set(json_t *extra, const char *key, const char *value)
 		json_object_set_new(extra, key, json_pack("[s]", value));
 }
 
+const struct strv *satoken_audiences(const struct apiserver *s)
+{
+	return s->sa ? &s->sa->audiences : NULL;
+}
+
 int satoken_authenticate(struct apiserver *s, const char *token, const struct strv *audiences,
                          struct user_info *u, struct strv *hit, char *why, size_t n)
 {
@@ -698,19 +703,7 @@ static void handle_token_review(struct req *r, json_t *body)
 		for (i = 0; i < r->s->sa->audiences.n; i++)
 			strv_push(&want, r->s->sa->audiences.v[i]);
 	status = json_object();
-	if (satoken_authenticate(r->s, token, &want, &u, &hit, why, sizeof(why)) < 0 && !*why) {
-		/* A bootstrap token is audience-agnostic: good for the API
-		 * server's own audiences among those asked for (upstream's
-		 * WrapAudienceAgnosticToken), for no other. */
-		strv_free(&hit);
-		for (i = 0; r->s->sa && i < r->s->sa->audiences.n; i++)
-			if (strv_has(&want, r->s->sa->audiences.v[i]))
-				strv_push(&hit, r->s->sa->audiences.v[i]);
-		if (!want.n)
-			strv_push(&hit, APISERVER_DEFAULT_ISSUER);
-		if (!hit.n || authn_bearer_token(r->s, token, &u) < 0)
-			user_info_free(&u);
-	}
+	authn_token(r->s, token, &want, &u, &hit, why, sizeof(why));
 	if (u.name) {
 		json_t *list = json_array();
 		for (i = 0; i < hit.n; i++)

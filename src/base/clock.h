@@ -77,8 +77,9 @@ void timers_on_change(struct timer_set *set, void (*cb)(void *arg), void *arg);
 /* Earliest mono deadline, or INT64_MAX when nothing is armed. */
 int64_t timers_next(const struct timer_set *set);
 /*
- * Timer slack, as Linux gives poll() and select(): a timer armed d ahead may
- * fire up to min(d / TIMER_SLACK_DIVISOR, max_ns) after its deadline, so
+ * Timer slack, in the manner of Linux's for poll() and select() (0.1 % of
+ * the timeout, 0.5 % for a niced task, at most 100 ms): a timer armed d
+ * ahead may fire up to min(d / TIMER_SLACK_DIVISOR, max_ns) late, so
  * that timers due close together fire in one wake-up instead of one each.
  * A process of thousands of hollow kubelets wakes every 2 ms for one
  * heartbeat without it; a timer armed for now has none. 0 (the default)

@@ -262,7 +262,6 @@ static void test_stop_watch_from_owner(void **state)
 	assert_int_equal(s.ended, 0);
 }
 
-/* Client-side sockets of this process connected to the API server. */
 /* Established connections to the test server, 127.0.0.1:port, counted from
  * the client's end (others on the machine may have that port as theirs). */
 static int connections_to(int port)

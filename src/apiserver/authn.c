@@ -186,8 +186,10 @@ int authn_bearer_token(struct apiserver *s, const char *token, struct user_info 
  * each was an ECDSA verification (about 100 us, 9 % of the API server
  * while 2,500 kubelets bootstrapped). As upstream's, a token whose account
  * or bound object is deleted still passes for what is left of its 10 s.
- * The key is SHA-256 over a random key of the process's and the token, so
- * no token is kept.
+ * The key is SHA-256 over a random key of the process's, the token and the
+ * audiences asked (a TokenReview's, or the API server's own), so no token
+ * is kept. The loop's thread is the only caller today; the lock keeps it
+ * safe for the serving threads.
  */
 #define TOKEN_SUCCESS_TTL_NS (10 * NS_PER_SEC)
 

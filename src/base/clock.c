@@ -41,6 +41,11 @@ struct timer_set {
 	size_t len, cap;
 	uint64_t seq;
 	int64_t max_slack;
+	/* timers_wake's answer, kept until the slot that gave it leaves the
+	 * heap (an arm can only lower it): arming is O(1), and the walk runs
+	 * once a wake-up, not once for every timer re-armed in it. */
+	int64_t wake;
+	bool wake_known;
 	void (*on_change)(void *arg);
 	void *on_change_arg;
 };
@@ -200,6 +205,9 @@ static void heap_remove(struct timer_set *s, struct timer *t)
 	size_t i = (size_t)t->index;
 	struct slot last = s->heap[--s->len];
 
+	if (s->heap[i].latest == s->wake)
+		s->wake_known = false;
+
 	t->index = -1;
 	if (last.t == t)
 		return;
@@ -268,15 +276,17 @@ void timers_set_slack(struct timer_set *s, int64_t max_ns)
  * grow down the heap): the walk visits the timers due within one slack of
  * the first, a few dozen in a hollow kubelets process, one without slack.
  */
-int64_t timers_wake(const struct timer_set *s)
+int64_t timers_wake(struct timer_set *s)
 {
 	size_t stack[64], n = 0;
-	int64_t best;
+	int64_t best = INT64_MAX;
 
-	if (!s->len)
-		return INT64_MAX;
-	best = s->heap[0].latest;
-	stack[n++] = 0;
+	if (s->wake_known)
+		return s->wake;
+	if (s->len) {
+		best = s->heap[0].latest;
+		stack[n++] = 0;
+	}
 	while (n) {
 		size_t i = stack[--n];
 		if (s->heap[i].latest < best)
@@ -286,6 +296,8 @@ int64_t timers_wake(const struct timer_set *s)
 			if (s->heap[c].deadline < best && n < sizeof(stack) / sizeof(stack[0]))
 				stack[n++] = c;
 	}
+	s->wake = best;
+	s->wake_known = true;
 	return best;
 }
 
@@ -364,6 +376,8 @@ void timer_at(struct timer *t, int64_t deadline)
 	latest = deadline > INT64_MAX - latest ? INT64_MAX : deadline + latest;
 	heap_place(s, s->len++, (struct slot){deadline, latest, s->seq++, t});
 	heap_up(s, (size_t)t->index);
+	if (s->wake_known && latest < s->wake)
+		s->wake = latest;
 	if (s->on_change && latest < old_wake)
 		s->on_change(s->on_change_arg);
 }

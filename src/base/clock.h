@@ -92,7 +92,7 @@ void timers_set_slack(struct timer_set *set, int64_t max_ns);
 /* When the owner should call timers_run() next: the earliest time by which
  * some timer's slack runs out (timers_next() without slack). INT64_MAX when
  * nothing is armed. */
-int64_t timers_wake(const struct timer_set *set);
+int64_t timers_wake(struct timer_set *set);
 /* Fire every timer due at clock_mono(); returns how many fired. */
 int timers_run(struct timer_set *set);
 int timers_count(const struct timer_set *set);

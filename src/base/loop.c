@@ -31,8 +31,12 @@ struct loop {
 	int wake_fd;
 	pthread_t owner;      /* the thread that runs the loop (loop_run, loop_poll) */
 	bool owned;
-	pthread_mutex_t lock; /* guards the deferred list */
+	pthread_mutex_t lock; /* guards the deferred list and work_running */
 	struct deferred *head, **tail;
+	/* loop_work: started and not yet done (the loop's thread alone), and
+	 * still on a worker (under lock; work_idle says it reached 0). */
+	size_t work_pending, work_running;
+	pthread_cond_t work_idle;
 };
 
 static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
@@ -187,6 +191,7 @@ struct loop *loop_new(void)
 	    event_add(l->wake, NULL) < 0)
 		abort();
 	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->work_idle, NULL);
 	l->tail = &l->head;
 	timers_on_change(l->timers, on_timers_change, l);
 	return l;
@@ -196,13 +201,23 @@ void loop_free(struct loop *l)
 {
 	if (!l)
 		return;
-	on_wake(-1, 0, l); /* run what was deferred, so nothing leaks */
+	/* Run what was deferred, so nothing leaks: first let the workers
+	 * finish, as their jobs' done callbacks are deferred too (and may
+	 * start more). */
+	do {
+		pthread_mutex_lock(&l->lock);
+		while (l->work_running)
+			pthread_cond_wait(&l->work_idle, &l->lock);
+		pthread_mutex_unlock(&l->lock);
+		on_wake(-1, 0, l);
+	} while (l->work_pending);
 	event_free(l->tick);
 	event_free(l->wake);
 	close(l->wake_fd);
 	timers_free(l->timers);
 	event_base_free(l->base);
 	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->work_idle);
 	free(l);
 }
 
@@ -284,4 +299,104 @@ void loop_defer(struct loop *l, void (*cb)(void *), void *arg)
 		event_active(l->wake, EV_READ, 0);
 	else if (was_empty && write(l->wake_fd, &(uint64_t){1}, sizeof(uint64_t)) < 0)
 		abort(); /* an eventfd write fails only when its counter would overflow */
+}
+
+/* ---- worker threads ------------------------------------------------------------ */
+
+struct job {
+	struct loop *l;
+	void (*work)(void *arg);
+	void (*done)(void *arg);
+	void *arg;
+	struct job *next;
+};
+
+/* One queue for the process: a job waits for whichever worker is free. */
+static struct {
+	pthread_once_t once;
+	pthread_mutex_t lock;
+	pthread_cond_t ready;
+	struct job *head, **tail;
+} workers = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL,
+	     &workers.head};
+
+static void job_done(void *arg)
+{
+	struct job *j = arg;
+
+	j->done(j->arg);
+	j->l->work_pending--;
+	free(j);
+}
+
+static void *worker_main(void *unused)
+{
+	(void)unused;
+	for (;;) {
+		struct job *j;
+		struct loop *l;
+
+		pthread_mutex_lock(&workers.lock);
+		while (!workers.head)
+			pthread_cond_wait(&workers.ready, &workers.lock);
+		j = workers.head;
+		if (!(workers.head = j->next))
+			workers.tail = &workers.head;
+		pthread_mutex_unlock(&workers.lock);
+
+		j->work(j->arg);
+		/* The job is the loop's from here: done may run (and free it)
+		 * before loop_defer returns. */
+		l = j->l;
+		loop_defer(l, job_done, j);
+		pthread_mutex_lock(&l->lock);
+		if (--l->work_running == 0)
+			pthread_cond_broadcast(&l->work_idle);
+		pthread_mutex_unlock(&l->lock);
+	}
+	return NULL;
+}
+
+/* Detached for the life of the process, with every signal blocked: signals
+ * are the loops' business. */
+static void workers_start(void)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (int i = 0; i < LOOP_WORKERS; i++) {
+		pthread_t th;
+		if (pthread_create(&th, &attr, worker_main, NULL) != 0)
+			abort();
+	}
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void loop_work(struct loop *l, void (*work)(void *), void (*done)(void *), void *arg)
+{
+	struct job *j = malloc(sizeof(*j));
+
+	if (!j)
+		abort();
+	*j = (struct job){l, work, done, arg, NULL};
+	pthread_once(&workers.once, workers_start);
+	l->work_pending++;
+	pthread_mutex_lock(&l->lock);
+	l->work_running++;
+	pthread_mutex_unlock(&l->lock);
+	pthread_mutex_lock(&workers.lock);
+	*workers.tail = j;
+	workers.tail = &j->next;
+	pthread_cond_signal(&workers.ready);
+	pthread_mutex_unlock(&workers.lock);
+}
+
+size_t loop_work_pending(const struct loop *l)
+{
+	return l->work_pending;
 }

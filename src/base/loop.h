@@ -8,6 +8,9 @@
  * timers, and loop_poll() runs ready I/O without blocking — that is how tests
  * and the simulator step a component.
  *
+ * What would stall a loop (an fsync, decoding a certificate) runs on the
+ * process's worker threads with loop_work(), which hands the result back.
+ *
  * Ownership: the loop owns its base and set; free the timers first.
  * Threads: a loop belongs to the thread that runs it. loop_stop() and
  * loop_defer() may be called from any thread (libevent is set up with
@@ -45,5 +48,22 @@ void loop_stop_pending(struct loop *l);
  * this is how a worker thread posts a result back (DESIGN.md §3).
  */
 void loop_defer(struct loop *l, void (*cb)(void *arg), void *arg);
+
+/*
+ * Run work(arg) on one of the process's LOOP_WORKERS threads, then done(arg)
+ * on this loop's thread (DESIGN.md §3: disk commits and anything slow).
+ * From the loop's thread. Jobs run side by side and finish in any order: a
+ * caller that needs one after another starts the next from done. done
+ * always runs, at the latest in loop_free(), which first waits for work
+ * still running. So work must touch only what its job owns, and an owner
+ * freed first marks its job (arg) so that done only frees it.
+ */
+void loop_work(struct loop *l, void (*work)(void *arg), void (*done)(void *arg), void *arg);
+/* Jobs started whose done has not run yet: a test's "quiet" waits for 0. */
+size_t loop_work_pending(const struct loop *l);
+
+/* Blocked in fsync a worker uses no CPU; several let the filesystem commit
+ * their files in one journal transaction. */
+#define LOOP_WORKERS 4
 
 #endif

@@ -9,7 +9,7 @@
  * restart asks again under the same name and finds its earlier request.
  *
  * With rotation the client certificate manager bootstraps instead; only
- * the kubeconfig writing here is shared (bootstrap_write_kubeconfig).
+ * the kubeconfig's text here is shared (bootstrap_kubeconfig_text).
  */
 #include "kubelet/internal.h"
 
@@ -138,6 +138,7 @@ struct bootstrap {
 	int64_t healthz_until;
 	struct rest_call *call;
 	struct csr_request *req;
+	struct cred_write *store;
 	void (*done)(struct kubelet *k, int rc, const char *err);
 };
 
@@ -179,16 +180,14 @@ static EVP_PKEY *pick_key(struct bootstrap *b, bool fresh)
 
 static void request(struct bootstrap *b);
 
-/* Write the kubeconfig upstream writes: the bootstrap kubeconfig's cluster,
- * and the store's current pair as the user's certificate and key. */
-int bootstrap_write_kubeconfig(struct kubelet *k)
+/* The kubeconfig upstream writes: the bootstrap kubeconfig's cluster, and
+ * the store's current pair as the user's certificate and key. */
+char *bootstrap_kubeconfig_text(struct kubelet *k)
 {
-	char *pem = certstore_current_path(k->cfg.cert_dir, CERTSTORE_CLIENT), dir[4096];
-	char *abs = realpath(k->cfg.cert_dir, NULL), *cur, *ca_abs = NULL;
+	char *abs = realpath(k->cfg.cert_dir, NULL), *ca_abs = NULL, *text;
 	struct kubeconfig out = {0};
-	int rc;
 
-	cur = abs ? certstore_current_path(abs, CERTSTORE_CLIENT) : strdup(pem);
+	out.cert_file = certstore_current_path(abs ? abs : k->cfg.cert_dir, CERTSTORE_CLIENT);
 	if (k->boot_ca_file)
 		ca_abs = realpath(k->boot_ca_file, NULL);
 	out.cluster = "default-cluster";
@@ -198,56 +197,59 @@ int bootstrap_write_kubeconfig(struct kubelet *k)
 	out.server = (char *)k->boot_server;
 	out.ca_file = ca_abs ? ca_abs : (char *)k->boot_ca_file;
 	out.ca_data = out.ca_file ? NULL : (char *)k->boot_ca_data;
-	out.cert_file = cur;
-	out.key_file = cur;
-	file_mkdirs(file_dirname(k->cfg.kubeconfig, dir, sizeof(dir)), 0755);
-	rc = kubeconfig_save(k->cfg.kubeconfig, &out);
-	free(pem);
+	out.key_file = out.cert_file;
+	text = kubeconfig_render(&out);
+	free(out.cert_file);
 	free(abs);
-	free(cur);
 	free(ca_abs);
-	return rc;
+	if (!text)
+		err_set(ERR_INTERNAL, "render kubeconfig %s", k->cfg.kubeconfig);
+	return text;
 }
 
-static int store(struct bootstrap *b, const char *cert_pem)
+static void on_stored(void *arg, struct cred_write_result *res)
 {
-	X509 *cert = pki_cert_parse(cert_pem, strlen(cert_pem));
-	char *key_pem, *pem;
-	int rc;
+	struct bootstrap *b = arg;
 
-	if (!cert)
-		return err_wrap(ERR_INVALID, "new certificate/key pair");
-	key_pem = pki_key_pem(b->key);
-	pem = str_printf("%s%s%s", cert_pem, cert_pem[strlen(cert_pem) - 1] == '\n' ? "" : "\n",
-			 key_pem);
-	rc = certstore_update_pair(b->k->cfg.cert_dir, CERTSTORE_CLIENT, cert, b->key, pem, NULL);
-	X509_free(cert);
-	OPENSSL_cleanse(pem, strlen(pem));
-	OPENSSL_cleanse(key_pem, strlen(key_pem));
-	free(pem);
-	free(key_pem);
-	if (rc < 0)
-		return rc;
-	if (unlink(b->key_path) < 0 && errno != ENOENT)
+	b->store = NULL;
+	X509_free(res->cert); /* the kubelet loads its pair from the store */
+	if (res->rc < 0) {
+		finish(b, ERR_IO, res->err);
+		return;
+	}
+	if (res->unlink_errno)
 		LOG_V(2, "\"Failed cleaning up private key file\" path=\"%s\" err=\"%s\"",
-		      b->key_path, strerror(errno));
-	return bootstrap_write_kubeconfig(b->k);
+		      b->key_path, strerror(res->unlink_errno));
+	finish(b, 0, NULL);
 }
 
+/* The pair into the store, the key file gone, the kubeconfig pointing at
+ * the store: off the loop, in upstream's order. */
 static void on_issued(void *arg, const struct csr_result *res)
 {
 	struct bootstrap *b = arg;
+	char *text;
 
 	b->req = NULL;
 	if (res->rc < 0) {
 		finish(b, res->rc, res->err);
 		return;
 	}
-	if (store(b, res->cert_pem) < 0) {
+	if (!(text = bootstrap_kubeconfig_text(b->k))) {
 		finish(b, ERR_IO, err_msg());
 		return;
 	}
-	finish(b, 0, NULL);
+	b->store = cred_write_start(b->k->loop,
+				    &(struct cred_write_spec){.dir = b->k->cfg.cert_dir,
+							      .prefix = CERTSTORE_CLIENT,
+							      .cert_pem = res->cert_pem,
+							      .key = b->key,
+							      .unlink_path = b->key_path,
+							      .file_path = b->k->cfg.kubeconfig,
+							      .file_text = text},
+				    on_stored, b);
+	OPENSSL_cleanse(text, strlen(text));
+	free(text);
 }
 
 /* requestNodeCertificate's usages, in its order: the hash covers them. */
@@ -357,6 +359,7 @@ void bootstrap_cancel(struct bootstrap *b)
 		return;
 	rest_cancel(b->call);
 	csr_request_cancel(b->req);
+	cred_write_cancel(b->store);
 	timer_free(b->timer);
 	EVP_PKEY_free(b->key);
 	free(b->key_path);

@@ -18,6 +18,7 @@
 #include "base/strv.h"
 #include "base/timeutil.h"
 
+#include <errno.h>
 #include <math.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CSR_PATH "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 /* How soon a CSR watch that ended is opened again. */
@@ -428,6 +430,129 @@ struct csr_request *csr_request_start(struct loop *loop, struct rest_client *c,
 	return r;
 }
 
+/* ---- an issued pair, stored off the loop --------------------------------------------- */
+
+struct cred_write {
+	/* The worker's: copies and a reference of its own. */
+	char *dir, *prefix, *cert_pem, *unlink_path, *file_path, *file_text;
+	EVP_PKEY *key;
+	/* Its answer, read on the loop once the work is done. */
+	int rc;
+	char err[1024];
+	X509 *cert;
+	int unlink_errno;
+	/* The loop's. */
+	cred_write_cb done; /* NULL once cancelled */
+	void *arg;
+	/* The caller's log scope, for done; the worker has only its clock
+	 * (a node's skew names the dated file) and logs nothing of its own. */
+	const struct log_scope *scope;
+	struct log_scope clock_only;
+};
+
+static void scrub_free(char *s)
+{
+	if (s)
+		OPENSSL_cleanse(s, strlen(s));
+	free(s);
+}
+
+/* The store's file holds the certificate(s), then the key. The certificate
+ * is parsed once, for the store's check and for its holder. */
+static int store_pair(struct cred_write *w)
+{
+	size_t n = strlen(w->cert_pem);
+	char *key_pem, *pem;
+	int rc;
+
+	if (!(w->cert = pki_cert_parse(w->cert_pem, n)))
+		return err_wrap(ERR_INVALID, "new certificate/key pair");
+	if (!(key_pem = pki_key_pem(w->key)))
+		return err_wrap(ERR_CRYPTO, "new certificate/key pair");
+	pem = str_printf("%s%s%s", w->cert_pem, n && w->cert_pem[n - 1] == '\n' ? "" : "\n",
+			 key_pem);
+	rc = certstore_update_pair(w->dir, w->prefix, w->cert, w->key, pem, NULL);
+	scrub_free(pem);
+	scrub_free(key_pem);
+	return rc;
+}
+
+/* On a worker: nothing here may touch the loop's state. */
+static void cred_write_work(void *arg)
+{
+	struct cred_write *w = arg;
+	const struct log_scope *prev = log_scope_enter(&w->clock_only);
+	char dir[4096];
+
+	w->rc = w->cert_pem ? store_pair(w) : 0;
+	if (w->rc == 0 && w->unlink_path && unlink(w->unlink_path) < 0 && errno != ENOENT)
+		w->unlink_errno = errno;
+	if (w->rc == 0 && w->file_path) {
+		file_mkdirs(file_dirname(w->file_path, dir, sizeof(dir)), 0755);
+		w->rc = file_write_atomic(w->file_path, w->file_text, strlen(w->file_text), 0600);
+	}
+	if (w->rc < 0) {
+		/* The error text is per thread: carry it back. */
+		snprintf(w->err, sizeof(w->err), "%s", err_msg());
+		X509_free(w->cert);
+		w->cert = NULL;
+	}
+	log_scope_enter(prev);
+}
+
+static void cred_write_done(void *arg)
+{
+	struct cred_write *w = arg;
+
+	/* Not cancelled: the caller, and so its scope, is still there. */
+	if (w->done) {
+		struct cred_write_result res = {w->rc, w->err, w->cert, w->unlink_errno};
+		const struct log_scope *prev = log_scope_enter(w->scope);
+
+		w->cert = NULL; /* done's now */
+		w->done(w->arg, &res);
+		log_scope_enter(prev);
+	}
+	X509_free(w->cert);
+	EVP_PKEY_free(w->key);
+	free(w->dir);
+	free(w->prefix);
+	free(w->cert_pem);
+	free(w->unlink_path);
+	free(w->file_path);
+	scrub_free(w->file_text);
+	free(w);
+}
+
+struct cred_write *cred_write_start(struct loop *loop, const struct cred_write_spec *spec,
+				    cred_write_cb done, void *arg)
+{
+	struct cred_write *w = calloc(1, sizeof(*w));
+
+	if (!w || (spec->key && !EVP_PKEY_up_ref(spec->key)))
+		abort();
+	w->dir = str_dup(spec->dir);
+	w->prefix = str_dup(spec->prefix);
+	w->cert_pem = str_dup(spec->cert_pem);
+	w->key = spec->key;
+	w->unlink_path = str_dup(spec->unlink_path);
+	w->file_path = str_dup(spec->file_path);
+	w->file_text = str_dup(spec->file_text);
+	w->done = done;
+	w->arg = arg;
+	w->scope = log_scope_current();
+	w->clock_only = (struct log_scope){.fd = -1,
+					   .clock_skew_ns = w->scope ? w->scope->clock_skew_ns : 0};
+	loop_work(loop, cred_write_work, cred_write_done, w);
+	return w;
+}
+
+void cred_write_cancel(struct cred_write *w)
+{
+	if (w)
+		w->done = NULL;
+}
+
 /* ---- the manager --------------------------------------------------------------------- */
 
 enum action { ACT_CYCLE, ACT_ROUND, ACT_ATTEMPT };
@@ -451,7 +576,8 @@ struct certmgr {
 	enum action next;
 	struct timer *timer, *expiry;
 	struct csr_request *req;
-	EVP_PKEY *pending; /* the key of the CSR in flight */
+	struct cred_write *store; /* the issued pair, being written */
+	EVP_PKEY *pending;        /* the key of the CSR in flight, or being stored */
 };
 
 /* client-go's m.logf: klog.V(2).Infof("<name>: ..."). */
@@ -784,33 +910,31 @@ static void renew_failed(struct certmgr *m, const char *why)
 	arm(m, ACT_ATTEMPT, CERTMGR_POLL_NS);
 }
 
-static int store_issued(struct certmgr *m, const char *cert_pem)
+/* The new pair is on disk: make it current. */
+static void on_stored(void *arg, struct cred_write_result *res)
 {
-	X509 *cert = pki_cert_parse(cert_pem, strlen(cert_pem));
-	char *key_pem, *pem;
-	int rc;
+	struct certmgr *m = arg;
 
-	/* Parsed once, for the store's check and for the manager. */
-	if (!cert)
-		return err_wrap(ERR_INVALID, "new certificate/key pair");
-	key_pem = pki_key_pem(m->pending);
-	pem = str_printf("%s%s%s", cert_pem,
-			 cert_pem[strlen(cert_pem) - 1] == '\n' ? "" : "\n", key_pem);
-	rc = certstore_update_pair(m->cfg.cert_dir, m->cfg.prefix, cert, m->pending, pem, NULL);
-	OPENSSL_cleanse(pem, strlen(pem));
-	OPENSSL_cleanse(key_pem, strlen(key_pem));
-	free(pem);
-	free(key_pem);
-	if (rc < 0) {
-		X509_free(cert);
-		return rc;
+	m->store = NULL;
+	if (res->rc < 0) {
+		MERR(m, "Unable to store the new cert/key pair: %s", res->err);
+		EVP_PKEY_free(m->pending);
+		m->pending = NULL;
+		renew_failed(m, res->err);
+		return;
 	}
 	if (m->cfg.rotation_seconds && m->cert)
 		metrics_observe(m->cfg.rotation_seconds,
 				(double)(clock_now() - pki_cert_not_before(m->cert)) / 1e9);
-	set_pair(m, cert, m->pending);
+	set_pair(m, res->cert, m->pending);
 	m->pending = NULL;
-	return 0;
+	m->healthy = true;
+	m->failing = 0;
+	m->last_err[0] = '\0';
+	if (m->cfg.on_change)
+		m->cfg.on_change(m->cfg.arg, m->cert, m->key);
+	/* wait.Until runs its body again one period after it returns. */
+	arm(m, ACT_CYCLE, NS_PER_SEC);
 }
 
 static void on_csr_done(void *arg, const struct csr_result *res)
@@ -835,20 +959,12 @@ static void on_csr_done(void *arg, const struct csr_result *res)
 		renew_failed(m, res->err);
 		return;
 	}
-	if (store_issued(m, res->cert_pem) < 0) {
-		MERR(m, "Unable to store the new cert/key pair: %s", err_msg());
-		EVP_PKEY_free(m->pending);
-		m->pending = NULL;
-		renew_failed(m, err_msg());
-		return;
-	}
-	m->healthy = true;
-	m->failing = 0;
-	m->last_err[0] = '\0';
-	if (m->cfg.on_change)
-		m->cfg.on_change(m->cfg.arg, m->cert, m->key);
-	/* wait.Until runs its body again one period after it returns. */
-	arm(m, ACT_CYCLE, NS_PER_SEC);
+	m->store = cred_write_start(m->loop,
+				    &(struct cred_write_spec){.dir = m->cfg.cert_dir,
+							      .prefix = m->cfg.prefix,
+							      .cert_pem = res->cert_pem,
+							      .key = m->pending},
+				    on_stored, m);
 }
 
 static int make_csr(struct certmgr *m, char **csr_pem)
@@ -936,6 +1052,8 @@ static void drop_request(struct certmgr *m)
 {
 	csr_request_cancel(m->req);
 	m->req = NULL;
+	cred_write_cancel(m->store);
+	m->store = NULL;
 	EVP_PKEY_free(m->pending);
 	m->pending = NULL;
 }
@@ -970,6 +1088,7 @@ void certmgr_free(struct certmgr *m)
 	if (!m)
 		return;
 	csr_request_cancel(m->req);
+	cred_write_cancel(m->store);
 	timer_free(m->timer);
 	timer_free(m->expiry);
 	X509_free(m->cert);

@@ -96,6 +96,41 @@ struct csr_request *csr_request_start(struct loop *loop, struct rest_client *c,
 /* Stop waiting; done will not run. NULL is a no-op. */
 void csr_request_cancel(struct csr_request *r);
 
+/* ---- an issued pair, stored off the loop -------------------------------------- */
+
+/*
+ * What a kubelet writes when a certificate is issued, in this order: the
+ * pair into the store (dir, prefix), the file unlink_path removed, file_text
+ * written to file_path. On a worker thread (loop_work): decoding the
+ * certificate and the store's fsyncs would stall every node on the loop.
+ * Strings are copied and the key referenced, so the caller may go on.
+ */
+struct cred_write_spec {
+	const char *dir, *prefix; /* the certstore */
+	const char *cert_pem;     /* the issued certificate(s), or NULL: no pair */
+	EVP_PKEY *key;            /* the key it was issued for */
+	const char *unlink_path;  /* or NULL */
+	const char *file_path, *file_text; /* or NULL: written atomically, 0600 */
+};
+
+struct cred_write_result {
+	int rc;           /* 0, or the first step's error */
+	const char *err;  /* its text */
+	X509 *cert;       /* on success: the certificate parsed, done's to keep (or free) */
+	int unlink_errno; /* removing unlink_path failed with it (not ENOENT): a warning */
+};
+
+typedef void (*cred_write_cb)(void *arg, struct cred_write_result *res);
+
+struct cred_write;
+
+/* done runs once, on the loop and in the caller's log scope, unless
+ * cancelled first; forget the pointer then. */
+struct cred_write *cred_write_start(struct loop *loop, const struct cred_write_spec *spec,
+				    cred_write_cb done, void *arg);
+/* done will not run; the files may still be written. NULL is a no-op. */
+void cred_write_cancel(struct cred_write *w);
+
 /* Go's text for a failed request: `Post "https://host/path": <err>` for a
  * transport failure, else the Status message ("Unauthorized"). Into buf. */
 const char *kubelet_http_error(const char *method, const char *server, const char *path,

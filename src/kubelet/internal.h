@@ -55,6 +55,7 @@ struct kubelet {
 	bool csr_with_boot;             /* certConfig is the bootstrap kubeconfig */
 	struct certmgr *client_cm, *serving_cm;
 	struct bootstrap *bs;           /* a foreground bootstrap in flight */
+	struct cred_write *kc_write;    /* the kubeconfig being written at start */
 	bool healing;                   /* self-heal is getting a new certificate */
 
 	struct heartbeat *hb;
@@ -88,9 +89,10 @@ const char *kubelet_cn(const struct kubelet *k, char *buf, size_t n);
 /* bootstrap.c */
 /* Is the kubeconfig's client certificate readable and valid now? */
 bool bootstrap_kubeconfig_valid(const char *path);
-/* Write the kubeconfig upstream writes from the bootstrap kubeconfig: its
- * cluster, and kubelet-client-current.pem as certificate and key. */
-int bootstrap_write_kubeconfig(struct kubelet *k);
+/* The kubeconfig upstream writes from the bootstrap kubeconfig: its
+ * cluster, and kubelet-client-current.pem as certificate and key (YAML,
+ * malloc'd), or NULL and an error. */
+char *bootstrap_kubeconfig_text(struct kubelet *k);
 /*
  * Get a client certificate with the bootstrap kubeconfig and write the
  * kubeconfig that points at the store. fresh_key: never reuse a key (self-

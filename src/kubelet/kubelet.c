@@ -583,8 +583,26 @@ struct kubelet *kubelet_new(struct loop *loop, const struct kubelet_config *cfg)
 	return k;
 }
 
+static void on_kubeconfig_written(void *arg, struct cred_write_result *res)
+{
+	struct kubelet *k = arg;
+
+	k->kc_write = NULL;
+	if (res->rc < 0) {
+		kubelet_fail(k, "failed to run Kubelet: unable to write kubeconfig %s: %s",
+			     k->cfg.kubeconfig, res->err);
+		return;
+	}
+	LOG_V(2, "\"Use the bootstrap credentials to request a cert, and set kubeconfig to "
+		 "point to the certificate dir\"%s",
+	      k->log_kv);
+	k->csr_with_boot = true;
+	run(k);
+}
+
 /* rotateCertificates on: upstream's bootstrap.LoadClientConfig, then run;
- * the certificate manager does the rest. */
+ * the certificate manager does the rest. The kubeconfig it writes is
+ * written off the loop (its fsyncs), and the kubelet runs once it is. */
 static int start_background(struct kubelet *k)
 {
 	const char *kc = k->cfg.kubeconfig;
@@ -601,12 +619,16 @@ static int start_background(struct kubelet *k)
 			 "necessary\"%s",
 		      k->log_kv);
 	} else {
-		if (bootstrap_write_kubeconfig(k) < 0)
+		char *text = bootstrap_kubeconfig_text(k);
+
+		if (!text)
 			return err_wrap(ERR_IO, "unable to write kubeconfig %s", kc);
-		LOG_V(2, "\"Use the bootstrap credentials to request a cert, and set kubeconfig to "
-			 "point to the certificate dir\"%s",
-		      k->log_kv);
-		k->csr_with_boot = true;
+		k->kc_write = cred_write_start(
+		    k->loop, &(struct cred_write_spec){.file_path = kc, .file_text = text},
+		    on_kubeconfig_written, k);
+		OPENSSL_cleanse(text, strlen(text));
+		free(text);
+		return 0;
 	}
 	run(k);
 	return 0;
@@ -679,6 +701,7 @@ void kubelet_free(struct kubelet *k)
 	if (!k)
 		return;
 	bootstrap_cancel(k->bs);
+	cred_write_cancel(k->kc_write);
 	pods_free(k->pods);
 	heartbeat_free(k->hb);
 	kserver_free(k->server_tls);

@@ -127,12 +127,11 @@ static void put_pem(json_t *obj, const char *what, const char *data, const char 
 	}
 }
 
-int kubeconfig_save(const char *path, const struct kubeconfig *kc)
+char *kubeconfig_render(const struct kubeconfig *kc)
 {
 	json_t *root = json_object(), *cluster = json_object(), *user = json_object();
 	json_t *ctx = json_object();
 	char *text;
-	int r;
 
 	json_object_set_new(root, "apiVersion", json_string("v1"));
 	json_object_set_new(root, "kind", json_string("Config"));
@@ -156,6 +155,14 @@ int kubeconfig_save(const char *path, const struct kubeconfig *kc)
 
 	text = yj_emit(root);
 	json_decref(root);
+	return text;
+}
+
+int kubeconfig_save(const char *path, const struct kubeconfig *kc)
+{
+	char *text = kubeconfig_render(kc);
+	int r;
+
 	if (!text)
 		return err_set(ERR_INTERNAL, "render kubeconfig %s", path);
 	r = file_write_atomic(path, text, strlen(text), 0600);

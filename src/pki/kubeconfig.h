@@ -33,6 +33,9 @@ int kubeconfig_load(const char *path, struct kubeconfig *out);
 int kubeconfig_load_lazy(const char *path, struct kubeconfig *out);
 /* Files win over data when both are set: a *_file is written as a path. */
 int kubeconfig_save(const char *path, const struct kubeconfig *kc);
+/* The YAML kubeconfig_save writes (malloc'd; it may hold secrets: cleanse
+ * it), or NULL. */
+char *kubeconfig_render(const struct kubeconfig *kc);
 void kubeconfig_free(struct kubeconfig *kc);
 
 #endif

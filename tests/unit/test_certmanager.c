@@ -27,10 +27,13 @@
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- the deadline ------------------------------------------------------------------ */
@@ -191,6 +194,156 @@ static void test_backoff_schedule(void **state)
 		snprintf(cmd, sizeof(cmd), "rm -rf %s", b.dir);
 		assert_int_equal(system(cmd), 0);
 	}
+}
+
+/* ---- an issued pair, stored off the loop ---- */
+
+struct cw_seen {
+	int calls;
+	int rc;
+	char err[512];
+	X509 *cert;
+	int unlink_errno;
+	pthread_t thread;
+	const struct log_scope *scope;
+	int64_t now; /* clock_now() in done: the scope's clock */
+};
+
+static void cw_done(void *arg, struct cred_write_result *res)
+{
+	struct cw_seen *s = arg;
+
+	s->calls++;
+	s->rc = res->rc;
+	snprintf(s->err, sizeof(s->err), "%s", res->err);
+	X509_free(s->cert);
+	s->cert = res->cert;
+	s->unlink_errno = res->unlink_errno;
+	s->thread = pthread_self();
+	s->scope = log_scope_current();
+	s->now = clock_now();
+}
+
+/* The jobs are on worker threads: wait for them, with a deadline. */
+static void cw_wait(struct loop *l)
+{
+	for (int i = 0; i < 10000 && loop_work_pending(l); i++) {
+		usleep(1000);
+		loop_poll(l);
+	}
+	assert_int_equal(loop_work_pending(l), 0);
+}
+
+static void test_cred_write(void **state)
+{
+	char dir[64] = "/tmp/cube-cw-XXXXXX", path[256], target[512], want[512], stamp[32],
+	     cmd[128], *text = NULL, *cert_pem;
+	int64_t now = 1800000000 * NS_PER_SEC, skew = NS_PER_DAY;
+	struct log_scope node = {.fd = -1, .clock_skew_ns = skew};
+	const struct log_scope *prev;
+	EVP_PKEY *ca_key = pki_key_new(PKI_KEY_ECDSA), *key = pki_key_new(PKI_KEY_ECDSA);
+	EVP_PKEY *other = pki_key_new(PKI_KEY_ECDSA), *held = NULL;
+	X509 *ca = pki_ca_new(ca_key, "ca", 10 * NS_PER_DAY), *cert, *loaded = NULL;
+	struct pki_cert_spec spec = {.cn = "system:node:n1",
+				     .usages = PKI_U_DIGITAL_SIGNATURE | PKI_U_CLIENT_AUTH,
+				     .not_before_ns = now,
+				     .not_after_ns = now + 100 * NS_PER_SEC};
+	struct cw_seen seen = {0};
+	struct loop *loop = loop_new();
+	struct cred_write_spec cw;
+	struct stat st;
+	time_t t = (time_t)((now + skew) / NS_PER_SEC);
+	struct tm tm;
+	ssize_t n;
+
+	(void)state;
+	clock_use_virtual(now);
+	assert_non_null(mkdtemp(dir));
+	cert = pki_cert_new(&spec, key, ca, ca_key);
+	cert_pem = pki_cert_pem(cert);
+	snprintf(path, sizeof(path), "%s/kubelet-client.key.tmp", dir);
+	assert_int_equal(file_write_atomic(path, "key", 3, 0600), 0);
+
+	/* In a node's scope: the pair, the key file gone, then the file. */
+	cw = (struct cred_write_spec){.dir = dir,
+				      .prefix = CERTSTORE_CLIENT,
+				      .cert_pem = cert_pem,
+				      .key = key,
+				      .unlink_path = path,
+				      .file_path = NULL,
+				      .file_text = "kubeconfig text"};
+	snprintf(want, sizeof(want), "%s/sub/kubelet.conf", dir);
+	cw.file_path = want;
+	prev = log_scope_enter(&node);
+	cred_write_start(loop, &cw, cw_done, &seen);
+	log_scope_enter(prev);
+	assert_int_equal(seen.calls, 0); /* not before the loop hears of it */
+	cw_wait(loop);
+	assert_int_equal(seen.calls, 1);
+	assert_int_equal(seen.rc, 0);
+	assert_non_null(seen.cert);
+	assert_int_equal(X509_cmp(seen.cert, cert), 0);
+	assert_true(pthread_equal(seen.thread, pthread_self()));
+	assert_ptr_equal(seen.scope, &node);
+	assert_true(seen.now == now + skew);
+	assert_false(file_exists(path));
+	assert_int_equal(seen.unlink_errno, 0);
+	assert_int_equal(file_read(want, &text, NULL, 4096), 0);
+	assert_string_equal(text, "kubeconfig text");
+	free(text);
+	assert_int_equal(stat(want, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	/* The dated file is named by the node's clock, not the process's. */
+	localtime_r(&t, &tm);
+	strftime(stamp, sizeof(stamp), "%Y-%m-%d-%H-%M-%S", &tm);
+	snprintf(path, sizeof(path), "%s/kubelet-client-current.pem", dir);
+	assert_true((n = readlink(path, target, sizeof(target) - 1)) > 0);
+	target[n] = '\0';
+	snprintf(want, sizeof(want), "kubelet-client-%s.pem", stamp);
+	assert_non_null(strstr(target, want));
+	assert_int_equal(certstore_load(dir, CERTSTORE_CLIENT, NULL, NULL, &loaded, &held), 0);
+	assert_int_equal(X509_cmp(loaded, cert), 0);
+	assert_true(pki_key_matches(loaded, key));
+	X509_free(loaded);
+	EVP_PKEY_free(held);
+
+	/* A certificate for another key never replaces the pair, and the
+	 * files after it are not written. */
+	clock_advance(NS_PER_SEC);
+	cw.key = other;
+	cw.unlink_path = NULL;
+	snprintf(want, sizeof(want), "%s/other.conf", dir);
+	cw.file_path = want;
+	cred_write_start(loop, &cw, cw_done, &seen);
+	cw_wait(loop);
+	assert_int_equal(seen.calls, 2);
+	assert_true(seen.rc < 0);
+	assert_non_null(strstr(seen.err, "private key does not match public key"));
+	assert_null(seen.cert);
+	assert_ptr_equal(seen.scope, NULL);
+	assert_false(file_exists(want));
+	assert_int_equal(certstore_load(dir, CERTSTORE_CLIENT, NULL, NULL, &loaded, &held), 0);
+	assert_int_equal(X509_cmp(loaded, cert), 0);
+	X509_free(loaded);
+	EVP_PKEY_free(held);
+
+	/* A file alone; cancelled, done never runs (and nothing leaks). */
+	cw = (struct cred_write_spec){.file_path = want, .file_text = "x"};
+	cred_write_cancel(cred_write_start(loop, &cw, cw_done, &seen));
+	cw_wait(loop);
+	assert_int_equal(seen.calls, 2);
+	assert_true(file_exists(want));
+
+	X509_free(seen.cert);
+	free(cert_pem);
+	X509_free(cert);
+	X509_free(ca);
+	EVP_PKEY_free(ca_key);
+	EVP_PKEY_free(key);
+	EVP_PKEY_free(other);
+	loop_free(loop);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
 }
 
 /* A pair in the store: the manager logs upstream's deadline and waits. */
@@ -427,7 +580,7 @@ int main(void)
 		cmocka_unit_test(test_backoff_arithmetic), cmocka_unit_test(test_backoff_schedule),
 		cmocka_unit_test(test_waits_for_deadline), cmocka_unit_test(test_csr_name),
 		cmocka_unit_test(test_go_time),           cmocka_unit_test(test_http_error),
-		cmocka_unit_test(test_config),
+		cmocka_unit_test(test_config),           cmocka_unit_test(test_cred_write),
 	};
 	/* The manager's lines would bury cmocka's; keep only errors' worth. */
 	if (!getenv("CUBE_TEST_LOG"))

@@ -11,9 +11,11 @@
 #include "base/loop.h"
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define T0 (INT64_C(1796032800) * NS_PER_SEC) /* 2026-11-30T10:00:00Z */
 
@@ -428,6 +430,96 @@ static void test_loop_defer_from_another_thread(void **state)
 	loop_free(s.loop);
 }
 
+/* ---- loop_work ---- */
+
+struct jobs {
+	struct loop *loop;
+	pthread_t main;
+	int done, off_loop, on_loop;
+	sem_t go;        /* a job's work waits for it */
+	bool slow_first; /* the first job waits for go, then takes a while */
+	bool chain;      /* the first job's done starts one more */
+};
+
+struct one_job {
+	struct jobs *j;
+	int index;
+	pthread_t worker;
+};
+
+static void job_work(void *arg)
+{
+	struct one_job *o = arg;
+
+	o->worker = pthread_self();
+	if (o->j->slow_first && o->index == 0) {
+		sem_wait(&o->j->go);
+		usleep(20000); /* still running when loop_free begins */
+	}
+}
+
+static void job_done(void *arg)
+{
+	struct one_job *o = arg;
+	struct jobs *j = o->j;
+
+	j->done++;
+	j->off_loop += !pthread_equal(o->worker, j->main);
+	j->on_loop += pthread_equal(pthread_self(), j->main);
+	if (j->chain && o->index == 0) {
+		o->index = 1;
+		loop_work(j->loop, job_work, job_done, o);
+		return;
+	}
+	free(o);
+}
+
+static void start_job(struct jobs *j, int index)
+{
+	struct one_job *o = calloc(1, sizeof(*o));
+
+	assert_non_null(o);
+	o->j = j;
+	o->index = index;
+	loop_work(j->loop, job_work, job_done, o);
+}
+
+/* Work runs on the workers, done on the loop's thread, each once. */
+static void test_loop_work_runs_off_the_loop(void **state)
+{
+	struct jobs j = {.loop = loop_new(), .main = pthread_self()};
+
+	for (int i = 0; i < 32; i++)
+		start_job(&j, i);
+	assert_int_equal(loop_work_pending(j.loop), 32);
+	assert_int_equal(j.done, 0);
+	for (int i = 0; i < 10000 && loop_work_pending(j.loop); i++) {
+		usleep(1000);
+		assert_int_equal(loop_poll(j.loop), 0);
+	}
+	assert_int_equal(loop_work_pending(j.loop), 0);
+	assert_int_equal(j.done, 32);
+	assert_int_equal(j.off_loop, 32);
+	assert_int_equal(j.on_loop, 32);
+	loop_free(j.loop);
+}
+
+/* loop_free waits for work still running and delivers its done, and the
+ * done of a job that done started. */
+static void test_loop_free_finishes_work(void **state)
+{
+	struct jobs j = {.loop = loop_new(), .main = pthread_self(), .slow_first = true,
+			 .chain = true};
+
+	sem_init(&j.go, 0, 0);
+	start_job(&j, 0);
+	sem_post(&j.go);
+	loop_free(j.loop);
+	assert_int_equal(j.done, 2);
+	assert_int_equal(j.on_loop, 2);
+	sem_destroy(&j.go);
+}
+
 static void test_loop_virtual_timers_follow_advance(void **state)
 {
 	struct loop *l = loop_new();
@@ -466,6 +558,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_loop_virtual_timers_follow_advance, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_loop_work_runs_off_the_loop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_loop_free_finishes_work, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

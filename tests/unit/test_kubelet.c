@@ -664,8 +664,18 @@ static void test_bootstrap_rotation_and_pods(void **state)
 	config(w, &c, "node-0");
 	c.rotate_certificates = true;
 	start(w, &c);
+	/* Written off the loop (its fsyncs), and before any certificate: the
+	 * kubelet runs only once it is there. */
+	assert_int_equal(log_count(w, "\"Started kubelet\""), 0);
+	for (int i = 0; i < 10000 && loop_work_pending(w->env.loop); i++) {
+		usleep(1000);
+		loop_poll(w->env.loop);
+	}
 	snprintf(path, sizeof(path), "%s/kubelet/kubelet.conf", w->env.dir);
-	assert_true(file_exists(path)); /* before any certificate */
+	assert_true(file_exists(path));
+	assert_int_equal(log_count(w, "\"Started kubelet\""), 1);
+	snprintf(path, sizeof(path), "%s/kubelet/pki/kubelet-client-current.pem", w->env.dir);
+	assert_false(file_exists(path));
 	assert_true(log_has(w, "\"Client rotation is on, will bootstrap in background\""));
 	assert_true(wait_for(w, bootstrapped, NULL, 100 * NS_PER_MS, 5 * NS_PER_SEC));
 	check_store(w);

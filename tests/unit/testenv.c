@@ -257,8 +257,12 @@ void testenv_pump(struct testenv *e, int quiet)
 		evtimer_add(tick, &tv);
 		event_base_loop(base, EVLOOP_ONCE);
 		evtimer_del(tick);
-		/* A commit on the store's thread is work the loop will hear of. */
-		rounds = idle && apiserver_writes_inflight(e->api) <= held(e) ? rounds + 1 : 0;
+		/* A commit on the store's thread, or a kubelet's files on a
+		 * worker, is work the loop will hear of. */
+		rounds = idle && apiserver_writes_inflight(e->api) <= held(e) &&
+				 loop_work_pending(e->loop) == 0
+			     ? rounds + 1
+			     : 0;
 	}
 	event_free(tick);
 }

@@ -61,3 +61,14 @@ void heap_trim(void)
 	else
 		malloc_trim(0);
 }
+
+void heap_thread_lean(void)
+{
+	unsigned first = 0;
+	bool off = false;
+
+	if (!mallctl)
+		return;
+	mallctl("thread.arena", NULL, NULL, &first, sizeof(first));
+	mallctl("thread.tcache.enabled", NULL, NULL, &off, sizeof(off));
+}

@@ -1,6 +1,7 @@
 #include "base/loop.h"
 
 #include "base/err.h"
+#include "base/heap.h"
 #include "base/log.h"
 
 #include <event2/thread.h>
@@ -332,6 +333,7 @@ static void job_done(void *arg)
 static void *worker_main(void *unused)
 {
 	(void)unused;
+	heap_thread_lean();
 	for (;;) {
 		struct job *j;
 		struct loop *l;

@@ -35,10 +35,9 @@ void heap_trim(void);
 
 /* For a thread that allocates little, now and then (loop_work's workers):
  * with jemalloc it takes the first arena's pages and keeps no cache of its
- * own. An idle thread's cache is never given back (jemalloc empties it as
- * the thread allocates), and an arena of its own holds partly used pages
- * of every size: 2.2 MiB more for a 2,500-node kubelet process with four
- * workers. Under glibc, nothing. */
+ * own. An idle thread's cache is never given back (jemalloc empties it only
+ * as the thread allocates), and an arena of its own holds partly used pages
+ * of every size (docs/performance.md). Under glibc, nothing. */
 void heap_thread_lean(void);
 
 #endif

@@ -99,11 +99,12 @@ void csr_request_cancel(struct csr_request *r);
 /* ---- an issued pair, stored off the loop -------------------------------------- */
 
 /*
- * What a kubelet writes when a certificate is issued, in this order: the
- * pair into the store (dir, prefix), the file unlink_path removed, file_text
- * written to file_path. On a worker thread (loop_work): decoding the
- * certificate and the store's fsyncs would stall every node on the loop.
- * Strings are copied and the key referenced, so the caller may go on.
+ * What a kubelet writes for its credentials, in this order, each step
+ * optional: an issued pair into the store (dir, prefix), the file
+ * unlink_path removed, file_text written to file_path (the kubeconfig). On a
+ * worker thread (loop_work): decoding the certificate and the fsyncs would
+ * stall every node on the loop. Strings are copied and the key referenced,
+ * so the caller may go on.
  */
 struct cred_write_spec {
 	const char *dir, *prefix; /* the certstore */

@@ -44,6 +44,13 @@ static void op_csr_new(struct fixture *f)
 	X509_REQ_free(pki_csr_new(f->leaf_key, "system:node:bench", orgs, NULL, NULL, 0));
 }
 
+/* What a kubelet sends: the key set as its bits, no encoder. */
+static void op_csr_new_pem(struct fixture *f)
+{
+	static const char *const orgs[] = {"system:nodes", NULL};
+	free(pki_csr_new_pem(f->leaf_key, "system:node:bench", orgs, NULL, NULL, 0));
+}
+
 static void op_csr_verify(struct fixture *f)
 {
 	if (pki_csr_verify(f->req) < 0)
@@ -55,6 +62,15 @@ static void op_csr_sign(struct fixture *f)
 	struct pki_sign_policy pol = {8760 * NS_PER_HOUR, PKI_BACKDATE_NS, PKI_SHORT_NS,
 				      pki_usages_kubelet(false, false)};
 	X509_free(pki_csr_sign(f->req, f->ca, f->ca_key, &pol));
+}
+
+/* What the signer sends: the request's key copied as its bits. */
+static void op_csr_sign_pem(struct fixture *f)
+{
+	struct pki_sign_policy pol = {8760 * NS_PER_HOUR, PKI_BACKDATE_NS, PKI_SHORT_NS,
+				      pki_usages_kubelet(false, false)};
+	int64_t nb, na;
+	free(pki_csr_sign_pem(f->req, f->ca, f->ca_key, &pol, &nb, &na));
 }
 
 static void op_chain_verify(struct fixture *f)
@@ -95,9 +111,11 @@ int main(int argc, char **argv)
 	       secs);
 	run("keygen ECDSA P-256", op_keygen_ec, &f, secs);
 	run("keygen RSA 2048", op_keygen_rsa, &f, secs * 2);
-	run("CSR create (kubelet)", op_csr_new, &f, secs);
+	run("CSR create, object", op_csr_new, &f, secs);
+	run("CSR create as PEM (kubelet)", op_csr_new_pem, &f, secs);
 	run("CSR signature verify", op_csr_verify, &f, secs);
-	run("CSR sign (csrsigning policy)", op_csr_sign, &f, secs);
+	run("CSR sign, object", op_csr_sign, &f, secs);
+	run("CSR sign as PEM (csrsigning)", op_csr_sign_pem, &f, secs);
 	run("client chain verify (per handshake)", op_chain_verify, &f, secs);
 	printf("reproduce: make && build/bench/pki_bench %.1f\n", secs);
 

@@ -284,23 +284,22 @@ static void sign(struct csrsigning *c, struct job *j, const char *signer, X509_R
 		.short_ns = PKI_SHORT_NS,
 		.usages = csr_usages(j->csr, &bad),
 	};
-	X509 *cert;
+	int64_t not_before, not_after;
 	char *pem, *b64, path[512], msg[1024], nb[TIME_BUF], na[TIME_BUF];
 	json_t *next;
 
 	refresh_ca(c);
-	if (!(cert = pki_csr_sign(req, c->ca, c->ca_key, &pol))) {
+	if (!(pem = pki_csr_sign_pem(req, c->ca, c->ca_key, &pol, &not_before, &not_after))) {
 		snprintf(msg, sizeof(msg), "error auto signing csr: %s", err_msg());
 		sync_failed(j->key, msg, false);
 		job_done(&c->jobs, j, true);
 		return;
 	}
-	pem = pki_cert_pem(cert);
 	b64 = b64_encode(pem, strlen(pem));
 	LOG_INFO("\"Signed certificate\" csr=\"%s\" signerName=\"%s\" notBefore=\"%s\" "
 		 "notAfter=\"%s\"",
-		 name_of(j), signer, time_format_rfc3339(pki_cert_not_before(cert), nb),
-		 time_format_rfc3339(pki_cert_not_after(cert), na));
+		 name_of(j), signer, time_format_rfc3339(not_before, nb),
+		 time_format_rfc3339(not_after, na));
 	next = json_deep_copy(j->csr);
 	jx_set(next, "status.certificate", json_string(b64));
 	rest_do(c->rest, "PUT", csr_path(path, sizeof(path), name_of(j), "status"), next,
@@ -308,7 +307,6 @@ static void sign(struct csrsigning *c, struct job *j, const char *signer, X509_R
 	json_decref(next);
 	free(b64);
 	free(pem);
-	X509_free(cert);
 }
 
 /* ---- the queue --------------------------------------------------------------------------- */

@@ -268,20 +268,17 @@ static void request(struct bootstrap *b)
 	struct kubelet *k = b->k;
 	char cn[300], *name, *csr_pem;
 	const char *orgs[] = {"system:nodes", NULL}, *usages[4];
-	X509_REQ *req;
 	struct csr_spec spec;
 
 	kubelet_cn(k, cn, sizeof(cn));
 	bootstrap_usages(b->key, usages);
 	name = kubelet_csr_name(b->key, cn, orgs, usages);
-	req = name ? pki_csr_new(b->key, cn, orgs, NULL, NULL, 0) : NULL;
-	if (!req) {
+	csr_pem = name ? pki_csr_new_pem(b->key, cn, orgs, NULL, NULL, 0) : NULL;
+	if (!csr_pem) {
 		free(name);
 		finish(b, ERR_CRYPTO, err_msg());
 		return;
 	}
-	csr_pem = pki_csr_pem(req);
-	X509_REQ_free(req);
 	spec = (struct csr_spec){.name = name,
 				 .csr_pem = csr_pem,
 				 .signer = SIGNER_KUBELET_CLIENT,

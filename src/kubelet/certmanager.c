@@ -969,19 +969,15 @@ static void on_csr_done(void *arg, const struct csr_result *res)
 
 static int make_csr(struct certmgr *m, char **csr_pem)
 {
-	X509_REQ *req;
-
 	EVP_PKEY_free(m->pending);
 	if (!(m->pending = pki_key_new(PKI_KEY_ECDSA)))
 		return err_wrap(ERR_CRYPTO, "%s: unable to generate a new private key",
 				m->cfg.name);
-	req = pki_csr_new(m->pending, m->cfg.cn, (const char *const *)m->orgs.v,
-			  (const char *const *)m->dns.v, (const char *const *)m->ips.v, 0);
-	if (!req)
+	*csr_pem = pki_csr_new_pem(m->pending, m->cfg.cn, (const char *const *)m->orgs.v,
+				   (const char *const *)m->dns.v, (const char *const *)m->ips.v, 0);
+	if (!*csr_pem)
 		return err_wrap(ERR_CRYPTO, "%s: unable to create a csr from the private key",
 				m->cfg.name);
-	*csr_pem = pki_csr_pem(req);
-	X509_REQ_free(req);
 	return 0;
 }
 

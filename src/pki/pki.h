@@ -141,6 +141,10 @@ void pki_cert_info_free(struct pki_cert_info *info);
  * kubelet sends (usages go in the CSR object's spec instead). */
 X509_REQ *pki_csr_new(EVP_PKEY *key, const char *cn, const char *const *orgs,
 		      const char *const *dns, const char *const *ips, unsigned usages);
+/* The same as PEM, made faster for an EC key (its public key set as its
+ * bits, without OpenSSL 3.0's encoders): what a kubelet sends. */
+char *pki_csr_new_pem(EVP_PKEY *key, const char *cn, const char *const *orgs,
+		      const char *const *dns, const char *const *ips, unsigned usages);
 char *pki_csr_pem(X509_REQ *req);
 /* Parses the first CERTIFICATE REQUEST block; checks the self-signature. */
 X509_REQ *pki_csr_parse(const char *pem, size_t len);
@@ -176,6 +180,11 @@ struct pki_sign_policy {
 
 /* Subject and SANs come from the request; usages from the policy. */
 X509 *pki_csr_sign(X509_REQ *req, X509 *ca, EVP_PKEY *ca_key, const struct pki_sign_policy *pol);
+/* The same as PEM and its validity, made faster (the request's public key
+ * copied as its bits, without OpenSSL 3.0's encoders): what a signer sends. */
+char *pki_csr_sign_pem(X509_REQ *req, X509 *ca, EVP_PKEY *ca_key,
+		       const struct pki_sign_policy *pol, int64_t *not_before_ns,
+		       int64_t *not_after_ns);
 
 /* ---- PEM files --------------------------------------------------------------- */
 

@@ -720,6 +720,87 @@ static X509 *sign_ttl(struct signer *s, int64_t ttl)
 	return pki_csr_sign(s->req, s->ca, s->ca_key, &pol);
 }
 
+/* DER of a request's or certificate's SubjectPublicKeyInfo, into buf. */
+static int spki_der(X509_PUBKEY *pk, unsigned char *buf, size_t n)
+{
+	unsigned char *der = NULL;
+	int len = i2d_X509_PUBKEY(pk, &der);
+
+	assert_true(len > 0 && (size_t)len <= n);
+	memcpy(buf, der, (size_t)len);
+	OPENSSL_free(der);
+	return len;
+}
+
+/* pki_csr_new_pem and pki_csr_sign_pem set a public key as its bits, without
+ * OpenSSL's encoders: the same bytes as X509_*_set_pubkey, for EC (its own
+ * path) and RSA (the copy a signer makes; the encoder for a request). */
+static void test_csr_pem_paths_agree(void **state)
+{
+	static const char *const orgs[] = {"system:nodes", NULL};
+	static const char *const dns[] = {"node-1", NULL};
+	static const char *const ips[] = {"10.0.0.5", NULL};
+	EVP_PKEY *keys[] = {ec2, rsa1};
+	struct pki_sign_policy pol = {.ttl_ns = 24 * 3600 * INT64_C(1000000000),
+				      .backdate_ns = PKI_BACKDATE_NS,
+				      .short_ns = PKI_SHORT_NS,
+				      .usages = pki_usages_kubelet(false, false)};
+	X509 *ca = pki_ca_new(ec1, "kubernetes", 10 * 24 * 3600 * INT64_C(1000000000));
+
+	for (size_t i = 0; i < 2; i++) {
+		unsigned char a[1024], b[1024];
+		X509_REQ *slow = pki_csr_new(keys[i], "system:node:node-1", orgs, dns, ips, 0), *fast;
+		char *pem = pki_csr_new_pem(keys[i], "system:node:node-1", orgs, dns, ips, 0);
+		X509 *want, *got;
+		int64_t nb, na;
+		int n;
+
+		assert_non_null(pem);
+		fast = pki_csr_parse(pem, strlen(pem)); /* its signature checked */
+		assert_non_null(fast);
+		free(pem);
+		n = spki_der(X509_REQ_get_X509_PUBKEY(slow), a, sizeof(a));
+		assert_int_equal(spki_der(X509_REQ_get_X509_PUBKEY(fast), b, sizeof(b)), n);
+		assert_memory_equal(a, b, (size_t)n);
+		assert_int_equal(EVP_PKEY_eq(X509_REQ_get0_pubkey(fast), keys[i]), 1);
+		assert_int_equal(X509_NAME_cmp(X509_REQ_get_subject_name(fast),
+					       X509_REQ_get_subject_name(slow)), 0);
+
+		/* Signed both ways: the same key, names and extensions. */
+		want = pki_csr_sign(fast, ca, ec1, &pol);
+		pem = pki_csr_sign_pem(fast, ca, ec1, &pol, &nb, &na);
+		assert_non_null(want);
+		assert_non_null(pem);
+		got = pki_cert_parse(pem, strlen(pem));
+		assert_non_null(got);
+		free(pem);
+		assert_int_equal(X509_verify(got, ec1), 1);
+		assert_int_equal(EVP_PKEY_eq(X509_get0_pubkey(got), keys[i]), 1);
+		n = spki_der(X509_get_X509_PUBKEY(want), a, sizeof(a));
+		assert_int_equal(spki_der(X509_get_X509_PUBKEY(got), b, sizeof(b)), n);
+		assert_memory_equal(a, b, (size_t)n);
+		assert_true(nb == pki_cert_not_before(got));
+		assert_true(na == pki_cert_not_after(got));
+		assert_int_equal(X509_NAME_cmp(X509_get_subject_name(got),
+					       X509_get_subject_name(want)), 0);
+		assert_int_equal(X509_NAME_cmp(X509_get_issuer_name(got),
+					       X509_get_issuer_name(want)), 0);
+		assert_int_equal(X509_get_ext_count(got), X509_get_ext_count(want));
+		for (int e = 0; e < X509_get_ext_count(got); e++) {
+			X509_EXTENSION *x = X509_get_ext(got, e), *y = X509_get_ext(want, e);
+			assert_int_equal(OBJ_cmp(X509_EXTENSION_get_object(x),
+						 X509_EXTENSION_get_object(y)), 0);
+			assert_int_equal(ASN1_OCTET_STRING_cmp(X509_EXTENSION_get_data(x),
+							       X509_EXTENSION_get_data(y)), 0);
+		}
+		X509_free(want);
+		X509_free(got);
+		X509_REQ_free(fast);
+		X509_REQ_free(slow);
+	}
+	X509_free(ca);
+}
+
 static void test_csr_sign_long_ttl(void **state)
 {
 	struct signer s;
@@ -1787,6 +1868,7 @@ int main(void)
 	    T(test_csr_no_usages),
 	    T(test_csr_tampered),
 	    T(test_csr_parse_errors),
+	    T(test_csr_pem_paths_agree),
 	    T(test_csr_sign_long_ttl),
 	    T(test_csr_sign_short_ttl),
 	    T(test_csr_sign_clipped_to_ca),

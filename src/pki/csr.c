@@ -70,7 +70,13 @@ static int spki_copy(X509_PUBKEY *dst, X509_PUBKEY *src)
 	if (!(copy = OPENSSL_memdup(bits, (size_t)len)) || !(alg = OBJ_dup(aobj)))
 		abort();
 	if (!X509_PUBKEY_set0_param(dst, alg, ptype, param, copy, len)) {
+		/* Not taken: still ours. */
 		OPENSSL_free(copy);
+		ASN1_OBJECT_free(alg);
+		if (ptype == V_ASN1_OBJECT)
+			ASN1_OBJECT_free(param);
+		else
+			ASN1_STRING_free(param);
 		return pki_ossl_err("set the public key");
 	}
 	return 0;

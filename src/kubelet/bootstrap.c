@@ -248,8 +248,7 @@ static void on_issued(void *arg, const struct csr_result *res)
 							      .file_path = b->k->cfg.kubeconfig,
 							      .file_text = text},
 				    on_stored, b);
-	OPENSSL_cleanse(text, strlen(text));
-	free(text);
+	pki_secret_free(text);
 }
 
 /* requestNodeCertificate's usages, in its order: the hash covers them. */

@@ -450,13 +450,6 @@ struct cred_write {
 	struct log_scope clock_only;
 };
 
-static void scrub_free(char *s)
-{
-	if (s)
-		OPENSSL_cleanse(s, strlen(s));
-	free(s);
-}
-
 /* The store's file holds the certificate(s), then the key. The certificate
  * is parsed once, for the store's check and for its holder. */
 static int store_pair(struct cred_write *w)
@@ -472,8 +465,8 @@ static int store_pair(struct cred_write *w)
 	pem = str_printf("%s%s%s", w->cert_pem, n && w->cert_pem[n - 1] == '\n' ? "" : "\n",
 			 key_pem);
 	rc = certstore_update_pair(w->dir, w->prefix, w->cert, w->key, pem, NULL);
-	scrub_free(pem);
-	scrub_free(key_pem);
+	pki_secret_free(pem);
+	pki_secret_free(key_pem);
 	return rc;
 }
 
@@ -520,7 +513,7 @@ static void cred_write_done(void *arg)
 	free(w->cert_pem);
 	free(w->unlink_path);
 	free(w->file_path);
-	scrub_free(w->file_text);
+	pki_secret_free(w->file_text);
 	free(w);
 }
 
@@ -1100,9 +1093,7 @@ void certmgr_free(struct certmgr *m)
 	free((char *)m->cfg.prefix);
 	free((char *)m->cfg.cert_file);
 	free((char *)m->cfg.key_file);
-	if (m->cfg.initial_pem)
-		OPENSSL_cleanse((char *)m->cfg.initial_pem, strlen(m->cfg.initial_pem));
-	free((char *)m->cfg.initial_pem);
+	pki_secret_free((char *)m->cfg.initial_pem);
 	free((char *)m->cfg.cn);
 	strv_free(&m->orgs);
 	strv_free(&m->dns);

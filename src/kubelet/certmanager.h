@@ -19,11 +19,12 @@
  *
  * Also here: csr_request, one CSR from creation to issued certificate
  * (client-go's csr.RequestCertificate + WaitForCertificate), shared with the
- * TLS bootstrap.
+ * TLS bootstrap; and cred_write, a kubelet's credential files written on a
+ * worker thread (the manager's, the bootstrap's and the start's).
  *
  * Ownership: managers and requests are the caller's; strings and lists in a
  * config are copied; the rest client a callback returns is borrowed for
- * the call. Threads: the loop's.
+ * the call. Threads: the loop's (cred_write's work runs on loop_work's).
  */
 #ifndef CUBE_KUBELET_CERTMANAGER_H
 #define CUBE_KUBELET_CERTMANAGER_H

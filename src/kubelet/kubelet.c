@@ -375,9 +375,7 @@ static int start_client_manager(struct kubelet *k, const struct kubeconfig *kc)
 	if (mc.rotate)
 		LOG_V(2, "\"Starting client certificate rotation\"%s", k->log_kv);
 	rc = certmgr_start(k->client_cm);
-	if (initial)
-		OPENSSL_cleanse(initial, strlen(initial));
-	free(initial);
+	pki_secret_free(initial);
 	return rc;
 }
 
@@ -626,8 +624,7 @@ static int start_background(struct kubelet *k)
 		k->kc_write = cred_write_start(
 		    k->loop, &(struct cred_write_spec){.file_path = kc, .file_text = text},
 		    on_kubeconfig_written, k);
-		OPENSSL_cleanse(text, strlen(text));
-		free(text);
+		pki_secret_free(text);
 		return 0;
 	}
 	run(k);

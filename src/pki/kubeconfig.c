@@ -1,4 +1,5 @@
 #include "pki/kubeconfig.h"
+#include "pki/pki.h"
 
 #include "base/strv.h"
 
@@ -166,8 +167,7 @@ int kubeconfig_save(const char *path, const struct kubeconfig *kc)
 	if (!text)
 		return err_set(ERR_INTERNAL, "render kubeconfig %s", path);
 	r = file_write_atomic(path, text, strlen(text), 0600);
-	OPENSSL_cleanse(text, strlen(text));
-	free(text);
+	pki_secret_free(text);
 	return r;
 }
 

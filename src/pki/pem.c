@@ -180,6 +180,13 @@ int pki_cert_save(const char *path, X509 *cert)
 	return r;
 }
 
+void pki_secret_free(char *s)
+{
+	if (s)
+		OPENSSL_cleanse(s, strlen(s));
+	free(s);
+}
+
 int pki_key_save(const char *path, EVP_PKEY *key)
 {
 	char *pem = pki_key_pem(key);
@@ -187,7 +194,6 @@ int pki_key_save(const char *path, EVP_PKEY *key)
 	if (!pem)
 		return ERR_CRYPTO;
 	r = file_write_atomic(path, pem, strlen(pem), 0600);
-	OPENSSL_cleanse(pem, strlen(pem));
-	free(pem);
+	pki_secret_free(pem);
 	return r;
 }

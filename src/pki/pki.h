@@ -43,6 +43,9 @@ bool pki_key_is_rsa(const EVP_PKEY *key);
 /* Private key PEM in the traditional form Go writes: "EC PRIVATE KEY" (SEC1)
  * or "RSA PRIVATE KEY" (PKCS#1). */
 char *pki_key_pem(EVP_PKEY *key);
+/* Free text that holds a secret (a key's PEM, a kubeconfig), cleansed
+ * first. NULL is a no-op. */
+void pki_secret_free(char *s);
 EVP_PKEY *pki_key_parse(const char *pem, size_t len);
 /* "PUBLIC KEY" PEM (PKIX), as kubeadm's sa.pub. */
 char *pki_pubkey_pem(EVP_PKEY *key);

@@ -8,6 +8,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "testenv.h"
+
 #include "kubelet/certmanager.h"
 #include "kubelet/kubelet.h"
 
@@ -224,16 +226,6 @@ static void cw_done(void *arg, struct cred_write_result *res)
 	s->now = clock_now();
 }
 
-/* The jobs are on worker threads: wait for them, with a deadline. */
-static void cw_wait(struct loop *l)
-{
-	for (int i = 0; i < 10000 && loop_work_pending(l); i++) {
-		usleep(1000);
-		loop_poll(l);
-	}
-	assert_int_equal(loop_work_pending(l), 0);
-}
-
 static void test_cred_write(void **state)
 {
 	char dir[64] = "/tmp/cube-cw-XXXXXX", path[256], target[512], want[512], stamp[32],
@@ -278,7 +270,7 @@ static void test_cred_write(void **state)
 	cred_write_start(loop, &cw, cw_done, &seen);
 	log_scope_enter(prev);
 	assert_int_equal(seen.calls, 0); /* not before the loop hears of it */
-	cw_wait(loop);
+	testenv_work_wait(loop);
 	assert_int_equal(seen.calls, 1);
 	assert_int_equal(seen.rc, 0);
 	assert_non_null(seen.cert);
@@ -315,7 +307,7 @@ static void test_cred_write(void **state)
 	snprintf(want, sizeof(want), "%s/other.conf", dir);
 	cw.file_path = want;
 	cred_write_start(loop, &cw, cw_done, &seen);
-	cw_wait(loop);
+	testenv_work_wait(loop);
 	assert_int_equal(seen.calls, 2);
 	assert_true(seen.rc < 0);
 	assert_non_null(strstr(seen.err, "private key does not match public key"));
@@ -330,7 +322,7 @@ static void test_cred_write(void **state)
 	/* A file alone; cancelled, done never runs (and nothing leaks). */
 	cw = (struct cred_write_spec){.file_path = want, .file_text = "x"};
 	cred_write_cancel(cred_write_start(loop, &cw, cw_done, &seen));
-	cw_wait(loop);
+	testenv_work_wait(loop);
 	assert_int_equal(seen.calls, 2);
 	assert_true(file_exists(want));
 

@@ -6,6 +6,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "testenv.h"
+
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/loop.h"
@@ -493,11 +495,7 @@ static void test_loop_work_runs_off_the_loop(void **state)
 		start_job(&j, i);
 	assert_int_equal(loop_work_pending(j.loop), 32);
 	assert_int_equal(j.done, 0);
-	for (int i = 0; i < 10000 && loop_work_pending(j.loop); i++) {
-		usleep(1000);
-		assert_int_equal(loop_poll(j.loop), 0);
-	}
-	assert_int_equal(loop_work_pending(j.loop), 0);
+	testenv_work_wait(j.loop);
 	assert_int_equal(j.done, 32);
 	assert_int_equal(j.off_loop, 32);
 	assert_int_equal(j.on_loop, 32);

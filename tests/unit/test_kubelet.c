@@ -667,10 +667,7 @@ static void test_bootstrap_rotation_and_pods(void **state)
 	/* Written off the loop (its fsyncs), and before any certificate: the
 	 * kubelet runs only once it is there. */
 	assert_int_equal(log_count(w, "\"Started kubelet\""), 0);
-	for (int i = 0; i < 10000 && loop_work_pending(w->env.loop); i++) {
-		usleep(1000);
-		loop_poll(w->env.loop);
-	}
+	testenv_work_wait(w->env.loop);
 	snprintf(path, sizeof(path), "%s/kubelet/kubelet.conf", w->env.dir);
 	assert_true(file_exists(path));
 	assert_int_equal(log_count(w, "\"Started kubelet\""), 1);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *testenv_path(const struct testenv *e, const char *rel, char *buf, size_t n)
 {
@@ -242,6 +243,15 @@ static void on_idle(evutil_socket_t fd, short what, void *arg)
 static size_t held(const struct testenv *e)
 {
 	return e->remote ? testenv_store_held(e->remote) : 0;
+}
+
+void testenv_work_wait(struct loop *l)
+{
+	for (int i = 0; i < 10000 && loop_work_pending(l); i++) {
+		usleep(1000);
+		assert_int_equal(loop_poll(l), 0);
+	}
+	assert_int_equal(loop_work_pending(l), 0);
 }
 
 void testenv_pump(struct testenv *e, int quiet)

@@ -60,6 +60,9 @@ void testenv_quiet_logs(void);
  * commits on its own thread). The virtual clock does not move.
  */
 void testenv_pump(struct testenv *e, int quiet);
+/* Poll loop l until its loop_work jobs are done and their done callbacks
+ * have run, for at most 10 s of real time (then the test fails). */
+void testenv_work_wait(struct loop *l);
 
 struct testenv_result {
 	int status, done;

@@ -1,5 +1,6 @@
 #include "base/loop.h"
 
+#include "base/alloc.h"
 #include "base/err.h"
 #include "base/heap.h"
 #include "base/log.h"
@@ -38,6 +39,8 @@ struct loop {
 	 * still on a worker (under lock; work_idle says it reached 0). */
 	size_t work_pending, work_running;
 	pthread_cond_t work_idle;
+	void *scratch; /* loop_scratch's block, and its size */
+	size_t scratch_len;
 };
 
 static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
@@ -219,7 +222,17 @@ void loop_free(struct loop *l)
 	event_base_free(l->base);
 	pthread_mutex_destroy(&l->lock);
 	pthread_cond_destroy(&l->work_idle);
+	free(l->scratch);
 	free(l);
+}
+
+void *loop_scratch(struct loop *l, size_t n)
+{
+	if (!l->scratch) {
+		l->scratch = xmalloc(n);
+		l->scratch_len = n;
+	}
+	return n <= l->scratch_len ? l->scratch : NULL;
 }
 
 struct event_base *loop_base(struct loop *l)

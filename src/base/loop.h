@@ -62,6 +62,16 @@ void loop_work(struct loop *l, void (*work)(void *arg), void (*done)(void *arg),
 /* Jobs started whose done has not run yet: a test's "quiet" waits for 0. */
 size_t loop_work_pending(const struct loop *l);
 
+/*
+ * The loop's scratch block: n bytes shared by everything that runs on the
+ * loop, made at the first call and freed with the loop. Only for bytes
+ * that are dead once the code that wrote them has handed them on, before
+ * it returns to the loop (an HTTP/2 session's outbound frame, copied to
+ * its socket's buffer as soon as it is made). NULL when the block an
+ * earlier caller made is smaller than n. From the loop's thread.
+ */
+void *loop_scratch(struct loop *l, size_t n);
+
 /* Blocked in fsync a worker uses no CPU; several let the filesystem commit
  * their files in one journal transaction. */
 #define LOOP_WORKERS 4

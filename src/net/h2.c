@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,12 +45,7 @@ struct h2 {
 	bool doomed;   /* h2_free from inside one: the outermost frees */
 	bool free_bev; /* ... and the bufferevent with it (h2_free_with_bev) */
 	bool creating; /* nghttp2 is making the session: its large block is the frame buffer */
-	void *framebuf; /* nghttp2's outbound frame buffer (ng_malloc) */
-	size_t framebuf_len;
-	size_t framebuf_touched;   /* bytes from its start written since its pages
-	                            * last went back */
-	int64_t framebuf_released; /* mono, when they last did */
-	bool release_due;          /* dirty within the gap: the timer releases it */
+	void *framebuf; /* nghttp2's outbound frame buffer: the loop's scratch block */
 };
 
 struct h2_stream {
@@ -167,117 +161,51 @@ static void shutdown_session(struct h2 *h, const char *why)
 }
 
 /*
- * nghttp2's outbound frame buffer is one ~16 KiB block a session, taken
- * when the session is made, written as frames go out and dead once they
- * have (every frame, DATA too, is copied through it: mem_send). A
- * kubelet's connection idles between heartbeats, so at 10,000 nodes those
- * blocks were 160 MiB at each end, resident for the few bytes last
- * written. The block is a mapping of its own: its first page, where every
- * frame starts and a heartbeat's frames end, stays; the pages after it go
- * back to the kernel once a larger frame has gone out and nghttp2 has
- * nothing more to send, and the next large frame finds them zeroed.
- * Giving back the first page too would cost every heartbeat a page fault
- * and the release a TLB shootdown: 8 % of a kubelet process's CPU and of
- * the API server's (perf, 2,500 nodes), to save 4 KiB a connection. Not
- * more often than every FRAMEBUF_GAP, or a busy connection would pay a
- * syscall and page faults a reply: a write within the gap leaves the
- * pages to the session's timer, at the gap's end.
+ * nghttp2's outbound frame buffer is a ~16 KiB block a session, taken when
+ * the session is made. Every frame, DATA too, is written into it by
+ * mem_send and is dead once flush has copied it to the socket's buffer,
+ * which it does before it asks mem_send again. So all the sessions of a
+ * loop share one block, the loop's scratch block: ten thousand kubelet
+ * connections at each end used to keep a page of their own resident for
+ * the few bytes a heartbeat last wrote (40 MiB a side), and mapped, and
+ * gave back what larger frames had touched.
  *
- * This holds because flush copies every chunk mem_send returns before it
- * asks again, and mem_send returns 0 only with nothing half-sent. A data
- * source with NGHTTP2_DATA_FLAG_NO_COPY would break that (its frame header
- * waits in the buffer): do not use one here.
+ * Sharing holds because no session writes there while another's frame
+ * waits to be copied. flush runs only from the loop's callbacks, and what
+ * runs inside mem_send (nghttp2's callbacks, a stream's owner's closed
+ * callback) can only kick a session, never flush one; flush checks that
+ * anyway. The one write outside mem_send, a client's preface as nghttp2
+ * makes the session, goes out at once (h2_new). A data source with
+ * NGHTTP2_DATA_FLAG_NO_COPY would break it (its frame header waits in the
+ * buffer): do not use one here.
  */
 #define FRAMEBUF_MIN ((size_t)16 << 10)
-#define FRAMEBUF_GAP (100 * NS_PER_MS)
 
-/* The system's page size: mappings and madvise round to it. (glibc
- * answers from the auxiliary vector: no syscall.) */
-static size_t page_bytes(void)
-{
-	long n = sysconf(_SC_PAGESIZE);
-	return n > 0 ? (size_t)n : 4096;
-}
-
-/* The block's pages: its mapping's length. */
-static size_t framebuf_span(const struct h2 *h)
-{
-	size_t page = page_bytes();
-	return (h->framebuf_len + page - 1) & ~(page - 1);
-}
-
-static void arm(struct h2 *h);
-
-static void framebuf_release(struct h2 *h)
-{
-	size_t page = page_bytes();
-	int64_t now;
-
-	if (!h->framebuf || h->framebuf_touched <= page) {
-		h->release_due = false;
-		return; /* the first page stays: nothing else to give back */
-	}
-	now = wire_mono();
-	if (now - h->framebuf_released < FRAMEBUF_GAP) {
-		/* Too soon: the timer comes back for it at the end of the gap. */
-		if (!h->release_due) {
-			h->release_due = true;
-			arm(h);
-		}
-		return;
-	}
-	h->framebuf_touched = 0;
-	h->release_due = false;
-	h->framebuf_released = now;
-	madvise((char *)h->framebuf + page, framebuf_span(h) - page, MADV_DONTNEED);
-}
-
-/* mem_send handed out n bytes at data: how far into the block they reach
- * (a HEADERS frame too big for it goes out from blocks of the heap). */
-static void framebuf_touch(struct h2 *h, const uint8_t *data, size_t n)
-{
-	uintptr_t block = (uintptr_t)h->framebuf, at = (uintptr_t)data;
-	size_t len = h->framebuf_len;
-
-	if (!block || at < block || at - block > len || n > len - (at - block))
-		return;
-	if (at - block + n > h->framebuf_touched)
-		h->framebuf_touched = at - block + n;
-}
+/* A flush is running on this thread: another would write over the frame
+ * it has not copied yet. */
+static __thread bool flushing;
 
 /* The frame buffer, the first block of its size a new session asks for,
- * is mapped; anything else comes from the heap, and so does the frame
- * buffer where a page is too large to leave anything to give back (64 KiB
- * pages) or where no mapping can be had. The kernel merges neighbouring
- * mappings: an API server with 2,500 kubelets connected had 92 mappings in
- * all, far below vm.max_map_count. No huge pages: they would make the
- * first page 2 MiB and refill what went back. */
+ * is the loop's scratch block; anything else comes from the heap. Not
+ * while a flush runs: a client's session writes its preface there as it
+ * is made. */
 static void *ng_malloc(size_t n, void *arg)
 {
 	struct h2 *h = arg;
-	void *p;
 
-	if (!h->creating || h->framebuf || n < FRAMEBUF_MIN || n < 2 * page_bytes())
-		return malloc(n);
-	h->framebuf_len = n;
-	p = mmap(NULL, framebuf_span(h), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		 0);
-	if (p == MAP_FAILED)
-		return malloc(n);
-	madvise(p, framebuf_span(h), MADV_NOHUGEPAGE);
-	h->framebuf = p;
-	h->framebuf_touched = 0; /* fresh pages: none resident yet */
-	return p;
+	if (h->creating && !flushing && !h->framebuf && n >= FRAMEBUF_MIN &&
+	    (h->framebuf = loop_scratch(h->loop, n)))
+		return h->framebuf;
+	return malloc(n);
 }
 
-/* Gives the frame buffer's mapping back; false for any other block. */
+/* The session lets go of the frame buffer: true when p is it (the loop
+ * keeps the block). */
 static bool framebuf_free(struct h2 *h, void *p)
 {
 	if (!p || p != h->framebuf)
 		return false;
-	munmap(p, framebuf_span(h));
 	h->framebuf = NULL;
-	h->release_due = false;
 	return true;
 }
 
@@ -294,7 +222,8 @@ static void *ng_calloc(size_t nmemb, size_t size, void *arg)
 }
 
 /* nghttp2 takes its buffers with realloc(NULL, n). It never grows the
- * frame buffer; if a later version does, the block moves to the heap. */
+ * frame buffer; if a later version does, the session moves to a block of
+ * its own on the heap. */
 static void *ng_realloc(void *p, size_t n, void *arg)
 {
 	struct h2 *h = arg;
@@ -306,7 +235,7 @@ static void *ng_realloc(void *p, size_t n, void *arg)
 		return realloc(p, n);
 	if (!(q = malloc(n)))
 		return NULL;
-	memcpy(q, p, n < h->framebuf_len ? n : h->framebuf_len);
+	memcpy(q, p, n < FRAMEBUF_MIN ? n : FRAMEBUF_MIN);
 	framebuf_free(h, p);
 	return q;
 }
@@ -316,26 +245,27 @@ static void *ng_realloc(void *p, size_t n, void *arg)
 static void flush(struct h2 *h)
 {
 	struct evbuffer *out;
+	ssize_t n = 0;
 
 	if (h->dead)
 		return;
+	if (flushing) {
+		kick(h); /* the next turn, once the frame buffer is free */
+		return;
+	}
 	out = bufferevent_get_output(h->bev);
+	flushing = true;
 	while (evbuffer_get_length(out) < OUT_HIGH_WATER) {
 		const uint8_t *data;
-		ssize_t n = nghttp2_session_mem_send(h->ng, &data);
-		if (n < 0) {
-			shutdown_session(h, nghttp2_strerror((int)n));
-			return;
-		}
-		if (n == 0) {
-			framebuf_release(h);
+		if ((n = nghttp2_session_mem_send(h->ng, &data)) <= 0)
 			break;
-		}
-		framebuf_touch(h, data, (size_t)n);
 		evbuffer_add(out, data, (size_t)n);
 	}
-	if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng) &&
-	    !evbuffer_get_length(out))
+	flushing = false;
+	if (n < 0)
+		shutdown_session(h, nghttp2_strerror((int)n));
+	else if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng) &&
+	         !evbuffer_get_length(out))
 		shutdown_session(h, H2_CLOSED);
 }
 
@@ -417,8 +347,6 @@ static void arm(struct h2 *h)
 	if (h->o.idle_timeout_s > 0 && !h->nstreams &&
 	    h->idle_since + h->o.idle_timeout_s * NS_PER_SEC < at)
 		at = h->idle_since + h->o.idle_timeout_s * NS_PER_SEC;
-	if (h->release_due && h->framebuf_released + FRAMEBUF_GAP < at)
-		at = h->framebuf_released + FRAMEBUF_GAP;
 	if (at == INT64_MAX) {
 		evtimer_del(h->timer);
 	} else {
@@ -438,13 +366,6 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	/* Frames due go out first: the buffer is released once they have. */
-	if (h->release_due && now - h->framebuf_released >= FRAMEBUF_GAP) {
-		if (nghttp2_session_want_write(h->ng))
-			h->release_due = false; /* the flush that sends them releases */
-		else
-			framebuf_release(h);
-	}
 	if (h->o.idle_timeout_s > 0 && !h->nstreams &&
 	    now - h->idle_since >= h->o.idle_timeout_s * NS_PER_SEC) {
 		h2_close(h, NULL);
@@ -865,6 +786,15 @@ struct h2 *h2_new(struct loop *loop, struct bufferevent *bev, const struct h2_op
 	bufferevent_set_timeouts(bev, NULL, NULL);
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 	arm(h);
+	/* nghttp2 wrote a client's preface into the frame buffer as it made
+	 * the session: out with it before another session writes there (the
+	 * first mem_send hands out the preface alone, with no callback). */
+	if (!o->server && h->framebuf) {
+		const uint8_t *data;
+		ssize_t n = nghttp2_session_mem_send(h->ng, &data);
+		if (n > 0)
+			evbuffer_add(bufferevent_get_output(bev), data, (size_t)n);
+	}
 	/* The settings go now; what is already buffered (the client's preface
 	 * arrived with the handshake) is read on the next turn. */
 	kick(h);
@@ -955,19 +885,9 @@ size_t h2_open_streams(const struct h2 *h)
 	return h->nstreams;
 }
 
-size_t h2_frame_buffer_resident(const struct h2 *h)
+const void *h2_frame_buffer(const struct h2 *h)
 {
-	unsigned char in[64];
-	size_t page = page_bytes(), span, n = 0;
-
-	if (!h->framebuf)
-		return 0;
-	span = framebuf_span(h);
-	if (span / page > sizeof(in) || mincore(h->framebuf, span, in) != 0)
-		return span;
-	for (size_t i = 0; i < span / page; i++)
-		n += (in[i] & 1) * page;
-	return n;
+	return h->framebuf;
 }
 
 void *h2_arg(const struct h2 *h)

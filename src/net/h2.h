@@ -105,11 +105,9 @@ bool h2_alive(const struct h2 *h);
 /* May a client open another stream now (alive, under the peer's limit)? */
 bool h2_can_open(const struct h2 *h);
 size_t h2_open_streams(const struct h2 *h);
-/* Bytes of nghttp2's outbound frame buffer in memory (mincore over its
- * own mapping, every page of it): at most its first page once everything
- * due has been sent and the connection has been quiet for 100 ms — what
- * an idle connection costs. */
-size_t h2_frame_buffer_resident(const struct h2 *h);
+/* nghttp2's outbound frame buffer: the loop's scratch block, one for all
+ * of the loop's sessions (NULL if the session's is its own). */
+const void *h2_frame_buffer(const struct h2 *h);
 void *h2_arg(const struct h2 *h);
 
 /* ---- streams ---------------------------------------------------------------------- */

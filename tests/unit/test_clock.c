@@ -518,6 +518,25 @@ static void test_loop_free_finishes_work(void **state)
 	sem_destroy(&j.go);
 }
 
+/* One scratch block a loop, sized by its first caller: every caller that
+ * fits gets that block, a larger one gets none; the loop frees it. */
+static void test_loop_scratch(void **state)
+{
+	struct loop *a = loop_new(), *b = loop_new();
+	char *p = loop_scratch(a, 100);
+
+	(void)state;
+	assert_non_null(p);
+	memset(p, 1, 100);
+	assert_ptr_equal(loop_scratch(a, 100), p);
+	assert_ptr_equal(loop_scratch(a, 10), p);
+	assert_null(loop_scratch(a, 101));
+	assert_non_null(loop_scratch(b, 100));
+	assert_ptr_not_equal(loop_scratch(b, 100), p);
+	loop_free(a);
+	loop_free(b);
+}
+
 static void test_loop_virtual_timers_follow_advance(void **state)
 {
 	struct loop *l = loop_new();
@@ -558,6 +577,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_loop_work_runs_off_the_loop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_free_finishes_work, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_loop_scratch, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -882,6 +882,34 @@ int cluster_kubelet_processes(int nodes, int asked, long room)
 	return (int)(n < nodes ? n : nodes);
 }
 
+/* A process's VmRSS (KiB; 0 for this one), or -1 when /proc does not say. */
+static long vm_rss_kib(pid_t pid)
+{
+	char path[64], *text, *at;
+	size_t len;
+	long kib = -1;
+
+	snprintf(path, sizeof(path), pid ? "/proc/%d/status" : "/proc/self/status", (int)pid);
+	if (file_read(path, &text, &len, 64 << 10) < 0)
+		return -1;
+	if ((at = strstr(text, "\nVmRSS:")))
+		kib = strtol(at + 7, NULL, 10);
+	free(text);
+	return kib;
+}
+
+void cluster_rss(const struct cluster *cl, struct cluster_rss *r)
+{
+	*r = (struct cluster_rss){.self_kib = vm_rss_kib(0)};
+	for (int i = 0; i < cl->nshards; i++) {
+		long kib = cl->shards[i].pid ? vm_rss_kib(cl->shards[i].pid) : -1;
+		if (kib > 0) {
+			r->kubelets_kib += kib;
+			r->kubelet_processes++;
+		}
+	}
+}
+
 long cluster_fds_per_node(void)
 {
 	/* kubelets_start: every node serves (port -1); the API server is here. */

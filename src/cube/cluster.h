@@ -88,6 +88,14 @@ long cluster_shards_fds(int nodes, int processes);
 long cluster_fds_per_process_node(void);
 /* The most nodes one of `processes` kubelet processes runs. */
 int cluster_process_nodes(int nodes, int processes);
+/* What cube up's processes hold resident, from /proc (VmRSS, KiB): this
+ * one — the control plane, and the kubelets when they run here — and the
+ * kubelet processes running now, added up. */
+struct cluster_rss {
+	long self_kib, kubelets_kib;
+	int kubelet_processes;
+};
+void cluster_rss(const struct cluster *cl, struct cluster_rss *r);
 /* Stop everything (kubelets first: SIGTERM to the kubelet processes, SIGKILL
  * to any still there after 10 s), join the threads, free. Before the loop
  * of opts.loop is freed. */

@@ -50,7 +50,8 @@ static const char up_usage[] =
 	"\n"
 	"Start a whole cluster in this process: the API server, the controller manager\n"
 	"and N hollow kubelets that bootstrap with a token, get their certificates from\n"
-	"CSRs, rotate them, and heartbeat. Shows progress until every node is Ready,\n"
+	"CSRs, rotate them, and heartbeat. Shows progress until every node is Ready\n"
+	"(then the memory resident in this process and its kubelet processes),\n"
 	"while the components log to DIR/logs/ (cube.log has every line) and each\n"
 	"kubelet to DIR/nodes/NAME/kubelet.log (`cube logs`; -v N logs here too);\n"
 	"prints the KUBECONFIG line, and runs until Ctrl-C. Run it again on the same\n"
@@ -128,6 +129,7 @@ struct progress {
 	bool events; /* then the cluster's events on the console */
 	int64_t start;
 	const char *dir;
+	struct cluster *cl; /* NULL under --ha: its supervisor runs the cluster */
 };
 
 static void feeds_start(struct progress *p);
@@ -136,6 +138,24 @@ static bool node_ready(const json_t *node)
 {
 	const json_t *c = jx_condition(json_object_get(node, "status"), "Ready");
 	return c && !strcmp(jx_str(c, "status") ?: "", "True");
+}
+
+/* What the cluster holds in memory now that every node is Ready. */
+static void print_memory(const struct cluster *cl)
+{
+	struct cluster_rss r;
+
+	cluster_rss(cl, &r);
+	if (r.self_kib < 0)
+		return;
+	if (!r.kubelet_processes)
+		printf("  memory: %.1f MiB resident (one process)\n", r.self_kib / 1024.0);
+	else
+		printf("  memory: %.1f MiB resident in all: this process %.1f MiB, %d kubelet "
+		       "process%s %.1f MiB\n",
+		       (r.self_kib + r.kubelets_kib) / 1024.0, r.self_kib / 1024.0,
+		       r.kubelet_processes, r.kubelet_processes > 1 ? "es" : "",
+		       r.kubelets_kib / 1024.0);
 }
 
 static void on_nodes(void *arg, int status, json_t *body, const char *err)
@@ -156,6 +176,8 @@ static void on_nodes(void *arg, int status, json_t *body, const char *err)
 	if (ready >= p->want && !p->done) {
 		char abs[PATH_MAX];
 		p->done = true;
+		if (p->cl)
+			print_memory(p->cl);
 		printf("\nCluster is up. Use it with:\n\n  export KUBECONFIG=%s/admin.conf\n"
 		       "  kubectl get nodes\n  kubectl get csr\n\nCtrl-C stops it; `cube up` on "
 		       "the same --data-dir resumes it.\n",
@@ -370,7 +392,7 @@ static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control
 {
 	/* cl NULL: the --ha supervisor (ha_now) runs the cluster. */
 	struct progress p = {.loop = loop, .want = want, .shown = -1, .start = clock_mono(),
-			     .dir = dir, .events = events};
+			     .dir = dir, .events = events, .cl = cl};
 	struct kubeconfig kc;
 	char *admin = file_join(dir, "admin.conf");
 	struct event *trim;

@@ -98,6 +98,11 @@ def csrs(up):
     return json.loads(up.kubectl("get", "csr", "-o", "json").stdout)["items"]
 
 
+def vm_rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1)) / 1024
+
+
 def created(csr):
     return datetime.strptime(csr["metadata"]["creationTimestamp"],
                              "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
@@ -139,6 +144,10 @@ def test_up_nodes_ready_and_bootstrap_csrs_issued(up, run):
     # The console shows progress; the klog stream is in the log files.
     console = u.output()
     assert "nodes Ready" in console and "logs in " in console, console
+    # With every node Ready, what the cluster holds in memory, as /proc says.
+    m = re.search(r"^  memory: ([\d.]+) MiB resident \(one process\)$", console, re.M)
+    assert m, console
+    assert 0.5 < float(m.group(1)) / vm_rss_mib(u.proc.pid) < 2, (m.group(1), console)
     assert not re.search(r"^[IWE]\d{4} ", console, re.M), console
     assert "Serving securely on" in (u.data / "logs" / "cube.log").read_text()
     for node in NODES:

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from test_up import Up, ready_nodes, wait_for
+from test_up import Up, ready_nodes, vm_rss_mib, wait_for
 
 FAST = ("--node-monitor-period", "1s", "--node-monitor-grace-period", "6s",
         "--node-lease-duration-seconds", "4", "--node-status-update-frequency", "1s")
@@ -134,6 +134,14 @@ def test_kubelets_in_two_processes(up):
                     "two kubelet processes")
     assert {k: n for k, (_, n) in kids.items()} == {0: 3, 3: 3}, kids
     assert "kubelets in 2 processes of up to 3 nodes" in u.output(), u.output()
+    # The memory line adds the two processes to cube up's own, as /proc has them.
+    m = wait_for(lambda: re.search(
+        r"^  memory: ([\d.]+) MiB resident in all: this process ([\d.]+) MiB, "
+        r"2 kubelet processes ([\d.]+) MiB$", u.output(), re.M), 10, "the memory line")
+    total, own, kubelets = map(float, m.groups())
+    assert abs(total - own - kubelets) < 0.15, m.group(0)
+    assert 0.5 < own / vm_rss_mib(u.proc.pid) < 2, m.group(0)
+    assert 0.5 < kubelets / sum(vm_rss_mib(p) for p, _ in kids.values()) < 2, m.group(0)
     for first, (pid, _) in kids.items():
         argv = kubelet_children(u.proc.pid)[pid]
         assert flag(argv, "control-socket") == str(u.data / f"kubelets-{first // 3}.sock")

@@ -2,6 +2,7 @@
 #include "net/httpd.h"
 
 #include "base/clock.h"
+#include "base/err.h"
 #include "base/log.h"
 
 #include <event2/buffer.h>
@@ -46,6 +47,7 @@ struct h2 {
 	bool free_bev; /* ... and the bufferevent with it (h2_free_with_bev) */
 	bool creating; /* nghttp2 is making the session: its large block is the frame buffer */
 	void *framebuf; /* nghttp2's outbound frame buffer: the loop's scratch block */
+	size_t framebuf_len;
 };
 
 struct h2_stream {
@@ -173,29 +175,30 @@ static void shutdown_session(struct h2 *h, const char *why)
  * Sharing holds because no session writes there while another's frame
  * waits to be copied. flush runs only from the loop's callbacks, and what
  * runs inside mem_send (nghttp2's callbacks, a stream's owner's closed
- * callback) can only kick a session, never flush one; flush checks that
- * anyway. The one write outside mem_send, a client's preface as nghttp2
- * makes the session, goes out at once (h2_new). A data source with
- * NGHTTP2_DATA_FLAG_NO_COPY would break it (its frame header waits in the
- * buffer): do not use one here.
+ * callback) can only kick a session, never flush one, and never make
+ * one: flush and ng_malloc assert it. The one write outside mem_send, a
+ * client's preface as nghttp2 makes the session, goes out at once
+ * (h2_new). A data source with NGHTTP2_DATA_FLAG_NO_COPY would break it
+ * (its frame header waits in the buffer): do not use one here.
  */
 #define FRAMEBUF_MIN ((size_t)16 << 10)
 
-/* A flush is running on this thread: another would write over the frame
- * it has not copied yet. */
+/* A flush is running on this thread: another, or a new client session,
+ * would write over the frame it has not copied yet. */
 static __thread bool flushing;
 
 /* The frame buffer, the first block of its size a new session asks for,
- * is the loop's scratch block; anything else comes from the heap. Not
- * while a flush runs: a client's session writes its preface there as it
- * is made. */
+ * is the loop's scratch block; anything else comes from the heap. */
 static void *ng_malloc(size_t n, void *arg)
 {
 	struct h2 *h = arg;
 
-	if (h->creating && !flushing && !h->framebuf && n >= FRAMEBUF_MIN &&
-	    (h->framebuf = loop_scratch(h->loop, n)))
+	if (h->creating && !h->framebuf && n >= FRAMEBUF_MIN &&
+	    (h->framebuf = loop_scratch(h->loop, n))) {
+		CUBE_ASSERT(!flushing);
+		h->framebuf_len = n;
 		return h->framebuf;
+	}
 	return malloc(n);
 }
 
@@ -235,7 +238,7 @@ static void *ng_realloc(void *p, size_t n, void *arg)
 		return realloc(p, n);
 	if (!(q = malloc(n)))
 		return NULL;
-	memcpy(q, p, n < FRAMEBUF_MIN ? n : FRAMEBUF_MIN);
+	memcpy(q, p, n < h->framebuf_len ? n : h->framebuf_len);
 	framebuf_free(h, p);
 	return q;
 }
@@ -249,10 +252,7 @@ static void flush(struct h2 *h)
 
 	if (h->dead)
 		return;
-	if (flushing) {
-		kick(h); /* the next turn, once the frame buffer is free */
-		return;
-	}
+	CUBE_ASSERT(!flushing);
 	out = bufferevent_get_output(h->bev);
 	flushing = true;
 	while (evbuffer_get_length(out) < OUT_HIGH_WATER) {

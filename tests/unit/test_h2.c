@@ -285,7 +285,7 @@ static uint64_t big_reply_sum(size_t *len)
 	return sum;
 }
 
-/* POST /big with 8 KiB of body, more than a frame buffer both ways. */
+/* POST /big with 8 KiB of body; its reply, 64 KiB, is four frame buffers' worth. */
 static void start_big(struct pair *p, struct reply *r)
 {
 	static const char *const hdrs[] = {"Accept", "application/json"};
@@ -315,9 +315,10 @@ static void finish_big(struct pair *p, struct reply *r)
  * scratch block: no connection keeps nghttp2's ~16 KiB outbound frame
  * buffer, or a resident page of it, for itself (10,000 kubelets: 40 MiB at
  * each end). Both ends here are sessions of one loop, so their frames
- * take turns in the block: four exchanges larger than it at once, bodies
- * and replies on eight streams in both directions, arrive byte for byte,
- * and so do the exchanges after them.
+ * take turns in the block, each copied out before the next is made (a
+ * turn cannot be interleaved: flush asserts it): four exchanges at once,
+ * bodies and replies larger than the block on eight streams in both
+ * directions, arrive byte for byte, and so do the exchanges after them.
  */
 static void test_sessions_share_a_frame_buffer(void **state)
 {

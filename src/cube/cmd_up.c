@@ -10,6 +10,7 @@
 
 #include "controllers/controllers.h"
 
+#include "client/informer.h"
 #include "client/rest.h"
 #include "pki/kubeconfig.h"
 
@@ -120,24 +121,50 @@ static const char server_usage[] =
 
 /* ---- progress: an admin client watching nodes become Ready ----------------- */
 
+/*
+ * The nodes come from an informer (a list, then a watch) that counts the
+ * Ready ones as they change, and goes once all are. Listing every Node
+ * again each time cost more than the storm it reported on: at 10,000
+ * nodes a list is 20 MB of JSON to send and to parse, three times a second.
+ */
 struct progress {
 	struct loop *loop;
 	struct rest_client *client;
-	struct timer *tick;
+	struct informer *nodes;
+	struct timer *tick; /* the console line, at most every PROGRESS_EVERY */
 	int want, ready, shown;
-	bool done;
 	bool events; /* then the cluster's events on the console */
 	int64_t start;
 	const char *dir;
 	struct cluster *cl; /* NULL under --ha: its supervisor runs the cluster */
 };
 
+#define PROGRESS_EVERY (300 * NS_PER_MS)
+
 static void feeds_start(struct progress *p);
 
 static bool node_ready(const json_t *node)
 {
-	const json_t *c = jx_condition(json_object_get(node, "status"), "Ready");
+	const json_t *c = node ? jx_condition(json_object_get(node, "status"), "Ready") : NULL;
 	return c && !strcmp(jx_str(c, "status") ?: "", "True");
+}
+
+static void node_added(void *arg, json_t *obj)
+{
+	struct progress *p = arg;
+	p->ready += node_ready(obj);
+}
+
+static void node_updated(void *arg, json_t *old, json_t *obj)
+{
+	struct progress *p = arg;
+	p->ready += node_ready(obj) - node_ready(old);
+}
+
+static void node_deleted(void *arg, json_t *obj)
+{
+	struct progress *p = arg;
+	p->ready -= node_ready(obj);
 }
 
 /* What the cluster holds in memory now that every node is Ready. */
@@ -158,42 +185,47 @@ static void print_memory(const struct cluster *cl)
 		       r.kubelets_kib / 1024.0);
 }
 
-static void on_nodes(void *arg, int status, json_t *body, const char *err)
-{
-	struct progress *p = arg;
-	json_t *n;
-	size_t i;
-	int ready = 0;
-
-	if (status == 200)
-		json_array_foreach(json_object_get(body, "items"), i, n) ready += node_ready(n);
-	if (ready != p->shown) {
-		printf("  %d/%d nodes Ready (%.1fs)\n", ready, p->want,
-		       (double)(clock_mono() - p->start) / 1e9);
-		fflush(stdout);
-		p->shown = ready;
-	}
-	if (ready >= p->want && !p->done) {
-		char abs[PATH_MAX];
-		p->done = true;
-		if (p->cl)
-			print_memory(p->cl);
-		printf("\nCluster is up. Use it with:\n\n  export KUBECONFIG=%s/admin.conf\n"
-		       "  kubectl get nodes\n  kubectl get csr\n\nCtrl-C stops it; `cube up` on "
-		       "the same --data-dir resumes it.\n",
-		       realpath(p->dir, abs) ? abs : p->dir);
-		fflush(stdout);
-		if (p->events)
-			feeds_start(p);
-		return;
-	}
-	timer_after(p->tick, 300 * NS_PER_MS);
-}
-
 static void on_tick(void *arg)
 {
 	struct progress *p = arg;
-	rest_do(p->client, "GET", "/api/v1/nodes", NULL, on_nodes, p);
+	char abs[PATH_MAX];
+
+	if (!informer_synced(p->nodes)) {
+		timer_after(p->tick, PROGRESS_EVERY);
+		return;
+	}
+	if (p->ready != p->shown) {
+		printf("  %d/%d nodes Ready (%.1fs)\n", p->ready, p->want,
+		       (double)(clock_mono() - p->start) / 1e9);
+		fflush(stdout);
+		p->shown = p->ready;
+	}
+	if (p->ready < p->want) {
+		timer_after(p->tick, PROGRESS_EVERY);
+		return;
+	}
+	informer_free(p->nodes); /* what it kept is not the cluster's memory */
+	p->nodes = NULL;
+	if (p->cl)
+		print_memory(p->cl);
+	printf("\nCluster is up. Use it with:\n\n  export KUBECONFIG=%s/admin.conf\n"
+	       "  kubectl get nodes\n  kubectl get csr\n\nCtrl-C stops it; `cube up` on "
+	       "the same --data-dir resumes it.\n",
+	       realpath(p->dir, abs) ? abs : p->dir);
+	fflush(stdout);
+	if (p->events)
+		feeds_start(p);
+}
+
+static void progress_start(struct progress *p)
+{
+	struct informer_handlers h = {node_added, node_updated, node_deleted, p};
+
+	p->nodes = informer_new(p->loop, p->client, "/api/v1/nodes", NULL, &h);
+	informer_keep_text(p->nodes);
+	informer_start(p->nodes);
+	p->tick = loop_timer(p->loop, on_tick, p);
+	timer_after(p->tick, PROGRESS_EVERY);
 }
 
 /* ---- the console's cluster events: once up, what happens, as it happens ---- */
@@ -400,8 +432,7 @@ static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control
 	if (want > 0 && kubeconfig_load(admin, &kc) == 0) {
 		p.client = rest_client_from_kubeconfig(loop, &kc, "cube-up");
 		kubeconfig_free(&kc);
-		p.tick = loop_timer(loop, on_tick, &p);
-		timer_after(p.tick, 0);
+		progress_start(&p);
 	}
 	free(admin);
 	/* Its kubelets' bootstrap garbage (in process), or the supervisor's. */
@@ -410,6 +441,7 @@ static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control
 	if (trim)
 		event_free(trim);
 	feeds_stop();
+	informer_free(p.nodes);
 	timer_free(p.tick);
 	rest_client_free(p.client);
 	control_free(ctl);

@@ -44,7 +44,11 @@
 
 struct kserver {
 	struct kubelet *k;
-	SSL_CTX *ctx;
+	SSL_CTX *ctx; /* the process's for this client CA, shared (tls_server_ctx_shared) */
+	/* The certificate (its chain after it) and key served, as text, when
+	 * they are not the serving certificate manager's: parsed at each
+	 * handshake (use_pair). */
+	char *cert_pem, *key_pem;
 	struct httpd *h;
 };
 
@@ -147,9 +151,11 @@ static void handle(struct evhttp_request *req, void *arg)
 
 /* ---- the certificate ------------------------------------------------------------------ */
 
-/* upstream's GenerateSelfSignedCertKey, with an ECDSA key: "<host>@<unix time>". */
-static int self_signed(struct kubelet *k, const char *crt, const char *key_path)
+/* upstream's GenerateSelfSignedCertKey, with an ECDSA key: "<host>@<unix
+ * time>", saved as crt and key_path and kept as the server's text. */
+static int self_signed(struct kserver *s, const char *crt, const char *key_path)
 {
+	struct kubelet *k = s->k;
 	const char *dns[2] = {NULL}, *ips[2] = {NULL};
 	unsigned char buf[16];
 	char cn[300];
@@ -177,6 +183,8 @@ static int self_signed(struct kubelet *k, const char *crt, const char *key_path)
 	rc = pki_cert_save(crt, cert);
 	if (rc == 0)
 		rc = pki_key_save(key_path, key);
+	if (rc == 0 && (!(s->cert_pem = pki_cert_pem(cert)) || !(s->key_pem = pki_key_pem(key))))
+		rc = err_set(ERR_CRYPTO, "unable to generate self signed cert");
 	if (rc == 0)
 		LOG_V(4, "\"Using self-signed cert\" TLSCertFile=\"%s\" TLSPrivateKeyFile=\"%s\"",
 		      crt, key_path);
@@ -185,54 +193,107 @@ static int self_signed(struct kubelet *k, const char *crt, const char *key_path)
 	return rc;
 }
 
-/* GetCertificate of upstream's serverTLSBootstrap config. */
-static int pick_serving_cert(SSL *ssl, void *arg)
+/* crt and key_path as the server's text, if they hold a certificate (its
+ * chain after it) and the key that matches it. */
+static int load_pair(struct kserver *s, const char *crt, const char *key_path)
 {
-	struct kserver *s = arg;
-	struct certmgr *m = s->k->serving_cm;
-	X509 *cert = m ? certmgr_current(m) : NULL;
+	size_t n;
+	X509 *cert;
+	EVP_PKEY *key;
+	int rc;
+
+	if ((rc = file_read(crt, &s->cert_pem, &n, 1 << 20)) < 0 ||
+	    (rc = file_read(key_path, &s->key_pem, &n, 1 << 20)) < 0 ||
+	    (rc = tls_client_cert_parse(s->cert_pem, s->key_pem, &cert, &key)) < 0) {
+		free(s->cert_pem);
+		pki_secret_free(s->key_pem);
+		s->cert_pem = s->key_pem = NULL;
+		return rc;
+	}
+	X509_free(cert);
+	EVP_PKEY_free(key);
+	return 0;
+}
+
+/* What Go's http.Server logs through klog for a failed handshake. */
+static void log_no_cert(struct kserver *s, SSL *ssl, const char *why)
+{
 	struct sockaddr_storage peer = {0};
 	socklen_t len = sizeof(peer);
 	char host[INET6_ADDRSTRLEN] = "", port[8] = "";
 
-	if (cert)
-		return SSL_use_certificate(ssl, cert) == 1 &&
-		       SSL_use_PrivateKey(ssl, certmgr_current_key(m)) == 1;
 	if (getpeername(SSL_get_fd(ssl), (struct sockaddr *)&peer, &len) == 0)
 		getnameinfo((struct sockaddr *)&peer, len, host, sizeof(host), port, sizeof(port),
 		            NI_NUMERICHOST | NI_NUMERICSERV);
-	/* What Go's http.Server logs through klog for a failed handshake. */
-	LOG_INFO("http: TLS handshake error from %s%s%s%s: no serving certificate available for "
-	         "the kubelet%s",
+	LOG_INFO("http: TLS handshake error from %s%s%s%s: %s%s",
 	         peer.ss_family == AF_INET6 ? "[" : "", host,
-	         peer.ss_family == AF_INET6 ? "]:" : ":", port, s->k->log_kv);
-	return 0;
+	         peer.ss_family == AF_INET6 ? "]:" : ":", port, why, s->k->log_kv);
 }
 
-static SSL_CTX *serving_ctx(struct kserver *s)
+/*
+ * The connection's certificate, picked at its handshake: the serving
+ * certificate manager's current one (upstream's serverTLSBootstrap
+ * GetCertificate), else the server's pair, parsed now. A kubelet's server
+ * sees a handshake now and then (the API server's proxy, a scrape), and ten
+ * thousand hollow kubelets would hold 7 KB each parsed, and a context each.
+ */
+static int pick_cert(SSL *ssl, void *arg)
+{
+	struct kserver *s = arg;
+	struct certmgr *m = s->k->serving_cm;
+	STACK_OF(X509) *certs = NULL;
+	EVP_PKEY *key = NULL;
+	int ok;
+
+	if (s->k->cfg.server_tls_bootstrap) {
+		X509 *cert = m ? certmgr_current(m) : NULL;
+		if (cert)
+			return SSL_use_certificate(ssl, cert) == 1 &&
+			       SSL_use_PrivateKey(ssl, certmgr_current_key(m)) == 1;
+		log_no_cert(s, ssl, "no serving certificate available for the kubelet");
+		return 0;
+	}
+	ok = s->cert_pem && pki_certs_parse(s->cert_pem, strlen(s->cert_pem), &certs) == 0 &&
+	     (key = pki_key_parse(s->key_pem, strlen(s->key_pem))) &&
+	     SSL_use_certificate(ssl, sk_X509_value(certs, 0)) == 1 &&
+	     SSL_use_PrivateKey(ssl, key) == 1;
+	for (int i = 1; ok && i < sk_X509_num(certs); i++)
+		ok = SSL_add1_chain_cert(ssl, sk_X509_value(certs, i)) == 1;
+	sk_X509_pop_free(certs, X509_free);
+	EVP_PKEY_free(key);
+	return ok;
+}
+
+/* The process's context for the client CA (read now: a restart sees a
+ * new one), and the pair to serve unless the manager has it: the
+ * configured files, else kubelet.crt / kubelet.key, made if they are not
+ * there or not a pair. */
+static int serving_setup(struct kserver *s)
 {
 	struct kubelet *k = s->k;
-	char *crt, *key;
-	SSL_CTX *ctx;
+	char *ca = NULL, *crt, *key;
+	size_t n;
+	int rc;
 
-	if (k->cfg.server_tls_bootstrap) {
-		if ((ctx = tls_server_ctx(NULL, NULL, k->cfg.client_ca_file)))
-			SSL_CTX_set_cert_cb(ctx, pick_serving_cert, s);
-		return ctx;
-	}
+	if (k->cfg.client_ca_file && (rc = file_read(k->cfg.client_ca_file, &ca, &n, 4 << 20)) < 0)
+		return rc;
+	s->ctx = tls_server_ctx_shared(ca);
+	free(ca);
+	if (!s->ctx)
+		return err_set(ERR_INVALID, "client CA file %s: no certificates",
+			       k->cfg.client_ca_file);
+	if (k->cfg.server_tls_bootstrap)
+		return 0;
 	if (k->cfg.tls_cert_file && k->cfg.tls_private_key_file)
-		return tls_server_ctx(k->cfg.tls_cert_file, k->cfg.tls_private_key_file,
-				      k->cfg.client_ca_file);
+		return load_pair(s, k->cfg.tls_cert_file, k->cfg.tls_private_key_file);
 	crt = file_join(k->cfg.cert_dir, "kubelet.crt");
 	key = file_join(k->cfg.cert_dir, "kubelet.key");
-	if ((!file_exists(crt) || !file_exists(key) ||
-	     !(ctx = tls_server_ctx(crt, key, k->cfg.client_ca_file))) &&
-	    (self_signed(k, crt, key) < 0 ||
-	     !(ctx = tls_server_ctx(crt, key, k->cfg.client_ca_file))))
-		ctx = NULL;
+	rc = 0;
+	if (!file_exists(crt) || !file_exists(key) || load_pair(s, crt, key) < 0)
+		rc = self_signed(s, crt, key);
 	free(crt);
 	free(key);
-	return ctx;
+	return rc;
 }
 
 /* ---- the server ------------------------------------------------------------------------ */
@@ -253,9 +314,11 @@ int kserver_start(struct kserver *s)
 	                       .port = k->cfg.port > 0 ? k->cfg.port : 0,
 	                       .max_body = 1 << 20,
 	                       .max_headers = 64 << 10,
-	                       .idle_timeout_s = 90};
+	                       .idle_timeout_s = 90,
+	                       .cert_cb = pick_cert,
+	                       .cert_arg = s};
 
-	if (!(s->ctx = serving_ctx(s)))
+	if (serving_setup(s) < 0)
 		return err_wrap(ERR_INVALID, "kubelet serving certificate");
 	if (!(s->h = httpd_new(k->loop, s->ctx, &o, handle, s)))
 		return err_wrap(ERR_IO, "listen on %s:%d", o.bind_address, o.port);
@@ -274,5 +337,7 @@ void kserver_free(struct kserver *s)
 		return;
 	httpd_free(s->h);
 	SSL_CTX_free(s->ctx);
+	free(s->cert_pem);
+	pki_secret_free(s->key_pem);
 	free(s);
 }

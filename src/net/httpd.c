@@ -49,6 +49,8 @@ struct httpd {
 	struct httpd *next_server; /* on the list of servers */
 	bool (*credentials_ok)(void *arg, SSL *ssl, const char *authorization);
 	bool bearer_unjudged;
+	int (*cert_cb)(SSL *ssl, void *arg);
+	void *cert_arg;
 	size_t max_headers, max_conns, max_unauth;
 	int header_timeout_s, request_timeout_s;
 	struct conn *conns;      /* alive, on a list: they may outlive the server (below) */
@@ -518,6 +520,8 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
 		abort();
 	c->h = h;
 	c->held = true;
+	if (h->cert_cb)
+		SSL_set_cert_cb(ssl, h->cert_cb, h->cert_arg);
 	c->bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
 	                                        BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 	if (!c->bev || !(c->deadline = evtimer_new(base, on_deadline, c)))
@@ -726,6 +730,8 @@ struct httpd *httpd_new(struct loop *loop, SSL_CTX *tls, const struct httpd_opts
 	h->max_body = o->max_body;
 	h->credentials_ok = o->credentials_ok;
 	h->bearer_unjudged = o->bearer_unjudged;
+	h->cert_cb = o->cert_cb;
+	h->cert_arg = o->cert_arg;
 	h->max_headers = o->max_headers;
 	h->header_timeout_s =
 	    o->header_timeout_s > 0 ? o->header_timeout_s : HTTPD_HEADER_TIMEOUT_S;

@@ -73,6 +73,10 @@ struct httpd_opts {
 	/* HTTP/2 requests go here when the handshake chose "h2" (the SSL_CTX
 	 * offers it: tls_server_offer_h2); NULL: HTTP/1.1 only. */
 	httpd_h2_handler h2_handler;
+	/* Each connection's certificate, picked at its handshake
+	 * (SSL_set_cert_cb): a context shared by many servers has none. */
+	int (*cert_cb)(SSL *ssl, void *arg);
+	void *cert_arg;
 	/* Listen with SO_REUSEPORT, so that servers made with share may too. */
 	bool reuse_port;
 	/* Listen on this server's address and port too (it was made with

@@ -86,21 +86,43 @@ static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outle
 	return SSL_TLSEXT_ERR_OK;
 }
 
-static int load_roots(SSL_CTX *ctx, const char *path)
+/* Ask for client certificates signed by the CAs in pem (what
+ * tls_peer_identity verifies against), sending their names so clients
+ * pick the right certificate; accept any at the handshake. */
+static int client_roots(SSL_CTX *ctx, const char *pem, size_t len)
 {
 	STACK_OF(X509) *roots;
+	STACK_OF(X509_NAME) *names = sk_X509_NAME_new_null();
+	int r;
+
+	if (!names)
+		abort();
+	if ((r = pki_certs_parse(pem, len, &roots)) < 0) {
+		sk_X509_NAME_free(names);
+		return r;
+	}
+	for (int i = 0; i < sk_X509_num(roots); i++) {
+		X509_NAME *n = X509_NAME_dup(X509_get_subject_name(sk_X509_value(roots, i)));
+		if (!n || !sk_X509_NAME_push(names, n))
+			abort();
+	}
+	SSL_CTX_set_ex_data(ctx, ctx_roots_idx, roots);
+	SSL_CTX_set_client_CA_list(ctx, names);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, accept_any);
+	return 0;
+}
+
+static int load_roots(SSL_CTX *ctx, const char *path)
+{
 	char *buf;
 	size_t len;
 	int r;
 
 	if ((r = file_read(path, &buf, &len, 4 << 20)) < 0)
 		return r;
-	r = pki_certs_parse(buf, len, &roots);
+	r = client_roots(ctx, buf, len);
 	free(buf);
-	if (r < 0)
-		return err_wrap(r, "%s", path);
-	SSL_CTX_set_ex_data(ctx, ctx_roots_idx, roots);
-	return 0;
+	return r < 0 ? err_wrap(r, "%s", path) : 0;
 }
 
 SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, const char *client_ca_file)
@@ -125,14 +147,9 @@ SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, const char 
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
-	if (client_ca_file) {
-		if (load_roots(ctx, client_ca_file) < 0) {
-			SSL_CTX_free(ctx);
-			return NULL;
-		}
-		/* Send the CA names so clients pick the right certificate. */
-		SSL_CTX_set_client_CA_list(ctx, SSL_load_client_CA_file(client_ca_file));
-		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, accept_any);
+	if (client_ca_file && load_roots(ctx, client_ca_file) < 0) {
+		SSL_CTX_free(ctx);
+		return NULL;
 	}
 	/* With client certificates OpenSSL refuses to resume a session (TLS
 	 * 1.2 session ids) that has no id context: the handshake fails with
@@ -207,13 +224,15 @@ const char *tls_verify_failure(const SSL *ssl)
 	return verify_idx >= 0 ? SSL_get_ex_data(ssl, verify_idx) : NULL;
 }
 
-/* ---- one client context per trusted CA, for the whole process ----------------- */
+/* ---- one context per trusted CA, for the whole process --------------------------- */
 
 /* Making a context and parsing its CA bundle cost OpenSSL 3 about 1 ms, the
- * most of a hollow kubelet's start; a thousand kubelets trust one CA. The
- * contexts live until the process ends (a handful: one per CA text). */
+ * most of a hollow kubelet's start; a thousand kubelets trust one CA, as
+ * clients and as servers. The contexts live until the process ends (a
+ * handful: one per CA text and end). */
 struct shared_ctx {
 	const char *ca_pem; /* str_intern's: one pointer per text */
+	bool server;
 	SSL_CTX *ctx;
 	struct shared_ctx *next;
 };
@@ -221,21 +240,32 @@ struct shared_ctx {
 static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shared_ctx *shared_ctxs;
 
-SSL_CTX *tls_client_ctx_shared(const char *ca_pem)
+/* A server's, without a certificate, asking for client certificates from
+ * the CAs in client_ca_pem when given. */
+static SSL_CTX *server_ctx_for(const char *client_ca_pem)
+{
+	SSL_CTX *ctx = tls_server_ctx(NULL, NULL, NULL);
+
+	if (ctx && client_ca_pem && client_roots(ctx, client_ca_pem, strlen(client_ca_pem)) < 0) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+static SSL_CTX *shared_ctx(const char *ca_pem, bool server)
 {
 	const char *key = str_intern(ca_pem ? ca_pem : "");
 	struct shared_ctx *e;
 	SSL_CTX *ctx = NULL;
 
 	pthread_mutex_lock(&shared_lock);
-	for (e = shared_ctxs; e && e->ca_pem != key; e = e->next)
+	for (e = shared_ctxs; e && (e->ca_pem != key || e->server != server); e = e->next)
 		;
-	if (!e && (ctx = tls_client_ctx(ca_pem, NULL, NULL))) {
+	if (!e && (ctx = server ? server_ctx_for(ca_pem) : tls_client_ctx(ca_pem, NULL, NULL))) {
 		if (!(e = calloc(1, sizeof(*e))))
 			abort();
-		e->ca_pem = key;
-		e->ctx = ctx;
-		e->next = shared_ctxs;
+		*e = (struct shared_ctx){.ca_pem = key, .server = server, .ctx = ctx, .next = shared_ctxs};
 		shared_ctxs = e;
 	}
 	if (e) {
@@ -244,6 +274,16 @@ SSL_CTX *tls_client_ctx_shared(const char *ca_pem)
 	}
 	pthread_mutex_unlock(&shared_lock);
 	return ctx;
+}
+
+SSL_CTX *tls_client_ctx_shared(const char *ca_pem)
+{
+	return shared_ctx(ca_pem, false);
+}
+
+SSL_CTX *tls_server_ctx_shared(const char *client_ca_pem)
+{
+	return shared_ctx(client_ca_pem, true);
 }
 
 int tls_client_cert_parse(const char *cert_pem, const char *key_pem, X509 **cert, EVP_PKEY **key)

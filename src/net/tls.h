@@ -39,6 +39,14 @@ SSL_CTX *tls_client_ctx(const char *ca_pem, const char *cert_pem, const char *ke
  * goes on each SSL (tls_use_client_cert), not on the shared context.
  */
 SSL_CTX *tls_client_ctx_shared(const char *ca_pem);
+/*
+ * The process's server context asking for client certificates from the
+ * CAs in client_ca_pem (PEM text; NULL: none asked), made on first use and
+ * shared by every caller with the same text: a new reference. It has no
+ * certificate: each connection gets its own from a callback
+ * (SSL_set_cert_cb, httpd_opts.cert_cb). NULL on bad PEM.
+ */
+SSL_CTX *tls_server_ctx_shared(const char *client_ca_pem);
 /* A client certificate and its key, parsed once and checked to match:
  * 0 with new references in *cert and *key, or ERR_INVALID. */
 int tls_client_cert_parse(const char *cert_pem, const char *key_pem, X509 **cert, EVP_PKEY **key);

@@ -141,6 +141,11 @@ struct progress {
 
 #define PROGRESS_EVERY (300 * NS_PER_MS)
 
+/* When cube up began: the console's times count from the command, not
+ * from when the cluster answered (a first kubelet process of 2,500 nodes
+ * takes seconds to). */
+static int64_t up_started;
+
 static void feeds_start(struct progress *p);
 
 static bool node_ready(const json_t *node)
@@ -423,7 +428,8 @@ static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control
 			   const char *dir, int want, bool events)
 {
 	/* cl NULL: the --ha supervisor (ha_now) runs the cluster. */
-	struct progress p = {.loop = loop, .want = want, .shown = -1, .start = clock_mono(),
+	struct progress p = {.loop = loop, .want = want, .shown = -1,
+			     .start = up_started ? up_started : clock_mono(),
 			     .dir = dir, .events = events, .cl = cl};
 	struct kubeconfig kc;
 	char *admin = file_join(dir, "admin.conf");
@@ -665,6 +671,7 @@ int cmd_up(int argc, char **argv)
 	bool console_klog = log_verbosity > 0, events = true;
 	int c, r = 0;
 
+	up_started = clock_mono();
 	while (r == 0 && (c = getopt_long(argc, argv, "hv:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':

@@ -47,7 +47,7 @@ struct kserver {
 	SSL_CTX *ctx; /* the process's for this client CA, shared (tls_server_ctx_shared) */
 	/* The certificate (its chain after it) and key served, as text, when
 	 * they are not the serving certificate manager's: parsed at each
-	 * handshake (use_pair). */
+	 * handshake (pick_cert). */
 	char *cert_pem, *key_pem;
 	struct httpd *h;
 };
@@ -280,7 +280,7 @@ static int serving_setup(struct kserver *s)
 	s->ctx = tls_server_ctx_shared(ca);
 	free(ca);
 	if (!s->ctx)
-		return err_set(ERR_INVALID, "client CA file %s: no certificates",
+		return err_set(ERR_INVALID, "client CA file %s: no usable certificates",
 			       k->cfg.client_ca_file);
 	if (k->cfg.server_tls_bootstrap)
 		return 0;

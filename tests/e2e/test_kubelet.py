@@ -411,14 +411,26 @@ def test_https_server(cluster, kubelets, kubectl, wait_until, run):
     assert "kubelet_certificate_manager_client_expiration_renew_errors 0" in metrics
     pods = json.loads(run("curl", "-sk", f"{url}/pods").stdout)
     assert pods["kind"] == "PodList"
-    # Without serverTLSBootstrap the server uses a self-signed kubelet.crt.
+    # Without serverTLSBootstrap the server uses a self-signed kubelet.crt,
+    # and serves that one: its pair, picked at the handshake.
     assert (k.pki / "kubelet.crt").exists() and (k.pki / "kubelet.key").exists()
+
+    def served(port):
+        s = run("openssl", "s_client", "-connect", f"127.0.0.1:{port}", input="",
+                check=False).stdout
+        m = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", s, re.S)
+        assert m, s[-2000:]
+        return m.group(0)
+    assert served(port) == (k.pki / "kubelet.crt").read_text().strip()
     # The client certificate's series exist only with rotation, as upstream's.
     port2 = free_port()
     k2 = kubelets("kl-https-static").start("--port", str(port2))
     wait_ready(kubectl, wait_until, k2)
     metrics = run("curl", "-sk", f"https://127.0.0.1:{port2}/metrics").stdout
     assert "kubelet_certificate_manager_client_ttl_seconds" not in metrics
+    # Two kubelets of one machine, each with its own certificate.
+    assert served(port2) == (k2.pki / "kubelet.crt").read_text().strip()
+    assert served(port2) != served(port)
     # ... and the serving ones only with serverTLSBootstrap.
     assert "kubelet_certificate_manager_server_ttl_seconds" not in metrics
 

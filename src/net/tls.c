@@ -255,7 +255,7 @@ static SSL_CTX *server_ctx_for(const char *client_ca_pem)
 
 static SSL_CTX *shared_ctx(const char *ca_pem, bool server)
 {
-	const char *key = str_intern(ca_pem ? ca_pem : "");
+	const char *key = str_intern(ca_pem); /* NULL, none, is not "", a bad text */
 	struct shared_ctx *e;
 	SSL_CTX *ctx = NULL;
 

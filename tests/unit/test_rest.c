@@ -393,6 +393,33 @@ static void test_shared_tls_context(void **state)
 	free(copy);
 }
 
+/* Servers asking for client certificates from the same CA share one
+ * context, apart from the clients' and from the servers that ask for
+ * none; an empty CA text is refused, not taken for none. */
+static void test_shared_server_context(void **state)
+{
+	struct world *w = *state;
+	SSL_CTX *a = tls_server_ctx_shared(w->env.admin_kc.ca_data);
+	SSL_CTX *b = tls_server_ctx_shared(w->env.admin_kc.ca_data);
+	SSL_CTX *client = tls_client_ctx_shared(w->env.admin_kc.ca_data);
+	SSL_CTX *none = tls_server_ctx_shared(NULL);
+
+	(void)w;
+	assert_non_null(a);
+	assert_ptr_equal(a, b);
+	assert_ptr_not_equal(a, client);
+	assert_non_null(none);
+	assert_ptr_not_equal(a, none);
+	assert_int_equal(SSL_CTX_get_verify_mode(a), SSL_VERIFY_PEER);
+	assert_int_equal(SSL_CTX_get_verify_mode(none), SSL_VERIFY_NONE);
+	assert_int_equal(sk_X509_NAME_num(SSL_CTX_get_client_CA_list(a)), 1);
+	assert_null(tls_server_ctx_shared(""));
+	SSL_CTX_free(a);
+	SSL_CTX_free(b);
+	SSL_CTX_free(client);
+	SSL_CTX_free(none);
+}
+
 /* DISABLE_HTTP2, client-go's switch: HTTP/1.1, a connection per watch and
  * a few for requests; everything still works. */
 static void test_http1(void **state)
@@ -798,6 +825,7 @@ static void test_server_certificate_errors(void **state)
 	X(test_one_connection) \
 	X(test_more_than_a_connections_streams) \
 	X(test_shared_tls_context) \
+	X(test_shared_server_context) \
 	X(test_streams_without_credentials) \
 	X(test_http1) \
 	X(test_stop_watch_from_on_end) \

@@ -180,11 +180,11 @@ static int self_signed(struct kserver *s, const char *crt, const char *key_path)
 		EVP_PKEY_free(key);
 		return err_wrap(ERR_CRYPTO, "unable to generate self signed cert");
 	}
-	rc = pki_cert_save(crt, cert);
-	if (rc == 0)
-		rc = pki_key_save(key_path, key);
-	if (rc == 0 && (!(s->cert_pem = pki_cert_pem(cert)) || !(s->key_pem = pki_key_pem(key))))
+	/* Encoded once: the text is both the files and what the server keeps. */
+	if (!(s->cert_pem = pki_cert_pem(cert)) || !(s->key_pem = pki_key_pem(key)))
 		rc = err_set(ERR_CRYPTO, "unable to generate self signed cert");
+	else if ((rc = file_write_atomic(crt, s->cert_pem, strlen(s->cert_pem), 0644)) == 0)
+		rc = file_write_atomic(key_path, s->key_pem, strlen(s->key_pem), 0600);
 	if (rc == 0)
 		LOG_V(4, "\"Using self-signed cert\" TLSCertFile=\"%s\" TLSPrivateKeyFile=\"%s\"",
 		      crt, key_path);

@@ -190,6 +190,20 @@ bool jx_equal(const json_t *a, const json_t *b)
 	return json_equal((json_t *)a, (json_t *)b);
 }
 
+json_t *jx_pick(const json_t *obj, const char *const *paths, size_t n)
+{
+	json_t *picked = json_object();
+
+	if (!picked)
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		json_t *v = jx_get(obj, paths[i]);
+		if (v)
+			jx_set(picked, paths[i], json_incref(v));
+	}
+	return picked;
+}
+
 void jx_del(json_t *root, const char *path)
 {
 	const char *dot = strrchr(path, '.');

@@ -54,6 +54,9 @@ bool jx_equal(const json_t *a, const json_t *b);
 
 /* Remove the member at path (absent: nothing to do). */
 void jx_del(json_t *root, const char *path);
+/* A new object holding the values at these paths of obj, where they exist
+ * (shared with obj, not copied): an informer's view of an object. */
+json_t *jx_pick(const json_t *obj, const char *const *paths, size_t n);
 
 /* The element of a conditions array whose "type" is `type`, or NULL. */
 json_t *jx_condition_in(const json_t *conditions, const char *type);

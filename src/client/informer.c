@@ -20,6 +20,7 @@ struct informer {
 	size_t nh;
 	struct hmap store; /* key → json_t*, or its jx_dump text (keep_text) */
 	bool keep_text;
+	json_t *(*transform)(const json_t *obj); /* NULL: keep objects whole */
 	struct informer_index {
 		const char *(*key_of)(const json_t *obj);
 		struct hmap buckets; /* value → struct hmap* (key → json_t*, borrowed) */
@@ -174,6 +175,12 @@ static void on_retry(void *arg)
 		list(inf);
 }
 
+/* What the store keeps of obj (a new reference). */
+static json_t *viewed(const struct informer *inf, json_t *obj)
+{
+	return inf->transform ? inf->transform(obj) : json_incref(obj);
+}
+
 static void apply(struct informer *inf, const char *type, json_t *obj)
 {
 	char key[512];
@@ -225,7 +232,9 @@ static void on_event(void *arg, const char *type, json_t *obj)
 	inf->backoff_ns = 0; /* the stream works */
 	if (!strcmp(type, "BOOKMARK"))
 		return;
+	obj = viewed(inf, obj);
 	apply(inf, type, obj);
+	json_decref(obj);
 }
 
 static void on_watch_end(void *arg, int status, const char *err)
@@ -255,9 +264,28 @@ static void watch(struct informer *inf)
 	inf->watch = rest_watch(inf->c, path, on_event, on_watch_end, inf);
 }
 
-static void replace(struct informer *inf, json_t *items)
+/* A list's items as the store keeps them; each item's tree is let go as
+ * its view is made. */
+static json_t *list_items(const struct informer *inf, json_t *list)
+{
+	json_t *items = json_object_get(list, "items"), *views, *obj;
+	size_t i;
+
+	if (!inf->transform || !json_is_array(items))
+		return json_incref(items);
+	views = json_array();
+	json_array_foreach(items, i, obj)
+	{
+		json_array_append_new(views, viewed(inf, obj));
+		json_array_set_new(items, i, json_null());
+	}
+	return views;
+}
+
+static void replace(struct informer *inf, json_t *list)
 {
 	struct hmap fresh = HMAP_INIT;
+	json_t *items = list_items(inf, list);
 	const char *k;
 	void *v;
 	size_t i;
@@ -301,6 +329,7 @@ static void replace(struct informer *inf, json_t *items)
 			apply(inf, held ? "MODIFIED" : "ADDED", obj);
 	}
 	hmap_free(&fresh);
+	json_decref(items);
 }
 
 static void on_list(void *arg, int status, json_t *body, const char *err)
@@ -317,7 +346,7 @@ static void on_list(void *arg, int status, json_t *body, const char *err)
 	}
 	inf->backoff_ns = 0;
 	snprintf(inf->rv, sizeof(inf->rv), "%s", rv);
-	replace(inf, json_object_get(body, "items"));
+	replace(inf, body);
 	inf->synced = true;
 	watch(inf);
 }
@@ -367,6 +396,12 @@ void informer_keep_text(struct informer *inf)
 {
 	CUBE_ASSERT(inf->nindex == 0 && !inf->listing && !inf->synced);
 	inf->keep_text = true;
+}
+
+void informer_set_transform(struct informer *inf, json_t *(*transform)(const json_t *obj))
+{
+	CUBE_ASSERT(!inf->listing && !inf->synced);
+	inf->transform = transform;
 }
 
 json_t *informer_get(const struct informer *inf, const char *key)

@@ -68,6 +68,15 @@ bool informer_synced(const struct informer *inf);
  * informer_get and informer_list, which lend the stored trees, abort.
  */
 void informer_keep_text(struct informer *inf);
+/*
+ * What the store keeps of each object, and what handlers are told of
+ * (client-go's SetTransform): transform(obj) returns a new reference to the
+ * part of obj its consumer reads, keeping metadata.name, namespace and
+ * resourceVersion. For a consumer that reads a few fields of many objects:
+ * a hollow Node's tree is 12.7 KB, the scheduler's view of it 3.6 KB.
+ * Call before informer_start.
+ */
+void informer_set_transform(struct informer *inf, json_t *(*transform)(const json_t *obj));
 /* The object under key, borrowed, or NULL. */
 json_t *informer_get(const struct informer *inf, const char *key);
 /* The object under key, or NULL, from either kind of store: a reference the

@@ -1069,6 +1069,15 @@ static void on_pod_update(void *arg, json_t *old, json_t *pod)
 		on_pod(arg, pod);
 }
 
+/* What the controller keeps of a node's Lease (the informer's transform): it
+ * reads only spec.renewTime: 1.3 KB a Lease instead of its 3 KB tree. */
+static json_t *lease_view(const json_t *lease)
+{
+	static const char *const paths[] = {"metadata.name", "metadata.namespace",
+					    "metadata.resourceVersion", "spec.renewTime"};
+	return jx_pick(lease, paths, sizeof(paths) / sizeof(paths[0]));
+}
+
 struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const struct nlc_opts *o)
 {
 	struct nodelifecycle *c = calloc(1, sizeof(*c));
@@ -1085,6 +1094,7 @@ struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const stru
 	c->zones = (struct hmap)HMAP_INIT;
 	c->nodes = cm_informer(m, "/api/v1/nodes", &nh);
 	c->leases = cm_informer(m, LEASES_PATH, &lh);
+	informer_set_transform(c->leases, lease_view); /* this controller's alone */
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->by_node = cm_pods_by_node(m);
 	c->events = event_recorder_new(m->loop, c->rest, "node-controller", NULL, 3);

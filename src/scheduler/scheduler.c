@@ -902,6 +902,36 @@ static void on_pod_delete(void *arg, json_t *pod)
 	kick(s);
 }
 
+/*
+ * What the scheduler keeps of a Node (its informer's transform): what its
+ * plugins, hints and change kinds read. Name, labels, taints, unschedulable
+ * and allocatable as they are; status.conditions becomes the map from type
+ * to status that nodeConditionsChanged compares (heartbeats, reasons and
+ * messages do not count). A hollow node's tree is 12.7 KB; this is 3.6 KB.
+ */
+static json_t *node_view(const json_t *node)
+{
+	static const char *const paths[] = {"metadata.name", "metadata.resourceVersion",
+					    "metadata.labels", "spec.taints", "spec.unschedulable",
+					    "status.allocatable"};
+	json_t *view = jx_pick(node, paths, sizeof(paths) / sizeof(paths[0]));
+	json_t *conds = jx_get(node, "status.conditions"), *c;
+	size_t i;
+
+	if (json_is_array(conds)) {
+		json_t *statuses = json_object();
+		json_array_foreach(conds, i, c)
+		{
+			const char *type = jx_str(c, "type");
+			json_t *status = json_object_get(c, "status");
+			if (type && json_is_string(status))
+				json_object_set(statuses, type, status);
+		}
+		jx_set(view, "status.conditions", statuses);
+	}
+	return view;
+}
+
 static void on_node_add(void *arg, json_t *node)
 {
 	struct sched *s = arg;
@@ -1023,6 +1053,7 @@ struct scheduler *scheduler_new(struct loop *loop, const struct scheduler_opts *
 	s->flush = loop_timer(loop, on_flush, s);
 	s->leftovers = loop_timer(loop, on_leftovers, s);
 	s->nodes = informer_new(loop, s->rest, "/api/v1/nodes", NULL, &nh);
+	informer_set_transform(s->nodes, node_view);
 	/* Terminal pods are neither scheduled nor counted. */
 	s->pods = informer_new(loop, s->rest, "/api/v1/pods",
 			       "fieldSelector=status.phase!%3DSucceeded,status.phase!%3DFailed",

@@ -37,6 +37,23 @@ static void test_paths(void **state)
 	json_decref(o);
 }
 
+/* A view shares the picked values and has nothing else. */
+static void test_pick(void **state)
+{
+	static const char *const paths[] = {"metadata.name", "spec.taints", "status.missing"};
+	const char *text = "{\"metadata\":{\"name\":\"n1\",\"uid\":\"u\"},\"spec\":{\"taints\":"
+			   "[{\"key\":\"k\"}],\"podCIDR\":\"x\"},\"status\":{\"phase\":\"y\"}}";
+	json_t *o = jx_parse(text, strlen(text)), *view = jx_pick(o, paths, 3);
+	char *s = jx_dump(view);
+
+	assert_string_equal(s, "{\"metadata\":{\"name\":\"n1\"},\"spec\":{\"taints\":[{\"key\":"
+			       "\"k\"}]}}");
+	assert_ptr_equal(jx_get(view, "spec.taints"), jx_get(o, "spec.taints"));
+	free(s);
+	json_decref(o);
+	json_decref(view);
+}
+
 static void test_parse_error_names_position(void **state)
 {
 	assert_null(jx_parse("{\"a\":\n  ]", 9));
@@ -154,6 +171,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_paths),
+		cmocka_unit_test(test_pick),
 		cmocka_unit_test(test_parse_error_names_position),
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_strv),

@@ -512,25 +512,41 @@ static void test_free_client_from_callback(void **state)
 
 struct changes {
 	int adds, updates, deletes;
+	int with_spec; /* objects told of that have a spec */
 	char old_x[16]; /* metadata.labels.x of the last update's old object */
 };
 
 static void inf_add(void *arg, json_t *obj)
 {
-	((struct changes *)arg)->adds++;
+	struct changes *ch = arg;
+	ch->adds++;
+	ch->with_spec += !!json_object_get(obj, "spec");
 }
 
 static void inf_update(void *arg, json_t *old, json_t *obj)
 {
 	struct changes *ch = arg;
 	ch->updates++;
+	ch->with_spec += !!json_object_get(old, "spec") + !!json_object_get(obj, "spec");
 	snprintf(ch->old_x, sizeof(ch->old_x), "%s", jx_str(old, "metadata.labels.x") ?: "");
 }
 
 static void inf_delete(void *arg, json_t *obj)
 {
-	((struct changes *)arg)->deletes++;
+	struct changes *ch = arg;
+	ch->deletes++;
+	ch->with_spec += !!json_object_get(obj, "spec");
 }
+
+/* A transform: a Namespace without its spec (finalizers: ["kubernetes"]). */
+static json_t *without_spec(const json_t *obj)
+{
+	json_t *view = json_deep_copy(obj);
+	json_object_del(view, "spec");
+	return view;
+}
+
+enum kept { TREES, TEXT, VIEWS };
 
 /* A field of the informer's object under key (read as a copy: either store). */
 static const char *stored_str(struct informer *inf, const char *key, const char *path,
@@ -544,10 +560,12 @@ static const char *stored_str(struct informer *inf, const char *key, const char 
 	return buf;
 }
 
-/* List, add, change, delete, seen by the handlers and in the store; text:
- * the store keeps its objects as text (informer_keep_text). */
-static void informer_round(struct world *w, bool text)
+/* List, add, change, delete, seen by the handlers and in the store. TEXT:
+ * the store keeps its objects as text (informer_keep_text); VIEWS: as a
+ * transform makes them, from the list and from the watch alike. */
+static void informer_round(struct world *w, enum kept store)
 {
+	bool text = store == TEXT;
 	struct changes ch = {0};
 	struct informer_handlers h = {inf_add, inf_update, inf_delete, &ch};
 	struct informer *inf =
@@ -561,6 +579,8 @@ static void informer_round(struct world *w, bool text)
 
 	if (text)
 		informer_keep_text(inf);
+	if (store == VIEWS)
+		informer_set_transform(inf, without_spec);
 	informer_start(inf);
 	want = 4;
 	while (ch.adds < want)
@@ -613,6 +633,14 @@ static void informer_round(struct world *w, bool text)
 	while (ch.deletes < 1)
 		event_base_loop(loop_base(w->env.loop), EVLOOP_ONCE);
 	assert_null(informer_read(inf, "team-a"));
+	/* Every object seen had its spec (the namespace controller's finalizer),
+	 * unless the transform took it. */
+	if (store == VIEWS) {
+		assert_int_equal(ch.with_spec, 0);
+		assert_null(json_object_get(informer_get(inf, "kube-system"), "spec"));
+	} else {
+		assert_int_equal(ch.with_spec, ch.adds + 2 * ch.updates + ch.deletes);
+	}
 	informer_free(inf);
 	json_decref(ns);
 	json_decref(patch);
@@ -620,12 +648,17 @@ static void informer_round(struct world *w, bool text)
 
 static void test_informer(void **state)
 {
-	informer_round(*state, false);
+	informer_round(*state, TREES);
 }
 
 static void test_informer_keeping_text(void **state)
 {
-	informer_round(*state, true);
+	informer_round(*state, TEXT);
+}
+
+static void test_informer_transform(void **state)
+{
+	informer_round(*state, VIEWS);
 }
 
 static int unauthorized_seen;
@@ -834,6 +867,7 @@ static void test_server_certificate_errors(void **state)
 	X(test_stop_watch_from_owner) \
 	X(test_informer) \
 	X(test_informer_keeping_text) \
+	X(test_informer_transform) \
 	X(test_hold_and_token) \
 	X(test_token_connection_first_body) \
 	X(test_stop_at_once) \

@@ -367,7 +367,7 @@ struct csrapproving *csrapproving_new(struct controller_manager *m)
 	/* upstream's certificate controllers' queue name */
 	workqueue_instrument(c->q, m->metrics, "certificate");
 	if (m->approve_kubelet_serving)
-		c->nodes = cm_informer(m, "/api/v1/nodes", NULL);
+		c->nodes = cm_informer(m, NODES_PATH, NULL);
 	LOG_INFO("\"Starting certificate controller\" name=\"csrapproving\"");
 	LOG_INFO("\"Waiting for caches to sync\" controller=\"certificate-csrapproving\"");
 	return c;

@@ -612,7 +612,7 @@ struct daemonset *daemonset_new(struct controller_manager *m)
 	c->m = m;
 	c->sets = cm_informer(m, DS_PATH, &sh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
-	c->nodes = cm_informer(m, "/api/v1/nodes", &nh);
+	c->nodes = cm_informer(m, NODES_PATH, &nh);
 	c->pods_by_owner = cm_index(m, "/api/v1/pods", index_controller_uid);
 	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);
 	c->work = keyed_new(m, "daemonset", c->rest, 2, sync_ds, c, "error syncing daemon set %s: %s");

@@ -25,6 +25,8 @@
 #include <stdint.h>
 
 #define CSR_PATH "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+#define NODES_PATH "/api/v1/nodes"
+#define LEASES_PATH "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 
 #define SIGNER_KUBELET_CLIENT "kubernetes.io/kube-apiserver-client-kubelet"
 #define SIGNER_KUBELET_SERVING "kubernetes.io/kubelet-serving"
@@ -88,7 +90,9 @@ struct controller_manager {
 /* The manager's informer on a collection ("/api/v1/pods"), shared by every
  * controller that asks, with h added to its handlers (h may be NULL). Ask
  * in the constructor: the manager starts them all once every controller is
- * built, and frees them before the controllers. */
+ * built, and frees them before the controllers. Nodes and node Leases are
+ * kept as views of what the controllers read (manager.c says which): a
+ * controller that writes a Node reads it whole from the API server first. */
 struct informer *cm_informer(struct controller_manager *m, const char *path,
 			     const struct informer_handlers *h);
 /* Every shared informer has listed once (WaitForCacheSync). */

@@ -223,12 +223,43 @@ static void on_sync_wait(void *arg)
 
 /* ---- shared informers ---------------------------------------------------------- */
 
+/*
+ * A Node as the controllers read it: metadata, spec, conditions, phase, and
+ * addresses (csrapproving checks a serving CSR's names against them). What
+ * only the kubelet, the scheduler and kubectl read stays out: nodeInfo,
+ * capacity, allocatable, images, daemonEndpoints, volumes. 8.3 KB of a
+ * hollow node's 12.7 KB tree, 10,000 of them.
+ */
+static json_t *node_view(const json_t *node)
+{
+	static const char *const paths[] = {"apiVersion", "kind", "metadata", "spec",
+					    "status.conditions", "status.addresses", "status.phase"};
+	return jx_pick(node, paths, sizeof(paths) / sizeof(paths[0]));
+}
+
+/* A node's Lease: the node lifecycle controller reads only its renewTime.
+ * 1.3 KB instead of a 3 KB tree. */
+static json_t *lease_view(const json_t *lease)
+{
+	static const char *const paths[] = {"metadata.name", "metadata.namespace",
+					    "metadata.resourceVersion", "spec.renewTime"};
+	return jx_pick(lease, paths, sizeof(paths) / sizeof(paths[0]));
+}
+
+static const struct {
+	const char *path;
+	json_t *(*view)(const json_t *obj);
+} views[] = {{NODES_PATH, node_view}, {LEASES_PATH, lease_view}};
+
 struct informer *cm_informer(struct controller_manager *m, const char *path,
 			     const struct informer_handlers *h)
 {
 	struct informer *inf = hmap_get(&m->informers, path);
 	if (!inf) {
 		inf = informer_new(m->loop, m->rest, path, NULL, h);
+		for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++)
+			if (!strcmp(views[i].path, path))
+				informer_set_transform(inf, views[i].view);
 		hmap_put(&m->informers, path, inf);
 	} else if (h) {
 		informer_add_handlers(inf, h);

@@ -48,7 +48,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LEASES_PATH "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 #define EVICTION_TICK_NS (100 * NS_PER_MS) /* NodeEvictionPeriod */
 
 #define TAINT_NOT_READY "node.kubernetes.io/not-ready"
@@ -770,7 +769,14 @@ static json_t *stale_status(const json_t *node, bool *ready_changed)
 	return copy;
 }
 
-/* ---- the Unknown status write, retried as upstream's tryUpdateNodeHealth ---------- */
+/*
+ * ---- the Unknown status write, retried as upstream's tryUpdateNodeHealth ----------
+ *
+ * Every try reads the Node whole first: the informer keeps a view of it
+ * (manager.c), and a status PUT replaces the whole status. Upstream's first
+ * try writes its informer's copy; this one GET is the difference, one
+ * request for each node that goes stale.
+ */
 
 #define HEALTH_RETRIES 5                 /* NodeHealthUpdateRetry */
 #define HEALTH_RETRY_NS (20 * NS_PER_MS) /* retrySleepTime */
@@ -825,7 +831,7 @@ static void on_health_got(void *arg, int status, json_t *node, const char *err)
 	health_put(w, node);
 }
 
-static void on_health_retry(void *arg)
+static void health_get(void *arg)
 {
 	struct health_write *w = arg;
 	char path[300];
@@ -872,12 +878,12 @@ static void write_health(struct nodelifecycle *c, const json_t *node)
 		abort();
 	w->c = c;
 	snprintf(w->name, sizeof(w->name), "%s", node_name(node));
-	w->retry = loop_timer(c->m->loop, on_health_retry, w);
+	w->retry = loop_timer(c->m->loop, health_get, w);
 	w->next = c->health_writes;
 	if (c->health_writes)
 		c->health_writes->prev = w;
 	c->health_writes = w;
-	health_put(w, node);
+	health_get(w);
 }
 
 /* One node of monitorNodeHealth. Returns the Ready status it should be
@@ -1069,15 +1075,6 @@ static void on_pod_update(void *arg, json_t *old, json_t *pod)
 		on_pod(arg, pod);
 }
 
-/* What the controller keeps of a node's Lease (the informer's transform): it
- * reads only spec.renewTime: 1.3 KB a Lease instead of its 3 KB tree. */
-static json_t *lease_view(const json_t *lease)
-{
-	static const char *const paths[] = {"metadata.name", "metadata.namespace",
-					    "metadata.resourceVersion", "spec.renewTime"};
-	return jx_pick(lease, paths, sizeof(paths) / sizeof(paths[0]));
-}
-
 struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const struct nlc_opts *o)
 {
 	struct nodelifecycle *c = calloc(1, sizeof(*c));
@@ -1092,9 +1089,8 @@ struct nodelifecycle *nodelifecycle_new(struct controller_manager *m, const stru
 	c->o = *o;
 	c->health = (struct hmap)HMAP_INIT;
 	c->zones = (struct hmap)HMAP_INIT;
-	c->nodes = cm_informer(m, "/api/v1/nodes", &nh);
+	c->nodes = cm_informer(m, NODES_PATH, &nh);
 	c->leases = cm_informer(m, LEASES_PATH, &lh);
-	informer_set_transform(c->leases, lease_view); /* this controller's alone */
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->by_node = cm_pods_by_node(m);
 	c->events = event_recorder_new(m->loop, c->rest, "node-controller", NULL, 3);

@@ -293,7 +293,7 @@ struct podgc *podgc_new(struct controller_manager *m, int64_t threshold)
 	c->m = m;
 	c->threshold = threshold;
 	c->pods = cm_informer(m, "/api/v1/pods", NULL);
-	c->nodes = cm_informer(m, "/api/v1/nodes", NULL);
+	c->nodes = cm_informer(m, NODES_PATH, NULL);
 	cm_pods_by_node(m);
 	c->tick = loop_timer(m->loop, on_tick, c);
 	c->m_deleted = metrics_counter(m->metrics, "pod_gc_collector_force_delete_pods_total",

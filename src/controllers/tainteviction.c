@@ -492,7 +492,7 @@ struct tainteviction *tainteviction_new(struct controller_manager *m)
 	c->rest = cm_client(m, "node-controller");
 	c->m = m;
 	/* Nodes first: their handlers run before the pods' for the same list. */
-	c->nodes = cm_informer(m, "/api/v1/nodes", &nh);
+	c->nodes = cm_informer(m, NODES_PATH, &nh);
 	c->pods = cm_informer(m, "/api/v1/pods", &ph);
 	c->by_node = cm_pods_by_node(m);
 	c->events = event_recorder_new(m->loop, c->rest, NAME, NULL, 3);

@@ -69,12 +69,16 @@ static void create_node(struct world *w, int i, const char *zone)
 
 	name_of(i, name, sizeof(name));
 	time_format_rfc3339(clock_now(), now);
-	node = json_pack("{s:s,s:s,s:{s:s,s:{s:s}},s:{s:[{s:s,s:s,s:s,s:s,s:s,s:s}]}}",
+	/* With what the controllers' view of a Node leaves out (nodeInfo,
+	 * allocatable): the Unknown write must keep them. */
+	node = json_pack("{s:s,s:s,s:{s:s,s:{s:s}},s:{s:[{s:s,s:s,s:s,s:s,s:s,s:s}],s:{s:s},"
+			 "s:{s:s}}}",
 			 "apiVersion", "v1", "kind", "Node", "metadata", "name", name, "labels",
 			 "topology.kubernetes.io/zone", zone, "status", "conditions", "type",
 			 "Ready", "status", "True", "reason", "KubeletReady", "message",
 			 "kubelet is posting ready status", "lastHeartbeatTime", now,
-			 "lastTransitionTime", now);
+			 "lastTransitionTime", now, "nodeInfo", "kubeletVersion", "v1.32.0",
+			 "allocatable", "cpu", "2");
 	r = call(w, "POST", "/api/v1/nodes", node);
 	assert_int_equal(r.status, 201);
 	json_decref(node);
@@ -298,6 +302,9 @@ static void test_unknown_after_grace_and_back(void **state)
 	ready = ready_of(node);
 	assert_string_equal(jx_str(ready, "reason"), "NodeStatusUnknown");
 	assert_string_equal(jx_str(ready, "message"), "Kubelet stopped posting node status.");
+	/* The status was written whole: not from the controllers' view. */
+	assert_string_equal(jx_str(node, "status.nodeInfo.kubeletVersion"), "v1.32.0");
+	assert_string_equal(jx_str(node, "status.allocatable.cpu"), "2");
 	assert_true(has_taint(node, "node.kubernetes.io/unreachable", "NoSchedule"));
 	assert_true(has_taint(node, "node.kubernetes.io/unreachable", "NoExecute"));
 	json_decref(node);

@@ -35,6 +35,7 @@ struct workqueue {
 	struct metric_series *depth, *adds, *queue_lat, *work_lat, *retries, *unfinished,
 		*longest;
 	struct item *processing; /* the items handed out, for the in-progress gauges */
+	int64_t base_delay_ns;   /* workqueue_retry's first step */
 };
 
 /* upstream's workqueue histograms: 10 ns to 10 s, by tens. */
@@ -180,6 +181,7 @@ struct workqueue *workqueue_new(struct loop *loop, int workers,
 	if (!q)
 		abort();
 	q->loop = loop;
+	q->base_delay_ns = 5 * NS_PER_MS;
 	q->workers = workers > 0 ? workers : 1;
 	q->process = process;
 	q->arg = arg;
@@ -235,13 +237,18 @@ void workqueue_add_after(struct workqueue *q, const char *key, int64_t delay_ns)
 void workqueue_retry(struct workqueue *q, const char *key)
 {
 	struct item *it = item_get(q, key);
-	int64_t d = 5 * NS_PER_MS;
+	int64_t d = q->base_delay_ns;
 	for (int i = 0; i < it->failures && d < 1000 * NS_PER_SEC; i++)
 		d *= 2;
 	if (d > 1000 * NS_PER_SEC)
 		d = 1000 * NS_PER_SEC;
 	it->failures++;
 	workqueue_add_after(q, key, d);
+}
+
+void workqueue_set_base_delay(struct workqueue *q, int64_t base_ns)
+{
+	q->base_delay_ns = base_ns > 0 ? base_ns : 5 * NS_PER_MS;
 }
 
 void workqueue_forget(struct workqueue *q, const char *key)

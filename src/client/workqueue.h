@@ -7,7 +7,9 @@
  *
  * Rate limiting per key is client-go's default controller limiter:
  * exponential 5 ms → 1000 s per failure (workqueue_retry), forgotten on
- * success (workqueue_forget).
+ * success (workqueue_forget); a queue may start from another first step
+ * (workqueue_set_base_delay). The default limiter's overall bucket (10
+ * retries a second, a burst of 100) is not kept.
  *
  * Ownership: the queue copies keys; the key handed to process() is valid
  * until workqueue_done for it. Threads: the loop's.
@@ -41,6 +43,9 @@ void workqueue_add(struct workqueue *q, const char *key);
 void workqueue_add_after(struct workqueue *q, const char *key, int64_t delay_ns);
 /* Requeue after this key's next backoff step. */
 void workqueue_retry(struct workqueue *q, const char *key);
+/* The first backoff step, doubled at each failure up to 1000 s: 5 ms unless
+ * set (upstream's certificate controllers start from 200 ms). */
+void workqueue_set_base_delay(struct workqueue *q, int64_t base_ns);
 void workqueue_forget(struct workqueue *q, const char *key);
 void workqueue_done(struct workqueue *q, const char *key);
 size_t workqueue_len(const struct workqueue *q);

@@ -25,6 +25,8 @@
 #include <stdint.h>
 
 #define CSR_PATH "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+/* NewCertificateController's per-CSR backoff: 200 ms doubling to 1000 s. */
+#define CERT_QUEUE_BASE_DELAY (200 * NS_PER_MS)
 #define NODES_PATH "/api/v1/nodes"
 #define LEASES_PATH "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 

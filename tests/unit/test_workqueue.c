@@ -116,6 +116,32 @@ static void test_backoff_doubles_and_forget_resets(void **state)
 	loop_free(loop);
 }
 
+/* The certificate controllers' queue: 0.2, 0.4, 0.8 s ..., capped at 1000 s. */
+static void test_base_delay(void **state)
+{
+	struct loop *loop = loop_new();
+	struct log l = {0};
+	int64_t step = 200 * NS_PER_MS, last = clock_mono();
+
+	l.q = workqueue_new(loop, 1, process, &l);
+	workqueue_set_base_delay(l.q, step);
+	for (int i = 0; i < 14; i++, step = step * 2 > 1000 * NS_PER_SEC ? 1000 * NS_PER_SEC
+									: step * 2) {
+		workqueue_retry(l.q, "csr-1");
+		clock_advance(step - 1);
+		turn();
+		assert_int_equal(l.n, i);
+		clock_advance(1);
+		turn();
+		assert_int_equal(l.n, i + 1);
+		assert_int_equal(l.at[i] - last, step);
+		last = l.at[i];
+	}
+	assert_int_equal(step, 1000 * NS_PER_SEC); /* 0.2 s · 2^13 > 1000 s */
+	workqueue_free(l.q);
+	loop_free(loop);
+}
+
 static void test_add_after_keeps_earliest(void **state)
 {
 	struct loop *loop = loop_new();
@@ -188,6 +214,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_backoff_doubles_and_forget_resets, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_add_after_keeps_earliest, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_base_delay, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

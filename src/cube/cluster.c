@@ -882,8 +882,7 @@ int cluster_kubelet_processes(int nodes, int asked, long room)
 	return (int)(n < nodes ? n : nodes);
 }
 
-/* A process's VmRSS (KiB; 0 for this one), or -1 when /proc does not say. */
-static long vm_rss_kib(pid_t pid)
+long proc_rss_kib(pid_t pid)
 {
 	char path[64], *text, *at;
 	size_t len;
@@ -900,12 +899,12 @@ static long vm_rss_kib(pid_t pid)
 
 void cluster_rss(const struct cluster *cl, struct cluster_rss *r)
 {
-	*r = (struct cluster_rss){.self_kib = vm_rss_kib(0)};
+	*r = (struct cluster_rss){.self_kib = proc_rss_kib(0)};
 	for (int i = 0; i < cl->nshards; i++) {
-		long kib = cl->shards[i].pid ? vm_rss_kib(cl->shards[i].pid) : -1;
+		long kib = cl->shards[i].pid ? proc_rss_kib(cl->shards[i].pid) : -1;
 		if (kib > 0) {
-			r->kubelets_kib += kib;
-			r->kubelet_processes++;
+			r->children_kib += kib;
+			r->children++;
 		}
 	}
 }

@@ -25,6 +25,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -92,10 +93,12 @@ int cluster_process_nodes(int nodes, int processes);
  * one — the control plane, and the kubelets when they run here — and the
  * kubelet processes running now, added up. */
 struct cluster_rss {
-	long self_kib, kubelets_kib;
-	int kubelet_processes;
+	long self_kib, children_kib; /* children: the kubelet processes */
+	int children;
 };
 void cluster_rss(const struct cluster *cl, struct cluster_rss *r);
+/* A process's VmRSS in KiB (pid 0: this one), or -1 when /proc does not say. */
+long proc_rss_kib(pid_t pid);
 /* Stop everything (kubelets first: SIGTERM to the kubelet processes, SIGKILL
  * to any still there after 10 s), join the threads, free. Before the loop
  * of opts.loop is freed. */

@@ -52,7 +52,8 @@ static const char up_usage[] =
 	"Start a whole cluster in this process: the API server, the controller manager\n"
 	"and N hollow kubelets that bootstrap with a token, get their certificates from\n"
 	"CSRs, rotate them, and heartbeat. Shows progress until every node is Ready\n"
-	"(then the memory resident in this process and its kubelet processes),\n"
+	"(then the memory resident in this process and its children: the kubelet\n"
+	"processes, or under --ha every process of the layout),\n"
 	"while the components log to DIR/logs/ (cube.log has every line) and each\n"
 	"kubelet to DIR/nodes/NAME/kubelet.log (`cube logs`; -v N logs here too);\n"
 	"prints the KUBECONFIG line, and runs until Ctrl-C. Run it again on the same\n"
@@ -137,6 +138,7 @@ struct progress {
 	int64_t start;
 	const char *dir;
 	struct cluster *cl; /* NULL under --ha: its supervisor runs the cluster */
+	struct ha *ha;      /* that supervisor, or NULL */
 };
 
 #define PROGRESS_EVERY (300 * NS_PER_MS)
@@ -172,22 +174,31 @@ static void node_deleted(void *arg, json_t *obj)
 	p->ready -= node_ready(obj);
 }
 
-/* What the cluster holds in memory now that every node is Ready. */
-static void print_memory(const struct cluster *cl)
+/* What the cluster holds in memory now that every node is Ready: this
+ * process and its children (the kubelet processes, or every process of
+ * --ha's layout: etcd, the API servers, haproxy, the controllers, the
+ * kubelets). */
+static void print_memory(const struct progress *p)
 {
-	struct cluster_rss r;
+	struct cluster_rss r = {.self_kib = proc_rss_kib(0)};
+	const char *what = "kubelet ";
 
-	cluster_rss(cl, &r);
+	if (p->cl) {
+		cluster_rss(p->cl, &r);
+	} else if (p->ha) {
+		r.children_kib = ha_rss_kib(p->ha, &r.children);
+		what = "";
+	}
 	if (r.self_kib < 0)
 		return;
-	if (!r.kubelet_processes)
+	if (!r.children)
 		printf("  memory: %.1f MiB resident (one process)\n", r.self_kib / 1024.0);
 	else
-		printf("  memory: %.1f MiB resident in all: this process %.1f MiB, %d kubelet "
+		printf("  memory: %.1f MiB resident in all: this process %.1f MiB, %d %s"
 		       "process%s %.1f MiB\n",
-		       (r.self_kib + r.kubelets_kib) / 1024.0, r.self_kib / 1024.0,
-		       r.kubelet_processes, r.kubelet_processes > 1 ? "es" : "",
-		       r.kubelets_kib / 1024.0);
+		       (r.self_kib + r.children_kib) / 1024.0, r.self_kib / 1024.0,
+		       r.children, what, r.children > 1 ? "es" : "",
+		       r.children_kib / 1024.0);
 }
 
 static void on_tick(void *arg)
@@ -211,8 +222,7 @@ static void on_tick(void *arg)
 	}
 	informer_free(p->nodes); /* what it kept is not the cluster's memory */
 	p->nodes = NULL;
-	if (p->cl)
-		print_memory(p->cl);
+	print_memory(p);
 	printf("\nCluster is up. Use it with:\n\n  export KUBECONFIG=%s/admin.conf\n"
 	       "  kubectl get nodes\n  kubectl get csr\n\nCtrl-C stops it; `cube up` on "
 	       "the same --data-dir resumes it.\n",
@@ -430,7 +440,7 @@ static int wait_for_signal(struct loop *loop, struct cluster *cl, struct control
 	/* cl NULL: the --ha supervisor (ha_now) runs the cluster. */
 	struct progress p = {.loop = loop, .want = want, .shown = -1,
 			     .start = up_started ? up_started : clock_mono(),
-			     .dir = dir, .events = events, .cl = cl};
+			     .dir = dir, .events = events, .cl = cl, .ha = cl ? NULL : ha_now};
 	struct kubeconfig kc;
 	char *admin = file_join(dir, "admin.conf");
 	struct event *trim;

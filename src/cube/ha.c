@@ -1,5 +1,7 @@
 #include "cube/ha.h"
 
+#include "cube/cluster.h"
+
 #include "kubelet/kubelet.h"
 #include "pki/cluster.h"
 #include "pki/pki.h"
@@ -562,6 +564,21 @@ void ha_stop(struct ha *h)
 		event_free(h->sigchld);
 	free(h->kids);
 	free(h);
+}
+
+long ha_rss_kib(const struct ha *h, int *processes)
+{
+	long sum = 0;
+
+	*processes = 0;
+	for (size_t i = 0; i < h->n; i++) {
+		long kib = h->kids[i].pid ? proc_rss_kib(h->kids[i].pid) : -1;
+		if (kib > 0) {
+			sum += kib;
+			(*processes)++;
+		}
+	}
+	return sum;
 }
 
 /* ---- the supervisor's words ---------------------------------------------------------------- */

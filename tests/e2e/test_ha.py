@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from test_up import Up, NODES, cert_file, ready_nodes, wait_for
+from test_up import Up, NODES, cert_file, ready_nodes, vm_rss_mib, wait_for
 
 
 @pytest.fixture
@@ -51,6 +51,16 @@ def leader(u, component):
 
 def test_ha_survives_losing_one_of_everything(ha, run):
     u = ha
+    # With every node Ready, what the layout holds in memory: the supervisor
+    # and each process it started (3 etcd, 2 API servers, haproxy, 2
+    # controller managers, 2 schedulers, the kubelets), as /proc says.
+    m = re.search(r"^  memory: ([\d.]+) MiB resident in all: this process ([\d.]+) MiB, "
+                  r"(\d+) processes ([\d.]+) MiB$", u.output(), re.M)
+    assert m, u.output()
+    kids = [int(p) for p in run("pgrep", "-P", str(u.proc.pid)).stdout.split()]
+    assert int(m.group(3)) == len(kids) == 11, (m.group(0), kids)
+    assert 0.5 < float(m.group(4)) / sum(vm_rss_mib(p) for p in kids) < 2, m.group(0)
+    assert abs(float(m.group(1)) - float(m.group(2)) - float(m.group(4))) < 0.2, m.group(0)
     # The layout: etcd with TLS on three members, two API servers.
     cfg = (u.data / "haproxy.cfg").read_text()
     assert cfg.count("server apiserver") == 2 and "option httpchk GET /healthz" in cfg

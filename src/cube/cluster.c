@@ -897,16 +897,20 @@ long proc_rss_kib(pid_t pid)
 	return kib;
 }
 
+void cluster_rss_add(struct cluster_rss *r, pid_t pid)
+{
+	long kib = pid ? proc_rss_kib(pid) : -1;
+	if (kib > 0) {
+		r->children_kib += kib;
+		r->children++;
+	}
+}
+
 void cluster_rss(const struct cluster *cl, struct cluster_rss *r)
 {
 	*r = (struct cluster_rss){.self_kib = proc_rss_kib(0)};
-	for (int i = 0; i < cl->nshards; i++) {
-		long kib = cl->shards[i].pid ? proc_rss_kib(cl->shards[i].pid) : -1;
-		if (kib > 0) {
-			r->children_kib += kib;
-			r->children++;
-		}
-	}
+	for (int i = 0; i < cl->nshards; i++)
+		cluster_rss_add(r, cl->shards[i].pid);
 }
 
 long cluster_fds_per_node(void)

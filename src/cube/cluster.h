@@ -97,6 +97,8 @@ struct cluster_rss {
 	int children;
 };
 void cluster_rss(const struct cluster *cl, struct cluster_rss *r);
+/* Add a running child's VmRSS to r (pid 0, or one /proc does not know: nothing). */
+void cluster_rss_add(struct cluster_rss *r, pid_t pid);
 /* A process's VmRSS in KiB (pid 0: this one), or -1 when /proc does not say. */
 long proc_rss_kib(pid_t pid);
 /* Stop everything (kubelets first: SIGTERM to the kubelet processes, SIGKILL

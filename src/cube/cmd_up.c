@@ -156,6 +156,20 @@ static bool node_ready(const json_t *node)
 	return c && !strcmp(jx_str(c, "status") ?: "", "True");
 }
 
+/* What the progress keeps of a Node (its informer's transform): its name,
+ * version, and whether it is Ready. Not the Node's text, parsed again at
+ * each of its changes through the storm. */
+static json_t *ready_view(const json_t *node)
+{
+	static const char *const paths[] = {"metadata.name", "metadata.resourceVersion"};
+	json_t *view = jx_pick(node, paths, sizeof(paths) / sizeof(paths[0]));
+
+	if (node_ready(node))
+		jx_set(view, "status.conditions",
+		       json_pack("[{s:s,s:s}]", "type", "Ready", "status", "True"));
+	return view;
+}
+
 static void node_added(void *arg, json_t *obj)
 {
 	struct progress *p = arg;
@@ -186,7 +200,7 @@ static void print_memory(const struct progress *p)
 	if (p->cl) {
 		cluster_rss(p->cl, &r);
 	} else if (p->ha) {
-		r.children_kib = ha_rss_kib(p->ha, &r.children);
+		ha_rss(p->ha, &r);
 		what = "";
 	}
 	if (r.self_kib < 0)
@@ -237,7 +251,7 @@ static void progress_start(struct progress *p)
 	struct informer_handlers h = {node_added, node_updated, node_deleted, p};
 
 	p->nodes = informer_new(p->loop, p->client, "/api/v1/nodes", NULL, &h);
-	informer_keep_text(p->nodes);
+	informer_set_transform(p->nodes, ready_view);
 	informer_start(p->nodes);
 	p->tick = loop_timer(p->loop, on_tick, p);
 	timer_after(p->tick, PROGRESS_EVERY);

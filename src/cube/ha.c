@@ -566,19 +566,10 @@ void ha_stop(struct ha *h)
 	free(h);
 }
 
-long ha_rss_kib(const struct ha *h, int *processes)
+void ha_rss(const struct ha *h, struct cluster_rss *r)
 {
-	long sum = 0;
-
-	*processes = 0;
-	for (size_t i = 0; i < h->n; i++) {
-		long kib = h->kids[i].pid ? proc_rss_kib(h->kids[i].pid) : -1;
-		if (kib > 0) {
-			sum += kib;
-			(*processes)++;
-		}
-	}
-	return sum;
+	for (size_t i = 0; i < h->n; i++)
+		cluster_rss_add(r, h->kids[i].pid);
 }
 
 /* ---- the supervisor's words ---------------------------------------------------------------- */

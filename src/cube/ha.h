@@ -49,8 +49,9 @@ struct ha *ha_start(struct loop *loop, const struct ha_opts *o);
 long ha_fds_per_node(void);
 /* The balancer's port (the one kubeconfigs name). */
 int ha_port(const struct ha *h);
-/* The running children's VmRSS added up (KiB), and how many they are. */
-long ha_rss_kib(const struct ha *h, int *processes);
+/* The running children's VmRSS, added to r (cube/cluster.h). */
+struct cluster_rss;
+void ha_rss(const struct ha *h, struct cluster_rss *r);
 /* SIGTERM to everything, kubelets first, etcd last; waits; frees. */
 void ha_stop(struct ha *h);
 /*

@@ -182,6 +182,22 @@ def test_up_nodes_ready_and_bootstrap_csrs_issued(up, run):
     assert u.stop() == 0
 
 
+def test_up_progress_lists_the_nodes_once(up):
+    """The console's progress lists the Nodes once and then watches them:
+    until every node is Ready the successful LISTs of nodes are one
+    informer's each (each kubelet's on its own Node, the scheduler's, the
+    controller manager's, the console's), with one spare for a relist.
+    Listing every 300 ms until Ready, as it once did, makes 5 or more
+    besides. Nothing here lists nodes itself before reading the count."""
+    u = up()
+    wait_for(lambda: "Cluster is up" in u.output(), 60, "Cluster is up")
+    lists = sum(int(v) for v in re.findall(
+        r'^apiserver_request_total\{verb="LIST",group="",version="v1",resource="nodes",'
+        r'[^}]*code="200"\} (\d+)$', u.kubectl("get", "--raw", "/metrics").stdout, re.M))
+    assert len(NODES) + 3 <= lists <= len(NODES) + 4, lists
+    assert u.stop() == 0
+
+
 def test_up_rotates_every_node_while_staying_ready(up, run):
     # 2m of TTL: with the signer's 5-minute backdate the lifetime is 7m, so
     # the 70-90 % deadline falls within 78 s of issuance.

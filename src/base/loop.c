@@ -385,8 +385,11 @@ static void workers_start(void)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	for (int i = 0; i < LOOP_WORKERS; i++) {
 		pthread_t th;
+		char name[16];
 		if (pthread_create(&th, &attr, worker_main, NULL) != 0)
 			abort();
+		snprintf(name, sizeof(name), "cube-work-%d", i);
+		pthread_setname_np(th, name);
 	}
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -48,6 +48,7 @@
 /* One component on its own thread and loop. */
 struct component {
 	const char *name;
+	const char *comm; /* its thread's name: upstream's process name (ps -L, top -H) */
 	pthread_t th;
 	struct loop *loop;
 	int (*start)(struct component *c);
@@ -133,6 +134,7 @@ static int component_run(struct component *c, struct cluster *cl)
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
 	pthread_create(&c->th, NULL, component_main, c);
+	pthread_setname_np(c->th, c->comm);
 	pthread_mutex_lock(&c->mu);
 	while (!c->ready)
 		pthread_cond_wait(&c->cv, &c->mu);
@@ -826,13 +828,17 @@ struct cluster *cluster_start(const struct cluster_opts *o)
 		abort();
 	cl->o = *o;
 	cl->controllers = o->controllers ? strdup(o->controllers) : NULL;
-	cl->api = (struct component){.name = "apiserver", .start = api_start, .stop = api_stop};
-	cl->cm =
-	    (struct component){.name = "controller-manager", .start = cm_start, .stop = cm_stop};
-	cl->sched =
-	    (struct component){.name = "scheduler", .start = sched_start, .stop = sched_stop};
-	cl->kubelets =
-	    (struct component){.name = "kubelet", .start = kubelets_start, .stop = kubelets_stop};
+	/* comm: 15 bytes at most, as the kernel keeps a process's name. */
+	cl->api = (struct component){
+	    .name = "apiserver", .comm = "kube-apiserver", .start = api_start, .stop = api_stop};
+	cl->cm = (struct component){.name = "controller-manager",
+	                            .comm = "kube-controller",
+	                            .start = cm_start,
+	                            .stop = cm_stop};
+	cl->sched = (struct component){
+	    .name = "scheduler", .comm = "kube-scheduler", .start = sched_start, .stop = sched_stop};
+	cl->kubelets = (struct component){
+	    .name = "kubelet", .comm = "kubelet", .start = kubelets_start, .stop = kubelets_stop};
 	/* The kubeconfigs name the server; keep the one they name if we do not
 	 * know the port yet, so a rerun does not regenerate them for nothing. */
 	char want[64], *admin = path_in(cl, "admin.conf");

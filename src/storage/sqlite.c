@@ -265,6 +265,7 @@ struct store *store_sqlite_open(const char *path, enum store_sync sync, struct l
 	pthread_cond_init(&s->idle, NULL);
 	s->tail = &s->head;
 	pthread_create(&s->writer, NULL, writer_main, s);
+	pthread_setname_np(s->writer, "sqlite-writer");
 	return &s->base;
 }
 

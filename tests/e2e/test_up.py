@@ -19,6 +19,7 @@ import signal
 import subprocess
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -150,6 +151,12 @@ def test_up_nodes_ready_and_bootstrap_csrs_issued(up, run):
     assert 0.5 < float(m.group(1)) / vm_rss_mib(u.proc.pid) < 2, (m.group(1), console)
     assert not re.search(r"^[IWE]\d{4} ", console, re.M), console
     assert "Serving securely on" in (u.data / "logs" / "cube.log").read_text()
+    # Each component's thread carries the name of upstream's process
+    # (ps -L, top -H): which one burns the CPU is visible.
+    comms = {(t / "comm").read_text().strip()
+             for t in (Path("/proc") / str(u.proc.pid) / "task").iterdir()}
+    assert {"kube-apiserver", "kube-controller", "kube-scheduler", "kubelet",
+            "sqlite-writer"} <= comms, comms
     for node in NODES:
         pki = u.data / "nodes" / node / "pki"
         link = pki / "kubelet-client-current.pem"

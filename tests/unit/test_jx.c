@@ -75,8 +75,16 @@ static void test_files(void **state)
 	assert_int_equal(file_read(path, &data, &len, 100), ERR_NOTFOUND);
 	snprintf(path, sizeof(path), "%s/a/b", dir);
 	assert_int_equal(file_mkdirs(path, 0755), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(file_mkdirs(path, 0755), 0); /* there already */
 	snprintf(path, sizeof(path), "%s/a/b/c.json", dir);
 	assert_int_equal(file_write_atomic(path, "{\"k\":1}", 7, 0600), 0);
+	/* Under a file: the walk names the component that is not a directory. */
+	char under[300];
+	snprintf(under, sizeof(under), "%s/d/e", path);
+	assert_int_equal(file_mkdirs(under, 0755), ERR_IO);
+	assert_non_null(strstr(err_msg(), "c.json/d"));
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 	assert_int_equal(file_read(path, &data, &len, 100), 0);

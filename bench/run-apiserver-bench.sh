@@ -190,6 +190,12 @@ EOF
 		fi
 		sleep 0.1
 	done
+	# An answer from a server that already held the port is not nginx's.
+	if ! kill -0 "$NGINX_PID" 2>/dev/null; then
+		wait "$NGINX_PID" 2>/dev/null || true
+		NGINX_PID=
+		return 1
+	fi
 	NGINX_PORT=$port
 	NGINX_WORKER=$(pgrep -P "$NGINX_PID" | head -1)
 }

@@ -19,7 +19,8 @@
 int file_read(const char *path, char **out, size_t *len, size_t max);
 int file_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
 /* The same replacement (readers see the old file or the new one), without
- * the fsyncs: for files rebuilt at every start, which a crash may lose. */
+ * the fsyncs: for files made again when a crash loses them (rebuilt at every
+ * start, or checked when read and remade if they do not load). */
 int file_replace(const char *path, const void *data, size_t len, mode_t mode);
 /* mkdir -p with `mode` for the directories it creates. */
 int file_mkdirs(const char *path, mode_t mode);

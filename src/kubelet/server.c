@@ -152,10 +152,11 @@ static void handle(struct evhttp_request *req, void *arg)
 /* ---- the certificate ------------------------------------------------------------------ */
 
 /* upstream's GenerateSelfSignedCertKey, with an ECDSA key: "<host>@<unix
- * time>", saved as crt and key_path and kept as the server's text. Replaced
- * whole but not fsynced, as upstream's WriteCert and WriteKey do not: a pair
- * a crash loses or truncates fails load_pair and is made again, and ten
- * thousand nodes' first start is not four fsyncs each on the loop. */
+ * time>", saved as crt and key_path and kept as the server's text. The files
+ * are replaced whole but not fsynced: upstream's WriteCert and WriteKey do not
+ * fsync either, and ten thousand nodes' first start is then not four fsyncs
+ * each on the loop. cube's: a pair a crash loses or truncates fails load_pair
+ * and is made again, where upstream's kubelet would fail to serve. */
 static int self_signed(struct kserver *s, const char *crt, const char *key_path)
 {
 	struct kubelet *k = s->k;

@@ -179,19 +179,16 @@ http {
 EOF
 	nginx -p "$ng" -c "$ng/nginx.conf" -g 'daemon off;' 2>>"$ng/error.log" &
 	NGINX_PID=$!
-	i=0
-	until curl -sk -o /dev/null "https://127.0.0.1:$port/"; do
-		i=$((i + 1))
-		if [ $i -ge 50 ] || ! kill -0 "$NGINX_PID" 2>/dev/null; then
-			kill "$NGINX_PID" 2>/dev/null || true
-			wait "$NGINX_PID" 2>/dev/null || true
-			NGINX_PID=
-			return 1
-		fi
+	answered=
+	for i in $(seq 50); do
+		kill -0 "$NGINX_PID" 2>/dev/null || break
+		curl -sk -o /dev/null "https://127.0.0.1:$port/" && { answered=1; break; }
 		sleep 0.1
 	done
-	# An answer from a server that already held the port is not nginx's.
-	if ! kill -0 "$NGINX_PID" 2>/dev/null; then
+	# Up only if nginx is still there: an answer from a server that already
+	# held the port is not nginx's.
+	if [ -z "$answered" ] || ! kill -0 "$NGINX_PID" 2>/dev/null; then
+		kill "$NGINX_PID" 2>/dev/null || true
 		wait "$NGINX_PID" 2>/dev/null || true
 		NGINX_PID=
 		return 1

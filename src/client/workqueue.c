@@ -38,6 +38,10 @@ struct workqueue {
 	int64_t base_delay_ns;   /* workqueue_retry's first step */
 };
 
+/* client-go's default per-item limiter: 5 ms doubling to 1000 s. */
+#define BASE_DELAY_NS (5 * NS_PER_MS)
+#define MAX_DELAY_NS (1000 * NS_PER_SEC)
+
 /* upstream's workqueue histograms: 10 ns to 10 s, by tens. */
 static const double latency_buckets[] = {1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1, 10};
 
@@ -181,7 +185,7 @@ struct workqueue *workqueue_new(struct loop *loop, int workers,
 	if (!q)
 		abort();
 	q->loop = loop;
-	q->base_delay_ns = 5 * NS_PER_MS;
+	q->base_delay_ns = BASE_DELAY_NS;
 	q->workers = workers > 0 ? workers : 1;
 	q->process = process;
 	q->arg = arg;
@@ -238,17 +242,17 @@ void workqueue_retry(struct workqueue *q, const char *key)
 {
 	struct item *it = item_get(q, key);
 	int64_t d = q->base_delay_ns;
-	for (int i = 0; i < it->failures && d < 1000 * NS_PER_SEC; i++)
+	for (int i = 0; i < it->failures && d < MAX_DELAY_NS; i++)
 		d *= 2;
-	if (d > 1000 * NS_PER_SEC)
-		d = 1000 * NS_PER_SEC;
+	if (d > MAX_DELAY_NS)
+		d = MAX_DELAY_NS;
 	it->failures++;
 	workqueue_add_after(q, key, d);
 }
 
 void workqueue_set_base_delay(struct workqueue *q, int64_t base_ns)
 {
-	q->base_delay_ns = base_ns > 0 ? base_ns : 5 * NS_PER_MS;
+	q->base_delay_ns = base_ns > 0 ? base_ns : BASE_DELAY_NS;
 }
 
 void workqueue_forget(struct workqueue *q, const char *key)

@@ -363,12 +363,7 @@ struct csrapproving *csrapproving_new(struct controller_manager *m)
 		abort();
 	c->rest = cm_client(m, "certificate-controller");
 	c->m = m;
-	c->q = workqueue_new(m->loop, m->workers, process, c);
-	/* upstream's certificate controllers' queue: its name, and retries
-	 * from 200 ms (a CSR whose sync fails comes back after 0.2, 0.4,
-	 * 0.8 s ...). */
-	workqueue_instrument(c->q, m->metrics, "certificate");
-	workqueue_set_base_delay(c->q, CERT_QUEUE_BASE_DELAY);
+	c->q = csr_queue_new(m, process, c);
 	if (m->approve_kubelet_serving)
 		c->nodes = cm_informer(m, NODES_PATH, NULL);
 	LOG_INFO("\"Starting certificate controller\" name=\"csrapproving\"");

@@ -371,12 +371,7 @@ struct csrsigning *csrsigning_new(struct controller_manager *m)
 	}
 	LOG_V(2, "\"Loaded a new cert/key pair\" name=\"csr-controller::%s::%s\"", m->signing_cert,
 	      m->signing_key);
-	c->q = workqueue_new(m->loop, m->workers, process, c);
-	/* upstream's certificate controllers' queue: its name, and retries
-	 * from 200 ms (a CSR whose sync fails comes back after 0.2, 0.4,
-	 * 0.8 s ...). */
-	workqueue_instrument(c->q, m->metrics, "certificate");
-	workqueue_set_base_delay(c->q, CERT_QUEUE_BASE_DELAY);
+	c->q = csr_queue_new(m, process, c);
 	for (size_t i = 0; i < 4; i++) {
 		LOG_INFO("\"Starting certificate controller\" name=\"%s\"", controller_names[i]);
 		LOG_INFO("\"Waiting for caches to sync\" controller=\"certificate-%s\"",

@@ -25,8 +25,6 @@
 #include <stdint.h>
 
 #define CSR_PATH "/apis/certificates.k8s.io/v1/certificatesigningrequests"
-/* NewCertificateController's per-CSR backoff: 200 ms doubling to 1000 s. */
-#define CERT_QUEUE_BASE_DELAY (200 * NS_PER_MS)
 #define NODES_PATH "/api/v1/nodes"
 #define LEASES_PATH "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 
@@ -240,6 +238,11 @@ json_t *csr_with_condition(const json_t *csr, const char *type, const char *reas
 			   const char *message);
 /* status.certificate decoded to PEM text (malloc'd, NUL-terminated), or NULL. */
 char *csr_certificate_pem(const json_t *csr, size_t *len);
+/* The queue of upstream's NewCertificateController, which csrapproving and
+ * csrsigning each make: "certificate" in the workqueue metrics, a CSR whose
+ * sync fails retried after 0.2, 0.4, 0.8 s ... up to 1000 s. */
+struct workqueue *csr_queue_new(struct controller_manager *m,
+				void (*process)(void *arg, const char *key), void *arg);
 /* credentials.c: the client a controller acts through — its service
  * account's (kube-system/<sa_name>, a TokenRequest token) with
  * --use-service-account-credentials, else the manager's own. Shared by the

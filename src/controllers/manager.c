@@ -599,6 +599,16 @@ char *csr_certificate_pem(const json_t *csr, size_t *len)
 	return (char *)b64_decode(jx_str(csr, "status.certificate"), len);
 }
 
+struct workqueue *csr_queue_new(struct controller_manager *m,
+				void (*process)(void *arg, const char *key), void *arg)
+{
+	struct workqueue *q = workqueue_new(m->loop, m->workers, process, arg);
+
+	workqueue_instrument(q, m->metrics, "certificate");
+	workqueue_set_base_delay(q, 200 * NS_PER_MS);
+	return q;
+}
+
 const char *csr_path(char *buf, size_t n, const char *name, const char *sub)
 {
 	snprintf(buf, n, "%s/%s%s%s", CSR_PATH, name, sub ? "/" : "", sub ? sub : "");

@@ -914,7 +914,6 @@ void cluster_rss_add(struct cluster_rss *r, pid_t pid)
 
 void cluster_rss(const struct cluster *cl, struct cluster_rss *r)
 {
-	*r = (struct cluster_rss){.self_kib = proc_rss_kib(0)};
 	for (int i = 0; i < cl->nshards; i++)
 		cluster_rss_add(r, cl->shards[i].pid);
 }

@@ -91,11 +91,13 @@ long cluster_fds_per_process_node(void);
 int cluster_process_nodes(int nodes, int processes);
 /* What cube up's processes hold resident, from /proc (VmRSS, KiB): this
  * one — the control plane, and the kubelets when they run here — and the
- * kubelet processes running now, added up. */
+ * children running now, added up: the kubelet processes (cluster_rss), or
+ * every process of --ha's layout (ha_rss). */
 struct cluster_rss {
-	long self_kib, children_kib; /* children: the kubelet processes */
+	long self_kib, children_kib;
 	int children;
 };
+/* Add the kubelet processes running now to r. */
 void cluster_rss(const struct cluster *cl, struct cluster_rss *r);
 /* Add a running child's VmRSS to r (pid 0, or one /proc does not know: nothing). */
 void cluster_rss_add(struct cluster_rss *r, pid_t pid);

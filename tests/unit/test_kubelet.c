@@ -1205,6 +1205,70 @@ static void test_serving_certificate(void **state)
 	}
 }
 
+/* node-0 serving on a port of its own, started (again) on the same directory. */
+static void start_serving(struct world *w)
+{
+	struct kubelet_config c;
+
+	kubelet_free(w->k);
+	config(w, &c, "node-0");
+	c.port = -1;
+	start(w, &c);
+	pump(w, SETTLE);
+}
+
+static char *pki_text(struct world *w, const char *file)
+{
+	char path[256], *text = NULL;
+
+	snprintf(path, sizeof(path), "%s/kubelet/pki/%s", w->env.dir, file);
+	assert_int_equal(file_read(path, &text, NULL, 1 << 20), 0);
+	return text;
+}
+
+/* Without serverTLSBootstrap: the self-signed pair is written at the first
+ * start (kubelet.crt 0644, kubelet.key 0600) and loaded again at the next.
+ * It is written without fsync, as upstream writes it, so a crash may leave
+ * it truncated: such a pair does not load and is made again, a certificate
+ * and the key that matches it. */
+static void test_self_signed_pair_kept_or_made_again(void **state)
+{
+	struct world *w = *state;
+	char crt[256], key[256], *first, *text;
+	struct stat st;
+	X509 *cert;
+	EVP_PKEY *pkey;
+
+	w->client_ttl_ns = 3600 * NS_PER_SEC;
+	start_serving(w);
+	assert_true(wait_for(w, node_ready, "node-0", 100 * NS_PER_MS, 10 * NS_PER_SEC));
+	snprintf(crt, sizeof(crt), "%s/kubelet/pki/kubelet.crt", w->env.dir);
+	snprintf(key, sizeof(key), "%s/kubelet/pki/kubelet.key", w->env.dir);
+	assert_int_equal(stat(crt, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0644);
+	assert_int_equal(stat(key, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	first = pki_text(w, "kubelet.crt");
+	assert_non_null(strstr(first, "-----BEGIN CERTIFICATE-----"));
+
+	start_serving(w);
+	text = pki_text(w, "kubelet.crt");
+	assert_string_equal(text, first);
+	free(text);
+
+	assert_int_equal(truncate(crt, (off_t)(strlen(first) / 2)), 0);
+	start_serving(w);
+	text = pki_text(w, "kubelet.crt");
+	assert_string_not_equal(text, first);
+	assert_non_null(cert = pki_cert_load(crt));
+	assert_non_null(pkey = pki_key_load(key));
+	assert_true(pki_key_matches(cert, pkey));
+	X509_free(cert);
+	EVP_PKEY_free(pkey);
+	free(text);
+	free(first);
+}
+
 /* The KubeletConfiguration a kubelet runs with reads back to the same
  * settings: what config.yaml and /configz show is what is in force. */
 static void test_config_document_round_trips(void **state)
@@ -1441,6 +1505,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_self_heal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_self_heal_rotating, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_serving_certificate, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_self_signed_pair_kept_or_made_again, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_hollow_pool_timer_slack, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hollow, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hollow_control, setup, teardown),
